@@ -1,0 +1,357 @@
+"""The only module that talks to botocore.
+
+Everything above it sees plain values (shard dicts, :class:`RecordPage`,
+:class:`Position`) and kinesis-src errors. botocore's own retries are turned
+off: every call goes through :func:`kinesis_src.retry.call_with_retry`, so
+there is one backoff policy, one log line per retry and one final error that
+names the stream, shard and endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, TypeVar
+
+import botocore.session
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectionError as BotoConnectionError,
+    HTTPClientError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ReadTimeoutError,
+)
+
+from .config import AwsSettings
+from .decode import PAGE_KEY, FastResponseParserFactory
+from .errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    EndpointUnreachableError,
+    InvalidRequestError,
+    IteratorExpiredError,
+    KinesisSourceError,
+    ResourceNotFoundError,
+    ServiceUnavailableError,
+    ShardNotFoundError,
+    StreamNotFoundError,
+    ThrottledError,
+)
+from .positions import Position
+from .records import RecordPage
+from .retry import call_with_retry
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_THROTTLING_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "LimitExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "KMSThrottlingException",
+    }
+)
+_ACCESS_CODES = frozenset(
+    {
+        "AccessDeniedException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "ExpiredTokenException",
+        "IncompleteSignature",
+        "MissingAuthenticationToken",
+        "KMSAccessDeniedException",
+    }
+)
+_SERVER_CODES = frozenset({"InternalFailure", "InternalServerError", "ServiceUnavailable"})
+_INVALID_CODES = frozenset(
+    {"InvalidArgumentException", "ValidationException", "SerializationException", "ResourceInUseException"}
+)
+
+
+@dataclass(frozen=True)
+class StreamSummary:
+    name: str
+    arn: str
+    status: str
+    open_shard_count: int
+    retention_hours: int
+
+
+def new_session() -> botocore.session.Session:
+    """A botocore session whose JSON responses go through the fast GetRecords parser."""
+    session = botocore.session.get_session()
+    session.register_component("response_parser_factory", FastResponseParserFactory())
+    return session
+
+
+def client_config(settings: AwsSettings) -> Config:
+    return Config(
+        region_name=settings.region,
+        connect_timeout=settings.connect_timeout_s,
+        read_timeout=settings.read_timeout_s,
+        retries={"total_max_attempts": 1},  # ours, not botocore's: see module docstring
+        max_pool_connections=32,
+        user_agent_appid="kinesis-src",
+    )
+
+
+def translate(error: Exception, what: str, endpoint: str) -> KinesisSourceError:
+    """Map a botocore exception to the kinesis-src error a caller can act on."""
+    if isinstance(error, KinesisSourceError):
+        return error
+    if isinstance(error, ClientError):
+        return _translate_client_error(error, what, endpoint)
+    if isinstance(error, (BotoConnectionError, ConnectionClosedError, ReadTimeoutError, HTTPClientError)):
+        return EndpointUnreachableError(
+            f"{what}: no answer from {endpoint} ({type(error).__name__}). Check that the endpoint "
+            "is running and reachable, and the endpointUrl/region settings."
+        )
+    if isinstance(error, (NoCredentialsError, PartialCredentialsError)):
+        return AccessDeniedError(
+            f"{what}: no usable AWS credentials ({error}). Set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY or AWS_PROFILE; for a local emulator any dummy values work."
+        )
+    if isinstance(error, NoRegionError):
+        return ConfigurationError(f"{what}: no AWS region; set option 'region' or AWS_REGION")
+    if isinstance(error, BotoCoreError):
+        return KinesisSourceError(f"{what} against {endpoint} failed: {error}")
+    raise error
+
+
+def _translate_client_error(error: ClientError, what: str, endpoint: str) -> KinesisSourceError:
+    info = error.response.get("Error", {})
+    code = str(info.get("Code", "Unknown"))
+    message = str(info.get("Message", "")).strip()
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    detail = f"{what}: {code}: {message}" if message else f"{what}: {code}"
+    if code == "ExpiredIteratorException":
+        return IteratorExpiredError(detail)
+    if code in _THROTTLING_CODES:
+        return ThrottledError(detail)
+    if code in _ACCESS_CODES:
+        return AccessDeniedError(
+            f"{detail}. Check the credentials and that they allow this call on this resource."
+        )
+    if code == "ResourceNotFoundException":
+        return ResourceNotFoundError(f"{detail} (endpoint {endpoint})")
+    if code in _SERVER_CODES or status >= 500:
+        return ServiceUnavailableError(f"{detail} (HTTP {status} from {endpoint})")
+    if code in _INVALID_CODES:
+        return InvalidRequestError(detail)
+    return KinesisSourceError(f"{detail} (HTTP {status} from {endpoint})")
+
+
+class KinesisClient:
+    """Kinesis calls used by kinesis-src, each retried and translated.
+
+    Holds one botocore client; safe to share between threads (botocore
+    clients are), not picklable: create one per process, lazily.
+    """
+
+    def __init__(self, settings: AwsSettings, session: botocore.session.Session | None = None) -> None:
+        self.settings = settings
+        self.endpoint = settings.endpoint_url or f"Kinesis in {settings.region}"
+        self._client = (session or new_session()).create_client(
+            "kinesis",
+            region_name=settings.region,
+            endpoint_url=settings.endpoint_url,
+            config=client_config(settings),
+        )
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        def attempt() -> T:
+            try:
+                return fn()
+            except Exception as exc:  # translated, never swallowed
+                raise translate(exc, what, self.endpoint) from exc
+
+        return call_with_retry(attempt, what, self.settings.retry)
+
+    # -- streams -------------------------------------------------------------------
+
+    def describe_stream(self, stream: str) -> StreamSummary:
+        what = f"DescribeStreamSummary of stream {stream!r}"
+        try:
+            out = self._call(what, lambda: self._client.describe_stream_summary(StreamName=stream))
+        except ResourceNotFoundError as exc:
+            raise self._stream_not_found(stream) from exc
+        d = out["StreamDescriptionSummary"]
+        return StreamSummary(
+            name=d["StreamName"],
+            arn=d["StreamARN"],
+            status=d["StreamStatus"],
+            open_shard_count=int(d.get("OpenShardCount", 0)),
+            retention_hours=int(d.get("RetentionPeriodHours", 24)),
+        )
+
+    def _stream_not_found(self, stream: str) -> StreamNotFoundError:
+        return StreamNotFoundError(
+            f"stream {stream!r} does not exist at {self.endpoint} (region {self.settings.region}). "
+            "Check the stream name, region and endpointUrl, or create the stream first."
+        )
+
+    def list_shards(
+        self,
+        stream: str,
+        exclusive_start_shard_id: str | None = None,
+        shard_filter: dict[str, Any] | None = None,
+        page_size: int = 1000,
+    ) -> list[dict[str, Any]]:
+        """Every page of ListShards, following NextToken.
+
+        NextToken must be sent without StreamName and the other arguments
+        (the API rejects both together), so the first request differs.
+        """
+        first: dict[str, Any] = {"StreamName": stream, "MaxResults": page_size}
+        if exclusive_start_shard_id:
+            first["ExclusiveStartShardId"] = exclusive_start_shard_id
+        if shard_filter:
+            first["ShardFilter"] = shard_filter
+        shards: list[dict[str, Any]] = []
+        request = first
+        pages = 0
+        while True:
+            what = f"ListShards of stream {stream!r} (page {pages + 1})"
+            try:
+                out = self._call(what, lambda req=request: self._client.list_shards(**req))
+            except ResourceNotFoundError as exc:
+                raise self._stream_not_found(stream) from exc
+            shards.extend(out.get("Shards", ()))
+            pages += 1
+            token = out.get("NextToken")
+            if not token:
+                return shards
+            request = {"NextToken": token, "MaxResults": page_size}
+
+    # -- reading -------------------------------------------------------------------
+
+    def get_shard_iterator(self, stream: str, shard_id: str, position: Position) -> str:
+        what = f"GetShardIterator({position}) on shard {shard_id} of stream {stream!r}"
+        try:
+            out = self._call(
+                what,
+                lambda: self._client.get_shard_iterator(
+                    StreamName=stream, ShardId=shard_id, **position.iterator_args()
+                ),
+            )
+        except ResourceNotFoundError as exc:
+            raise self._stream_or_shard_missing(stream, shard_id) from exc
+        return out["ShardIterator"]
+
+    def _stream_or_shard_missing(self, stream: str, shard_id: str) -> ResourceNotFoundError:
+        try:
+            self.describe_stream(stream)
+        except StreamNotFoundError as missing:
+            return missing
+        return ShardNotFoundError(
+            f"shard {shard_id} is not part of stream {stream!r} at {self.endpoint}. It may never "
+            "have existed or may have been trimmed past retention; list the stream's shards."
+        )
+
+    def get_records(self, iterator: str, limit: int, shard_id: str, stream: str) -> RecordPage:
+        what = f"GetRecords on shard {shard_id} of stream {stream!r}"
+        try:
+            out = self._call(what, lambda: self._client.get_records(ShardIterator=iterator, Limit=limit))
+        except ResourceNotFoundError as exc:
+            raise self._stream_or_shard_missing(stream, shard_id) from exc
+        return out[PAGE_KEY]
+
+    # -- writing and administration (demo, tests, CLI) -----------------------------
+
+    def create_stream(self, stream: str, shard_count: int) -> None:
+        self._call(
+            f"CreateStream {stream!r}",
+            lambda: self._client.create_stream(StreamName=stream, ShardCount=shard_count),
+        )
+
+    def delete_stream(self, stream: str) -> None:
+        self._call(
+            f"DeleteStream {stream!r}",
+            lambda: self._client.delete_stream(StreamName=stream, EnforceConsumerDeletion=True),
+        )
+
+    def wait_active(self, stream: str, timeout_s: float = 60.0, poll_s: float = 0.1) -> StreamSummary:
+        """Poll until the stream is ACTIVE (after create, split, merge, resize)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            summary = self.describe_stream(stream)
+            if summary.status == "ACTIVE":
+                return summary
+            if time.monotonic() > deadline:
+                raise KinesisSourceError(
+                    f"stream {stream!r} still {summary.status} after {timeout_s:.0f}s at {self.endpoint}"
+                )
+            time.sleep(poll_s)
+
+    def split_shard(self, stream: str, shard_id: str, new_starting_hash_key: int) -> None:
+        self._call(
+            f"SplitShard {shard_id} of stream {stream!r}",
+            lambda: self._client.split_shard(
+                StreamName=stream, ShardToSplit=shard_id, NewStartingHashKey=str(new_starting_hash_key)
+            ),
+        )
+
+    def merge_shards(self, stream: str, shard_id: str, adjacent_shard_id: str) -> None:
+        self._call(
+            f"MergeShards {shard_id}+{adjacent_shard_id} of stream {stream!r}",
+            lambda: self._client.merge_shards(
+                StreamName=stream, ShardToMerge=shard_id, AdjacentShardToMerge=adjacent_shard_id
+            ),
+        )
+
+    def update_shard_count(self, stream: str, target: int) -> None:
+        self._call(
+            f"UpdateShardCount of stream {stream!r} to {target}",
+            lambda: self._client.update_shard_count(
+                StreamName=stream, TargetShardCount=target, ScalingType="UNIFORM_SCALING"
+            ),
+        )
+
+    def put_records(
+        self, stream: str, entries: Sequence[tuple[str, bytes]], max_rounds: int = 10
+    ) -> list[dict[str, Any]]:
+        """PutRecords with per-entry retry of throttled entries; returns per-entry results in input order.
+
+        PutRecords can partially fail; only the failed entries are resent, so
+        the caller's order holds for entries that share a partition key only
+        if it waits for each call to return (which this does).
+        """
+        results: list[dict[str, Any] | None] = [None] * len(entries)
+        pending = list(range(len(entries)))
+        for round_no in range(max_rounds):
+            batch = [{"PartitionKey": entries[i][0], "Data": entries[i][1]} for i in pending]
+            out = self._call(
+                f"PutRecords ({len(batch)} records) to stream {stream!r}",
+                lambda b=batch: self._client.put_records(StreamName=stream, Records=b),
+            )
+            failed = []
+            for i, res in zip(pending, out["Records"]):
+                if res.get("ErrorCode"):
+                    failed.append(i)
+                else:
+                    results[i] = res
+            if not failed:
+                return results  # type: ignore[return-value]
+            pending = failed
+            time.sleep(min(2.0, 0.05 * 2**round_no))
+        raise ThrottledError(
+            f"PutRecords to stream {stream!r}: {len(pending)} record(s) still rejected after "
+            f"{max_rounds} rounds"
+        )
+
+    def put_record(self, stream: str, partition_key: str, data: bytes) -> dict[str, Any]:
+        return self._call(
+            f"PutRecord to stream {stream!r}",
+            lambda: self._client.put_record(StreamName=stream, PartitionKey=partition_key, Data=data),
+        )
+

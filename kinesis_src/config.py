@@ -1,0 +1,85 @@
+"""Settings parsed once into frozen values, with the names users type.
+
+Environment variables let the same program run against AWS or an emulator
+without code changes: ``KINESIS_SRC_ENDPOINT_URL`` and
+``KINESIS_SRC_DYNAMODB_ENDPOINT_URL`` (what ``localstack/launcher.py``
+prints), and the usual ``AWS_REGION`` / ``AWS_DEFAULT_REGION``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+from urllib.parse import urlsplit
+
+from .errors import ConfigurationError
+from .retry import RetryPolicy
+
+ENV_ENDPOINT_URL = "KINESIS_SRC_ENDPOINT_URL"
+ENV_DYNAMODB_ENDPOINT_URL = "KINESIS_SRC_DYNAMODB_ENDPOINT_URL"
+ENV_REGIONS = ("AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    """Where and how to reach Kinesis and DynamoDB.
+
+    Credentials are deliberately absent: they come from botocore's default
+    chain (environment, profile, instance role), so they are never copied
+    into offsets, partitions, logs or error messages.
+    """
+
+    region: str
+    endpoint_url: str | None = None
+    dynamodb_endpoint_url: str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.region:
+            raise ConfigurationError(
+                "no AWS region: pass region=... (option 'region') or set AWS_REGION"
+            )
+        for name in ("endpoint_url", "dynamodb_endpoint_url"):
+            url = getattr(self, name)
+            if url is not None:
+                check_endpoint_url(url, name)
+
+    @property
+    def effective_dynamodb_endpoint_url(self) -> str | None:
+        """DynamoDB defaults to the Kinesis endpoint: LocalStack serves both on one port."""
+        return self.dynamodb_endpoint_url or self.endpoint_url
+
+    @classmethod
+    def from_env(
+        cls,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        dynamodb_endpoint_url: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        **kwargs: object,
+    ) -> AwsSettings:
+        """Explicit arguments win; otherwise the environment; otherwise AWS defaults."""
+        env = os.environ if environ is None else environ
+        region = region or next((env[k] for k in ENV_REGIONS if env.get(k)), "")
+        return cls(
+            region=region,
+            endpoint_url=endpoint_url or env.get(ENV_ENDPOINT_URL) or None,
+            dynamodb_endpoint_url=dynamodb_endpoint_url or env.get(ENV_DYNAMODB_ENDPOINT_URL) or None,
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+
+def check_endpoint_url(url: str, option: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"{option} {url!r} is not an http(s) URL; expected e.g. http://127.0.0.1:4566"
+        )
+    try:
+        parts.port
+    except ValueError:
+        raise ConfigurationError(f"{option} {url!r} has an invalid port") from None
+    return url

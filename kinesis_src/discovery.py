@@ -1,0 +1,105 @@
+"""Shard discovery: ListShards pages fed into the pure lineage graph.
+
+The first listing is full (optionally narrowed by a ShardFilter for LATEST /
+AT_TIMESTAMP starts); later refreshes ask only for shards after the highest
+id already known (ExclusiveStartShardId), because shard ids grow
+monotonically and a reshard always creates new ids. Parents are closed by
+the graph as soon as a child names them, so an incremental page is enough
+to move a parent from open to closed.
+
+Endpoints differ: some reject ShardFilter, some ignore it, some ignore
+ExclusiveStartShardId. Rejection falls back to the unfiltered call (and is
+remembered); ignoring is harmless because ``ShardGraph.update`` is
+idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from lineage import LineageError, ShardGraph
+
+from .aws import KinesisClient
+from .errors import InvalidRequestError, KinesisSourceError
+from .positions import Position, PositionKind
+
+log = logging.getLogger(__name__)
+
+
+class LineageListingError(KinesisSourceError):
+    """The stream's listing is not a consistent shard lineage (gap, overlap, conflict)."""
+
+
+@dataclass
+class ShardDiscovery:
+    kinesis: KinesisClient
+    stream: str
+    graph: ShardGraph = field(default_factory=ShardGraph)
+    filter_supported: bool = True
+    listings: int = 0
+
+    def refresh(self, start: Position | None = None) -> tuple[str, ...]:
+        """Bring the graph up to date; returns ids of shards that were new or changed.
+
+        ``start`` narrows only the first, full listing: with LATEST only open
+        shards matter, with AT_TIMESTAMP only shards still open at that time or created after it.
+        """
+        if len(self.graph) == 0:
+            return self._full(start)
+        return self._incremental()
+
+    def _full(self, start: Position | None) -> tuple[str, ...]:
+        shards = self._list(shard_filter=_filter_for(start))
+        changed = self._update(shards, "full listing")
+        try:
+            self.graph.validate()
+        except LineageError as exc:
+            raise LineageListingError(
+                f"the shard listing of stream {self.stream!r} is inconsistent: {exc}. If the stream "
+                "is being resharded, retry once it is ACTIVE."
+            ) from exc
+        log.info(
+            "stream %r: %d shards known, %d open", self.stream, len(self.graph), len(self.graph.open_shards())
+        )
+        return changed
+
+    def _incremental(self) -> tuple[str, ...]:
+        after = self.graph.max_shard_id()
+        shards = self._list(exclusive_start_shard_id=after)
+        changed = self._update(shards, f"listing after {after}")
+        if changed:
+            log.info("stream %r: discovered shard(s) %s", self.stream, ", ".join(changed))
+        return changed
+
+    def _list(self, **kwargs: Any) -> list[dict[str, Any]]:
+        if kwargs.get("shard_filter") and not self.filter_supported:
+            kwargs.pop("shard_filter")
+        try:
+            shards = self.kinesis.list_shards(self.stream, **kwargs)
+        except InvalidRequestError as exc:
+            if not kwargs.get("shard_filter"):
+                raise
+            log.info("endpoint rejected ListShards ShardFilter (%s); listing without it", exc)
+            self.filter_supported = False
+            kwargs.pop("shard_filter")
+            shards = self.kinesis.list_shards(self.stream, **kwargs)
+        self.listings += 1
+        return shards
+
+    def _update(self, shards: list[dict[str, Any]], what: str) -> tuple[str, ...]:
+        try:
+            return tuple(self.graph.update(shards))
+        except LineageError as exc:
+            raise LineageListingError(f"stream {self.stream!r}, {what}: {exc}") from exc
+
+
+def _filter_for(start: Position | None) -> dict[str, Any] | None:
+    if start is None:
+        return None
+    if start.kind is PositionKind.LATEST:
+        return {"Type": "AT_LATEST"}
+    if start.kind is PositionKind.AT_TIMESTAMP:
+        return {"Type": "FROM_TIMESTAMP", "Timestamp": start.timestamp}
+    return None

@@ -1,0 +1,82 @@
+"""Read a whole stream once, parents before children, up to the current tip.
+
+This is the bounded read the demo, the CLI and batch jobs build on: closed
+shards are read to SHARD_END, and only then do their children start, so each
+partition key's records come out in the order they were written even across
+splits and merges. Open shards are read until they are caught up.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from .aws import KinesisClient
+from .discovery import ShardDiscovery
+from .positions import Position
+from .reader import MIN_FETCH_INTERVAL_S, ShardRead, ShardReader, StopReason
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DrainState:
+    """Which shards are done: ``drained`` reached SHARD_END, ``caught_up`` are open and read to the tip."""
+
+    drained: set[str] = field(default_factory=set)
+    caught_up: set[str] = field(default_factory=set)
+    records: int = 0
+
+
+def drain_stream(
+    kinesis: KinesisClient,
+    stream: str,
+    start: Position | None = None,
+    *,
+    chunk_records: int = 10_000,
+    fetch_interval_s: float = MIN_FETCH_INTERVAL_S,
+    state: DrainState | None = None,
+    on_shard_done: Callable[[str, DrainState], None] | None = None,
+) -> Iterator[ShardRead]:
+    """Yield :class:`ShardRead` chunks in lineage order until every shard is drained or caught up.
+
+    Shards known at the first listing start at ``start`` (default
+    TRIM_HORIZON); shards found later were created after the read began, so
+    they start at TRIM_HORIZON, as the KCL does for child leases.
+    """
+    start = start or Position.trim_horizon()
+    state = state or DrainState()
+    discovery = ShardDiscovery(kinesis, stream)
+    initial = set(discovery.refresh(start))
+    while True:
+        ready = [s for s in discovery.graph.ready(state.drained) if s not in state.caught_up]
+        if not ready:
+            return
+        for shard_id in ready:
+            position = start if shard_id in initial else Position.trim_horizon()
+            reader = ShardReader(kinesis, stream, shard_id, position, fetch_interval_s=fetch_interval_s)
+            yield from _read_shard(reader, chunk_records, state)
+            if reader.shard_ended:
+                state.drained.add(shard_id)
+                _learn_children(discovery, reader)
+            else:
+                state.caught_up.add(shard_id)
+            if on_shard_done:
+                on_shard_done(shard_id, state)
+
+
+def _read_shard(reader: ShardReader, chunk_records: int, state: DrainState) -> Iterator[ShardRead]:
+    while True:
+        chunk = reader.read(max_records=chunk_records, until_caught_up=True)
+        state.records += chunk.record_count
+        yield chunk
+        if chunk.shard_ended or chunk.stop_reason is StopReason.CAUGHT_UP:
+            return
+
+
+def _learn_children(discovery: ShardDiscovery, reader: ShardReader) -> None:
+    """A parent that ended names its children; list again if the graph has not seen them."""
+    unknown = [c.shard_id for c in reader.child_shards if c.shard_id not in discovery.graph]
+    if unknown or not reader.child_shards:
+        discovery.refresh()

@@ -1,0 +1,202 @@
+"""Where a read starts in a shard: the five iterator types, as one value.
+
+A ``Position`` is what the reader hands back after every read ("continue
+after this sequence number"), what Spark offsets and lease checkpoints store,
+and what a user's ``initialPosition`` / ``startingTimestamp`` options parse
+into. Keeping it a small frozen value with a stable JSON form lets all of
+those agree byte for byte.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from .errors import InvalidPositionError
+
+_MAX_SEQUENCE_DIGITS = 128  # Kinesis sequence numbers are decimal strings of up to 128 digits
+
+
+class PositionKind(str, enum.Enum):
+    TRIM_HORIZON = "TRIM_HORIZON"
+    LATEST = "LATEST"
+    AT_TIMESTAMP = "AT_TIMESTAMP"
+    AT_SEQUENCE_NUMBER = "AT_SEQUENCE_NUMBER"
+    AFTER_SEQUENCE_NUMBER = "AFTER_SEQUENCE_NUMBER"
+
+
+@dataclass(frozen=True)
+class Position:
+    """A start position in one shard.
+
+    ``sequence_number`` is set for the two sequence kinds, ``timestamp`` (UTC,
+    timezone-aware) for AT_TIMESTAMP, neither otherwise.
+    """
+
+    kind: PositionKind
+    sequence_number: str | None = None
+    timestamp: datetime | None = None
+
+    def __post_init__(self) -> None:
+        needs_seq = self.kind in (PositionKind.AT_SEQUENCE_NUMBER, PositionKind.AFTER_SEQUENCE_NUMBER)
+        if needs_seq != (self.sequence_number is not None):
+            raise InvalidPositionError(
+                f"{self.kind.value} position {'needs' if needs_seq else 'takes no'} sequence number"
+                f" (got {self.sequence_number!r})"
+            )
+        if needs_seq:
+            validate_sequence_number(self.sequence_number)  # type: ignore[arg-type]
+        is_ts = self.kind is PositionKind.AT_TIMESTAMP
+        if is_ts != (self.timestamp is not None):
+            raise InvalidPositionError(
+                f"{self.kind.value} position {'needs' if is_ts else 'takes no'} timestamp"
+                f" (got {self.timestamp!r})"
+            )
+        if is_ts and self.timestamp.tzinfo is None:  # type: ignore[union-attr]
+            raise InvalidPositionError(
+                f"AT_TIMESTAMP position needs a timezone-aware timestamp, got {self.timestamp!r}"
+            )
+
+    # -- constructors ------------------------------------------------------------
+
+    @classmethod
+    def trim_horizon(cls) -> Position:
+        return cls(PositionKind.TRIM_HORIZON)
+
+    @classmethod
+    def latest(cls) -> Position:
+        return cls(PositionKind.LATEST)
+
+    @classmethod
+    def at_timestamp(cls, when: datetime | str | float) -> Position:
+        return cls(PositionKind.AT_TIMESTAMP, timestamp=parse_timestamp(when))
+
+    @classmethod
+    def at_sequence(cls, sequence_number: str) -> Position:
+        return cls(PositionKind.AT_SEQUENCE_NUMBER, sequence_number=sequence_number)
+
+    @classmethod
+    def after_sequence(cls, sequence_number: str) -> Position:
+        return cls(PositionKind.AFTER_SEQUENCE_NUMBER, sequence_number=sequence_number)
+
+    @classmethod
+    def parse(cls, text: str, timestamp: str | None = None) -> Position:
+        """Parse a user-facing initial position keyword.
+
+        ``earliest`` is accepted as a synonym of ``trim_horizon`` because the
+        Databricks connector and Kafka users spell it that way.
+        """
+        key = text.strip().lower()
+        if key in ("trim_horizon", "earliest"):
+            return cls.trim_horizon()
+        if key == "latest":
+            return cls.latest()
+        if key == "at_timestamp":
+            if timestamp is None:
+                raise InvalidPositionError(
+                    "initial position at_timestamp needs a timestamp (option startingTimestamp, "
+                    "ISO-8601 such as 2026-01-31T12:00:00Z)"
+                )
+            return cls.at_timestamp(timestamp)
+        raise InvalidPositionError(
+            f"unknown initial position {text!r}: expected one of latest, trim_horizon, earliest, "
+            "at_timestamp"
+        )
+
+    # -- use ---------------------------------------------------------------------
+
+    def iterator_args(self) -> dict[str, Any]:
+        """Keyword arguments for GetShardIterator."""
+        args: dict[str, Any] = {"ShardIteratorType": self.kind.value}
+        if self.sequence_number is not None:
+            args["StartingSequenceNumber"] = self.sequence_number
+        if self.timestamp is not None:
+            args["Timestamp"] = self.timestamp
+        return args
+
+    def to_dict(self) -> dict[str, str]:
+        """Stable, JSON-ready form: fixed keys, so equal positions serialize equally."""
+        out = {"kind": self.kind.value}
+        if self.sequence_number is not None:
+            out["sequenceNumber"] = self.sequence_number
+        if self.timestamp is not None:
+            out["timestamp"] = format_timestamp(self.timestamp)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Position:
+        try:
+            kind = PositionKind(data["kind"])
+        except (KeyError, ValueError, TypeError) as exc:
+            raise InvalidPositionError(
+                f"position {dict(data)!r} has no valid 'kind' (one of "
+                f"{', '.join(k.value for k in PositionKind)})"
+            ) from exc
+        ts = data.get("timestamp")
+        return cls(
+            kind,
+            sequence_number=data.get("sequenceNumber"),
+            timestamp=parse_timestamp(ts) if ts is not None else None,
+        )
+
+    def __str__(self) -> str:
+        if self.sequence_number is not None:
+            return f"{self.kind.value} {self.sequence_number}"
+        if self.timestamp is not None:
+            return f"{self.kind.value} {format_timestamp(self.timestamp)}"
+        return self.kind.value
+
+
+def validate_sequence_number(value: str) -> str:
+    if not isinstance(value, str) or not value.isdigit() or len(value) > _MAX_SEQUENCE_DIGITS:
+        raise InvalidPositionError(
+            f"sequence number {value!r} is not a Kinesis sequence number (a decimal string of at "
+            f"most {_MAX_SEQUENCE_DIGITS} digits)"
+        )
+    return value
+
+
+def parse_timestamp(value: datetime | str | float | int) -> datetime:
+    """Parse ISO-8601 text, epoch seconds or a datetime into an aware UTC datetime.
+
+    A naive datetime or ISO string without offset is taken as UTC: Kinesis
+    stores arrival times in UTC, and guessing the machine's zone would make
+    the same option mean different instants on different executors.
+    """
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value) or value < 0:
+            raise InvalidPositionError(f"timestamp {value!r} is not a valid epoch time in seconds")
+        parsed = datetime.fromtimestamp(value, timezone.utc)
+    elif isinstance(value, str):
+        parsed = _parse_iso(value)
+    else:
+        raise InvalidPositionError(f"timestamp {value!r} must be ISO-8601 text, epoch seconds or datetime")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.astimezone(timezone.utc)
+
+
+def _parse_iso(text: str) -> datetime:
+    cleaned = text.strip()
+    if cleaned.endswith(("Z", "z")):
+        cleaned = cleaned[:-1] + "+00:00"
+    try:
+        return datetime.fromisoformat(cleaned)
+    except ValueError:
+        pass
+    try:
+        return parse_timestamp(float(cleaned))
+    except ValueError:
+        raise InvalidPositionError(
+            f"timestamp {text!r} is not ISO-8601 (e.g. 2026-01-31T12:00:00Z or "
+            "2026-01-31T12:00:00.250+01:00) nor epoch seconds"
+        ) from None
+
+
+def format_timestamp(value: datetime) -> str:
+    return value.astimezone(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")

@@ -1,0 +1,100 @@
+"""The one retry helper: bounded exponential backoff with jitter (tenacity).
+
+Whether to retry is read from the error's ``retriable`` flag only
+(:mod:`kinesis_src.errors`), so the AWS boundary translates botocore's
+exceptions once and every call site shares the same policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+
+from .errors import KinesisSourceError, RetriesExhaustedError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long a transient failure is retried before it becomes the caller's.
+
+    Defaults sit near the AWS SDKs' standard mode: a first retry after ~0.1 s,
+    doubling to at most 5 s between attempts, at most 8 attempts or 60 s.
+    """
+
+    max_attempts: int = 8
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 5.0
+    deadline_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
+        if self.initial_backoff_s < 0 or self.max_backoff_s < self.initial_backoff_s:
+            raise ValueError(
+                "RetryPolicy backoff must satisfy 0 <= initial_backoff_s <= max_backoff_s, got "
+                f"{self.initial_backoff_s} and {self.max_backoff_s}"
+            )
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+def is_retriable(error: BaseException) -> bool:
+    return isinstance(error, KinesisSourceError) and error.retriable
+
+
+def call_with_retry(
+    fn: Callable[[], T],
+    what: str,
+    policy: RetryPolicy = RetryPolicy(),
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Call ``fn`` until it succeeds, a non-retriable error escapes, or the budget ends.
+
+    ``what`` names the operation and its target (e.g. "GetRecords on shard
+    shardId-000000000001 of stream orders") for the log line on each retry
+    and for the final error, so a user reading either knows what failed.
+    """
+    retrying = Retrying(
+        retry=retry_if_exception(is_retriable),
+        stop=stop_after_attempt(policy.max_attempts) | stop_after_delay(policy.deadline_s),
+        wait=wait_exponential_jitter(
+            multiplier=policy.initial_backoff_s,
+            max=policy.max_backoff_s,
+            jitter=policy.initial_backoff_s,
+        ),
+        sleep=sleep,
+        before_sleep=lambda state: _log_retry(state, what),
+        reraise=True,
+    )
+    try:
+        return retrying(fn)
+    except KinesisSourceError as error:
+        if not error.retriable:
+            raise
+        attempts = retrying.statistics.get("attempt_number", policy.max_attempts)
+        raise RetriesExhaustedError(
+            f"{what} still failing after {attempts} attempt(s): {error}", error
+        ) from error
+
+
+def _log_retry(state: RetryCallState, what: str) -> None:
+    error = state.outcome.exception() if state.outcome else None
+    delay = state.next_action.sleep if state.next_action else 0.0
+    log.warning(
+        "%s failed (attempt %d): %s; retrying in %.2fs", what, state.attempt_number, error, delay
+    )

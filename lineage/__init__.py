@@ -1,0 +1,38 @@
+"""Pure, deterministic shard-lineage tracking for Kinesis Data Streams.
+
+No I/O and no dependencies outside the standard library: the reader feeds
+ListShards pages in and asks which shards to read next.
+"""
+
+from lineage.errors import (
+    HashSpaceError,
+    LineageConflictError,
+    LineageCycleError,
+    LineageError,
+    LineageFormatError,
+    MalformedShardError,
+    NoOwnerError,
+    ParentConflictError,
+    UnknownShardError,
+)
+from lineage.graph import ShardGraph
+from lineage.hashspace import MAX_HASH_KEY, MIN_HASH_KEY, HashRange
+from lineage.shard import Shard, shard_sort_key
+
+__all__ = [
+    "HashRange",
+    "HashSpaceError",
+    "LineageConflictError",
+    "LineageCycleError",
+    "LineageError",
+    "LineageFormatError",
+    "MAX_HASH_KEY",
+    "MIN_HASH_KEY",
+    "MalformedShardError",
+    "NoOwnerError",
+    "ParentConflictError",
+    "Shard",
+    "ShardGraph",
+    "UnknownShardError",
+    "shard_sort_key",
+]

@@ -1,0 +1,174 @@
+"""The AWS boundary: error translation, retries and pagination (moto and botocore's Stubber)."""
+
+from __future__ import annotations
+
+import socket
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from kinesis_src.aws import KinesisClient
+from kinesis_src.config import AwsSettings
+from kinesis_src.errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    EndpointUnreachableError,
+    InvalidRequestError,
+    RetriesExhaustedError,
+    ShardNotFoundError,
+    StreamNotFoundError,
+)
+from kinesis_src.positions import Position
+from kinesis_src.retry import RetryPolicy
+
+FAST = RetryPolicy(max_attempts=4, initial_backoff_s=0.001, max_backoff_s=0.002, deadline_s=5)
+
+
+@pytest.fixture
+def moto_kinesis(dummy_credentials: None):
+    with mock_aws():
+        plain = boto3.client("kinesis", region_name="us-east-1")
+        plain.create_stream(StreamName="orders", ShardCount=3)
+        yield plain, KinesisClient(AwsSettings(region="us-east-1", retry=FAST))
+
+
+def test_missing_stream_is_named(moto_kinesis) -> None:
+    _, kinesis = moto_kinesis
+    with pytest.raises(StreamNotFoundError) as info:
+        kinesis.list_shards("no-such-stream")
+    message = str(info.value)
+    assert "'no-such-stream'" in message and "us-east-1" in message and "create the stream" in message
+    with pytest.raises(StreamNotFoundError, match="no-such-stream"):
+        kinesis.describe_stream("no-such-stream")
+    with pytest.raises(StreamNotFoundError, match="no-such-stream"):
+        kinesis.get_shard_iterator("no-such-stream", "shardId-000000000000", Position.trim_horizon())
+
+
+def test_missing_shard_is_named(moto_kinesis) -> None:
+    _, kinesis = moto_kinesis
+    with pytest.raises(ShardNotFoundError) as info:
+        kinesis.get_shard_iterator("orders", "shardId-000000000099", Position.trim_horizon())
+    assert "shardId-000000000099" in str(info.value) and "'orders'" in str(info.value)
+
+
+def test_list_shards_follows_pagination_without_resending_the_stream_name(dummy_credentials: None) -> None:
+    """AWS rejects StreamName together with NextToken, so later pages carry only the token."""
+    kinesis, stub = _stubbed()
+    shard = LIST_OK["Shards"][0]
+    second = dict(shard, ShardId="shardId-000000000001")
+    stub.add_response(
+        "list_shards",
+        {"Shards": [shard], "NextToken": "t1"},
+        {"StreamName": "orders", "MaxResults": 1, "ExclusiveStartShardId": "shardId-000000000000"},
+    )
+    stub.add_response("list_shards", {"Shards": [second]}, {"NextToken": "t1", "MaxResults": 1})
+    with stub:
+        shards = kinesis.list_shards("orders", exclusive_start_shard_id="shardId-000000000000", page_size=1)
+    assert [s["ShardId"] for s in shards] == ["shardId-000000000000", "shardId-000000000001"]
+    stub.assert_no_pending_responses()
+
+
+def test_fast_path_under_the_client_equals_plain_boto3(moto_kinesis) -> None:
+    plain, kinesis = moto_kinesis
+    for i, pk in enumerate(["α", "b", "ключ", ""] * 5):
+        plain.put_record(StreamName="orders", PartitionKey=pk or "empty", Data=f"v{i}".encode() * (i % 3))
+    for shard in kinesis.list_shards("orders"):
+        iterator = plain.get_shard_iterator(StreamName="orders", ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        expected = plain.get_records(ShardIterator=iterator, Limit=100)
+        page = kinesis.get_records(iterator, 100, shard["ShardId"], "orders")
+        assert page.sequence_numbers == [r["SequenceNumber"] for r in expected["Records"]]
+        assert page.data == [r["Data"] for r in expected["Records"]]
+        assert page.partition_keys == [r["PartitionKey"] for r in expected["Records"]]
+        assert [r.approximate_arrival_timestamp for r in page.records(shard["ShardId"])] == [
+            r["ApproximateArrivalTimestamp"] for r in expected["Records"]
+        ]
+
+
+def _stubbed(dummy: None = None) -> tuple[KinesisClient, Stubber]:
+    kinesis = KinesisClient(AwsSettings(region="us-east-1", endpoint_url="http://127.0.0.1:1", retry=FAST))
+    return kinesis, Stubber(kinesis._client)
+
+
+LIST_OK = {"Shards": [{"ShardId": "shardId-000000000000", "HashKeyRange": {"StartingHashKey": "0", "EndingHashKey": "1"}, "SequenceNumberRange": {"StartingSequenceNumber": "1"}}]}
+
+
+@pytest.mark.parametrize(
+    "code, status",
+    [
+        ("ProvisionedThroughputExceededException", 400),
+        ("LimitExceededException", 400),
+        ("InternalFailure", 500),
+        ("ServiceUnavailable", 503),
+    ],
+)
+def test_throttling_and_5xx_are_retried(dummy_credentials: None, code: str, status: int) -> None:
+    kinesis, stub = _stubbed()
+    stub.add_client_error("list_shards", service_error_code=code, http_status_code=status)
+    stub.add_client_error("list_shards", service_error_code=code, http_status_code=status)
+    stub.add_response("list_shards", LIST_OK)
+    with stub:
+        assert kinesis.list_shards("orders")[0]["ShardId"] == "shardId-000000000000"
+    stub.assert_no_pending_responses()
+
+
+def test_persistent_throttling_gives_up_with_the_operation_named(dummy_credentials: None) -> None:
+    kinesis, stub = _stubbed()
+    for _ in range(FAST.max_attempts):
+        stub.add_client_error("list_shards", service_error_code="ProvisionedThroughputExceededException", http_status_code=400)
+    with stub, pytest.raises(RetriesExhaustedError) as info:
+        kinesis.list_shards("orders")
+    assert "ListShards of stream 'orders'" in str(info.value) and "4 attempt" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "code, error",
+    [("AccessDeniedException", AccessDeniedError), ("InvalidArgumentException", InvalidRequestError)],
+)
+def test_permanent_errors_are_not_retried(dummy_credentials: None, code: str, error: type) -> None:
+    kinesis, stub = _stubbed()
+    stub.add_client_error("list_shards", service_error_code=code, service_message="nope", http_status_code=400)
+    with stub, pytest.raises(error, match="nope"):
+        kinesis.list_shards("orders")
+    stub.assert_no_pending_responses()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_endpoint_is_named_after_bounded_retries(dummy_credentials: None) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    kinesis = KinesisClient(AwsSettings(region="us-east-1", endpoint_url=url, retry=FAST, connect_timeout_s=0.5))
+    with pytest.raises(RetriesExhaustedError) as info:
+        kinesis.describe_stream("orders")
+    assert url in str(info.value) and "'orders'" in str(info.value)
+    assert isinstance(info.value.last_error, EndpointUnreachableError)
+
+
+def test_missing_credentials_say_what_to_set(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    kinesis = KinesisClient(AwsSettings(region="us-east-1", endpoint_url=f"http://127.0.0.1:{_closed_port()}", retry=FAST))
+    with pytest.raises(AccessDeniedError, match="AWS_ACCESS_KEY_ID"):
+        kinesis.describe_stream("orders")
+
+
+@pytest.mark.parametrize("url", ["localhost:4566", "ftp://x", "http://", "http://h:notaport"])
+def test_malformed_endpoint_urls_are_rejected_before_any_call(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="endpoint_url"):
+        AwsSettings(region="us-east-1", endpoint_url=url)
+
+
+def test_region_is_required_and_read_from_env() -> None:
+    with pytest.raises(ConfigurationError, match="AWS_REGION"):
+        AwsSettings.from_env(environ={})
+    settings = AwsSettings.from_env(environ={"AWS_DEFAULT_REGION": "eu-west-1", "KINESIS_SRC_ENDPOINT_URL": "http://127.0.0.1:4567"})
+    assert settings.region == "eu-west-1"
+    assert settings.effective_dynamodb_endpoint_url == "http://127.0.0.1:4567"

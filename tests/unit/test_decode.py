@@ -1,0 +1,137 @@
+"""The fast GetRecords decoder must produce exactly what botocore's parser produces."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import botocore.session
+import pytest
+from botocore import parsers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kinesis_src.decode import (
+    PAGE_KEY,
+    FastGetRecordsParser,
+    FastResponseParserFactory,
+    decode_get_records,
+    page_as_botocore,
+)
+from kinesis_src.errors import MalformedResponseError
+
+_MODEL = botocore.session.get_session().get_service_model("kinesis")
+_OUTPUT = _MODEL.operation_model("GetRecords").output_shape
+
+
+def _botocore_parse(body: bytes) -> dict:
+    parsed = parsers.create_parser("json").parse({"body": body, "headers": {}, "status_code": 200}, _OUTPUT)
+    parsed.pop("ResponseMetadata", None)
+    return parsed
+
+
+def _body(records: list[dict], **extra: object) -> bytes:
+    return json.dumps({"Records": records, **extra}).encode()
+
+
+def _record(seq: int, pk: str, data: bytes, ts: float | None = 1_700_000_000.123, enc: str | None = None) -> dict:
+    out: dict = {"SequenceNumber": str(seq), "Data": base64.b64encode(data).decode(), "PartitionKey": pk}
+    if ts is not None:
+        out["ApproximateArrivalTimestamp"] = ts
+    if enc is not None:
+        out["EncryptionType"] = enc
+    return out
+
+
+CASES = {
+    "unicode keys and empty data": _body(
+        [
+            _record(1, "ключ-🔑", b""),
+            _record(2, "日本語", "données".encode()),
+            _record(3, "", b"\x00\xff" * 10, enc="KMS"),
+        ],
+        NextShardIterator="AAAA",
+        MillisBehindLatest=0,
+    ),
+    "closed shard with children": _body(
+        [],
+        MillisBehindLatest=12,
+        ChildShards=[
+            {
+                "ShardId": "shardId-000000000002",
+                "ParentShards": ["shardId-000000000000"],
+                "HashKeyRange": {"StartingHashKey": "0", "EndingHashKey": "100"},
+            },
+            {
+                "ShardId": "shardId-000000000003",
+                "ParentShards": ["shardId-000000000000", "shardId-000000000001"],
+                "HashKeyRange": {"StartingHashKey": "101", "EndingHashKey": str(2**128 - 1)},
+            },
+        ],
+    ),
+    "integer and missing timestamps": _body(
+        [_record(10, "a", b"x", ts=1_700_000_000), _record(11, "b", b"y", ts=None)],
+        NextShardIterator="BBBB",
+    ),
+    "huge sequence numbers": _body(
+        [_record(49_590_338_271_490_256_608_559_692_538_361_571_095_921_575_989_136_588_898, "k", b"v")],
+        NextShardIterator="C",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fast_path_matches_botocore(name: str) -> None:
+    body = CASES[name]
+    assert page_as_botocore(decode_get_records(body)) == _botocore_parse(body)
+
+
+record_strategy = st.builds(
+    _record,
+    seq=st.integers(min_value=0, max_value=10**40),
+    pk=st.text(min_size=0, max_size=20),
+    data=st.binary(max_size=64),
+    ts=st.one_of(st.none(), st.floats(min_value=0, max_value=4_000_000_000, allow_nan=False)),
+    enc=st.sampled_from([None, "NONE", "KMS"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=st.lists(record_strategy, max_size=30), behind=st.integers(0, 10**9), it=st.text(max_size=8))
+def test_fast_path_matches_botocore_on_random_bodies(records: list[dict], behind: int, it: str) -> None:
+    body = _body(records, NextShardIterator=it, MillisBehindLatest=behind)
+    assert page_as_botocore(decode_get_records(body)) == _botocore_parse(body)
+
+
+def test_parser_hook_returns_page_and_scalars() -> None:
+    body = CASES["unicode keys and empty data"]
+    parsed = FastGetRecordsParser().parse({"body": body, "headers": {}, "status_code": 200}, _OUTPUT)
+    page = parsed[PAGE_KEY]
+    assert page.partition_keys == ["ключ-🔑", "日本語", ""]
+    assert page.data == [b"", "données".encode(), b"\x00\xff" * 10]
+    assert parsed["NextShardIterator"] == "AAAA"
+    assert parsed["MillisBehindLatest"] == 0
+    assert parsed["ResponseMetadata"]["HTTPStatusCode"] == 200
+
+
+def test_other_operations_and_errors_use_botocore() -> None:
+    factory = FastResponseParserFactory()
+    parser = factory.create_parser("json")
+    shape = _MODEL.operation_model("ListShards").output_shape
+    body = json.dumps({"Shards": [{"ShardId": "shardId-000000000000", "HashKeyRange": {"StartingHashKey": "0", "EndingHashKey": "1"}, "SequenceNumberRange": {"StartingSequenceNumber": "1"}}]}).encode()
+    parsed = parser.parse({"body": body, "headers": {}, "status_code": 200}, shape)
+    assert parsed["Shards"][0]["ShardId"] == "shardId-000000000000"
+    error_body = b'{"__type":"ExpiredIteratorException","message":"Iterator expired"}'
+    error = parser.parse({"body": error_body, "headers": {}, "status_code": 400}, _OUTPUT)
+    assert error["Error"]["Code"] == "ExpiredIteratorException"
+    assert PAGE_KEY not in error
+    assert type(factory.create_parser("rest-json")) is parsers.RestJSONParser
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b'{"Records": [{"SequenceNumber": "1"}]}', b'{"Records": [{"Data": "AAAA"}]}', b"[1,2]"],
+)
+def test_malformed_bodies_raise_a_named_error(body: bytes) -> None:
+    with pytest.raises(MalformedResponseError, match="GetRecords response body"):
+        decode_get_records(body)

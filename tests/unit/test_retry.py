@@ -1,0 +1,70 @@
+"""The retry helper: retries only retriable errors, backs off boundedly, then names the operation."""
+
+from __future__ import annotations
+
+import pytest
+
+from kinesis_src.errors import (
+    AccessDeniedError,
+    EndpointUnreachableError,
+    RetriesExhaustedError,
+    ThrottledError,
+)
+from kinesis_src.retry import RetryPolicy, call_with_retry
+
+
+class Flaky:
+    def __init__(self, failures: list[Exception], result: str = "ok") -> None:
+        self.failures = list(failures)
+        self.calls = 0
+        self.result = result
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        return self.result
+
+
+def test_retriable_errors_are_retried_until_success() -> None:
+    sleeps: list[float] = []
+    fn = Flaky([ThrottledError("slow down"), EndpointUnreachableError("refused")])
+    assert call_with_retry(fn, "GetRecords on shard s", RetryPolicy(), sleep=sleeps.append) == "ok"
+    assert fn.calls == 3
+    assert len(sleeps) == 2
+
+
+def test_non_retriable_errors_escape_at_once() -> None:
+    fn = Flaky([AccessDeniedError("denied")])
+    with pytest.raises(AccessDeniedError):
+        call_with_retry(fn, "x", RetryPolicy(), sleep=lambda s: None)
+    assert fn.calls == 1
+
+
+def test_backoff_is_exponential_jittered_and_capped() -> None:
+    sleeps: list[float] = []
+    policy = RetryPolicy(max_attempts=10, initial_backoff_s=0.1, max_backoff_s=0.8, deadline_s=1e9)
+    fn = Flaky([ThrottledError("t")] * 9)
+    call_with_retry(fn, "x", policy, sleep=sleeps.append)
+    assert len(sleeps) == 9
+    assert all(0 < s <= 0.8 for s in sleeps)
+    assert sleeps[0] <= 0.2  # 0.1 * 2**0 plus up to 0.1 jitter
+    assert sleeps[-1] == pytest.approx(0.8)  # capped
+
+
+def test_exhaustion_names_the_operation_and_keeps_the_cause() -> None:
+    fn = Flaky([ThrottledError("Rate exceeded for shard")] * 5)
+    with pytest.raises(RetriesExhaustedError) as info:
+        call_with_retry(fn, "GetRecords on shard shardId-000000000001", RetryPolicy(max_attempts=3), sleep=lambda s: None)
+    assert fn.calls == 3
+    assert "GetRecords on shard shardId-000000000001" in str(info.value)
+    assert "3 attempt" in str(info.value)
+    assert isinstance(info.value.last_error, ThrottledError)
+    assert not info.value.retriable
+
+
+def test_policy_rejects_nonsense() -> None:
+    with pytest.raises(ValueError, match="max_attempts"):
+        RetryPolicy(max_attempts=0)
+    with pytest.raises(ValueError, match="backoff"):
+        RetryPolicy(initial_backoff_s=2, max_backoff_s=1)
