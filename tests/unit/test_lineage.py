@@ -337,6 +337,20 @@ def test_overlap_error_names_shards_and_ranges() -> None:
     assert S0 in text and S1 in text and "[0, 150]" in text and f"[100, {MAX_HASH_KEY}]" in text
 
 
+def test_overlap_of_a_single_key_is_reported() -> None:
+    graph = graph_of([listing(0, 0, 100), listing(1, 100, MAX_HASH_KEY)])
+    with pytest.raises(HashSpaceError) as info:
+        graph.validate()
+    assert info.value.overlaps == ((S0, HashRange(0, 100), S1, HashRange(100, MAX_HASH_KEY)),)
+    assert info.value.gaps == ()
+
+
+def test_gap_of_a_single_key_is_reported() -> None:
+    graph = graph_of([listing(0, 0, 100), listing(1, 102, MAX_HASH_KEY)])
+    with pytest.raises(HashSpaceError, match=r"gap \[101, 101\]"):
+        graph.validate()
+
+
 def test_nested_overlap_is_reported() -> None:
     graph = graph_of([listing(0, 0, MAX_HASH_KEY), listing(1, 10, 20), listing(2, 30, 40)])
     with pytest.raises(HashSpaceError) as info:

@@ -20,7 +20,7 @@ from lineage_model import (
 from lineage import LineageConflictError, LineageCycleError, ShardGraph, shard_sort_key
 
 SETTINGS = settings(
-    max_examples=60,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

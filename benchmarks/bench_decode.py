@@ -1,0 +1,107 @@
+"""Per-record cost of decoding GetRecords bodies: botocore's parser vs the fast path.
+
+Run: .venv/bin/python benchmarks/bench_decode.py [--records 10000] [--size 200] [--repeat 7]
+
+One body of N records of S random bytes each (what a full GetRecords call
+returns), decoded repeatedly on one core; the best run of each path is
+reported, in records/s and microseconds per record:
+
+- botocore: the stock JSON parser on the service model (what boto3 does);
+- fast parser: kinesis-src's parser hook as botocore calls it (decode +
+  response metadata), i.e. what ``KinesisClient.get_records`` costs;
+- fast + Record objects: the above plus building one ``Record`` per record
+  (the Python consumer's view);
+- fast + Arrow: the above plus building the Spark source's Arrow batch columns.
+
+Measured on this project's 2-core CI machine (Python 3.11, 10,000 x 200 B):
+see the closing note of the foundation issue and README "Performance".
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import time
+from typing import Callable
+
+import botocore.session
+from botocore import parsers
+
+from kinesis_src.decode import FastGetRecordsParser, decode_get_records, page_as_botocore
+
+
+def make_body(records: int, size: int) -> bytes:
+    now = time.time()
+    recs = [
+        {
+            "SequenceNumber": str(49_590_000_000_000_000_000_000_000_000_000_000_000_000_000 + i),
+            "ApproximateArrivalTimestamp": round(now + i / 1000, 3),
+            "Data": base64.b64encode(os.urandom(size)).decode(),
+            "PartitionKey": f"key-{i % 97}",
+        }
+        for i in range(records)
+    ]
+    return json.dumps({"Records": recs, "NextShardIterator": "A" * 200, "MillisBehindLatest": 0}).encode()
+
+
+def best_of(repeat: int, fn: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def to_arrow(page) -> object:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(page.partition_keys, pa.string()),
+            pa.array(page.data, pa.binary()),
+            pa.array(page.sequence_numbers, pa.string()),
+            pa.array([round(t * 1_000_000) for t in page.arrival_epoch], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        ],
+        names=["partitionKey", "data", "sequenceNumber", "approximateArrivalTimestamp"],
+    )
+
+
+def main() -> None:
+    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args.add_argument("--records", type=int, default=10_000)
+    args.add_argument("--size", type=int, default=200)
+    args.add_argument("--repeat", type=int, default=7)
+    opts = args.parse_args()
+
+    body = make_body(opts.records, opts.size)
+    shape = botocore.session.get_session().get_service_model("kinesis").operation_model("GetRecords").output_shape
+    response = {"body": body, "headers": {}, "status_code": 200}
+    stock = parsers.create_parser("json")
+    fast = FastGetRecordsParser()
+
+    # Same answer first: a benchmark of two paths that disagree would be meaningless.
+    expected = stock.parse(response, shape)
+    expected.pop("ResponseMetadata")
+    assert page_as_botocore(decode_get_records(body)) == expected, "fast path disagrees with botocore"
+
+    paths: dict[str, Callable[[], object]] = {
+        "botocore parser": lambda: stock.parse(response, shape),
+        "fast parser (kinesis-src)": lambda: fast.parse(response, shape),
+        "fast + Record objects": lambda: list(decode_get_records(body).records("shardId-000000000000")),
+        "fast + Arrow batch": lambda: to_arrow(decode_get_records(body)),
+    }
+    print(f"GetRecords body: {opts.records} records x {opts.size} B = {len(body) / 1e6:.1f} MB, best of {opts.repeat}")
+    print(f"{'path':<28}{'ms/body':>10}{'us/record':>11}{'records/s':>13}")
+    baseline = None
+    for name, fn in paths.items():
+        seconds = best_of(opts.repeat, fn)
+        rate = opts.records / seconds
+        baseline = baseline or seconds
+        print(f"{name:<28}{seconds * 1e3:>10.1f}{seconds / opts.records * 1e6:>11.2f}{rate:>13,.0f}  ({baseline / seconds:.1f}x)")
+
+
+if __name__ == "__main__":
+    main()
