@@ -1,0 +1,42 @@
+# Two entry points do all the set-up on a fresh machine:
+#   make demo   -- the reshard demo against the embedded emulators
+#   make test   -- the whole test suite (unit, property, emulator integration)
+# Both create .venv, install the package with its extras, and install the
+# npm emulators into localstack/node_modules on first use.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+ISOLATED := $(PY) localstack/launcher.py isolated --
+
+.PHONY: setup demo test unit bench emulators clean
+
+setup: $(VENV)/.installed localstack/node_modules/.kinesis-src-install-stamp
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev,spark]"
+	touch $@
+
+localstack/node_modules/.kinesis-src-install-stamp: localstack/package.json localstack/package-lock.json
+	$(PY) localstack/launcher.py install
+
+demo: setup
+	$(ISOLATED) $(PY) examples/reshard_demo.py
+
+test: setup
+	$(ISOLATED) $(PY) -m pytest
+
+unit: setup
+	$(PY) -m pytest tests/unit
+
+bench: setup
+	$(PY) benchmarks/bench_decode.py
+	$(PY) benchmarks/bench_lineage.py
+
+emulators: setup
+	$(PY) localstack/launcher.py start
+
+clean:
+	rm -rf $(VENV) localstack/node_modules .pytest_cache .hypothesis
