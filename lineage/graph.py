@@ -26,7 +26,9 @@ Design notes (the why):
 from __future__ import annotations
 
 from itertools import chain
-from typing import AbstractSet, Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
+from typing import Any
 
 from lineage import codec
 from lineage.cycles import find_cycle, is_backward_edge
@@ -57,6 +59,7 @@ class ShardGraph:
         # Parent links not pointing to an older id; while 0 no cycle is possible.
         self._backward_edges = 0
         self._max_shard_id: str | None = None
+        self._max_sort_key: tuple[int, int, str] | None = None
 
     # ------------------------------------------------------------------ update
 
@@ -72,7 +75,12 @@ class ShardGraph:
         """
         staged = self._stage(self._parse_all(shards))
         new_ids = sorted((sid for sid in staged if sid not in self._shards), key=shard_sort_key)
-        self._check_no_cycle(staged, new_ids)
+        new_backward = sum(
+            is_backward_edge(sid, parent) for sid in new_ids for parent in staged[sid].parents
+        )
+        if self._backward_edges + new_backward:
+            self._check_no_cycle(staged, new_ids)
+        self._backward_edges += new_backward
         return self._commit(staged, new_ids)
 
     @staticmethod
@@ -99,16 +107,13 @@ class ShardGraph:
         return staged
 
     def _check_no_cycle(self, staged: dict[str, Shard], new_ids: list[str]) -> None:
-        """Search ancestors of new shards, only if some parent link points forward.
+        """Search the ancestors of new shards for a cycle.
 
-        The existing graph is acyclic (it was checked on the way in) and old
-        shards' parents never change, so any new cycle passes through a new shard.
+        Only called when some parent link points forward in id order (else no
+        cycle is possible).  The existing graph is acyclic (it was checked on
+        the way in) and old shards' parents never change, so any new cycle
+        passes through a new shard.
         """
-        new_backward = sum(
-            is_backward_edge(sid, parent) for sid in new_ids for parent in staged[sid].parents
-        )
-        if self._backward_edges + new_backward == 0:
-            return
 
         def parents_of(sid: str) -> tuple[str, ...] | None:
             shard = staged.get(sid) or self._shards.get(sid)
@@ -135,14 +140,14 @@ class ShardGraph:
         sid = shard.shard_id
         for parent in shard.parents:
             self._children.setdefault(parent, set()).add(sid)
-            self._backward_edges += is_backward_edge(sid, parent)
         known_parents = [parent for parent in shard.parents if parent in self._shards]
         if not known_parents:
             self._roots.add(sid)
         for child in self._children.get(sid, ()):
             self._roots.discard(child)
-        if self._max_shard_id is None or shard_sort_key(sid) > shard_sort_key(self._max_shard_id):
-            self._max_shard_id = sid
+        sort_key = shard_sort_key(sid)
+        if self._max_sort_key is None or sort_key > self._max_sort_key:
+            self._max_shard_id, self._max_sort_key = sid, sort_key
         return known_parents
 
     def _refresh_open(self, sid: str) -> bool | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lineage.errors import LineageConflictError, MalformedShardError, ParentConflictError
 from lineage.hashspace import HashRange, parse_hash_key
