@@ -25,9 +25,9 @@ Design notes (the why):
 
 from __future__ import annotations
 
-from itertools import chain
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
+from itertools import chain
 from typing import Any
 
 from lineage import codec
@@ -75,9 +75,7 @@ class ShardGraph:
         """
         staged = self._stage(self._parse_all(shards))
         new_ids = sorted((sid for sid in staged if sid not in self._shards), key=shard_sort_key)
-        new_backward = sum(
-            is_backward_edge(sid, parent) for sid in new_ids for parent in staged[sid].parents
-        )
+        new_backward = _count_backward_edges(staged[sid] for sid in new_ids)
         if self._backward_edges + new_backward:
             self._check_no_cycle(staged, new_ids)
         self._backward_edges += new_backward
@@ -230,7 +228,7 @@ class ShardGraph:
         """All shards descended from this one, sorted."""
         return self._walk(shard_id, lambda sid: tuple(self._children.get(sid, ())))
 
-    def _walk(self, shard_id: str, step: Any) -> tuple[str, ...]:
+    def _walk(self, shard_id: str, step: Callable[[str], Iterable[str]]) -> tuple[str, ...]:
         self.shard(shard_id)
         seen: set[str] = set()
         todo = [shard_id]
@@ -249,6 +247,8 @@ class ShardGraph:
         again.  Never a history walk: the Python-level work is proportional to
         the smaller of the drained and undrained sides (see _candidates).
         """
+        if isinstance(drained, str):
+            raise TypeError("ready() takes a collection of drained shard ids, not one id")
         done = drained if isinstance(drained, AbstractSet) else set(drained)
         result = [sid for sid in self._candidates(done) if self._parents_done(sid, done)]
         return sorted(result, key=shard_sort_key)
@@ -303,3 +303,7 @@ class ShardGraph:
         graph = cls()
         graph.update(codec.loads(text))
         return graph
+
+
+def _count_backward_edges(shards: Iterable[Shard]) -> int:
+    return sum(is_backward_edge(s.shard_id, parent) for s in shards for parent in s.parents)

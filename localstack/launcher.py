@@ -261,6 +261,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def ensure_port_free(port: int, name: str) -> None:
+    """Fail fast if ``port`` has a listener: the readiness probe would otherwise
+    talk to that other server and report ours ready while it crashes on bind."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT leftovers
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError as exc:
+            raise ServerStartError(f"{name}: port {port} is already in use ({exc.strerror})") from exc
+
+
 def port_is_open(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
     """True when something accepts TCP connections on host:port."""
     try:
@@ -333,6 +344,8 @@ class ServerSpec:
     probe_content_type: str
     env: dict[str, str] = field(default_factory=dict)
     cwd: Path | None = None
+    stop_grace: float = 10.0  # seconds between SIGTERM and SIGKILL
+    slow_stop_expected: bool = False  # log a SIGKILL at debug level, not as a warning
 
     @property
     def endpoint(self) -> str:
@@ -400,7 +413,8 @@ def launch(spec: ServerSpec, log_dir: Path) -> RunningServer:
     return RunningServer(spec, process, log_path, log_handle, time.monotonic())
 
 
-def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 10.0, *,
+                       name: str = "process", slow_stop_expected: bool = False) -> None:
     """SIGTERM the process group, wait up to ``timeout``, then SIGKILL it.
 
     Signalling the group (pgid == pid thanks to start_new_session) also reaps
@@ -414,7 +428,8 @@ def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 10.0) 
     try:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        LOG.warning("pid %d ignored SIGTERM for %.1fs; sending SIGKILL", pgid, timeout)
+        LOG.log(logging.DEBUG if slow_stop_expected else logging.WARNING,
+                "%s (pid %d) still running %.1fs after SIGTERM; sending SIGKILL", name, pgid, timeout)
     # Sweep group members that outlived the leader (none for these servers, normally).
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
@@ -485,7 +500,7 @@ class Emulators:
     kinesalite_port: int | None = None
     kinesis_settings: Mapping[str, str] = field(default_factory=dict)
     startup_timeout: float = 90.0
-    stop_timeout: float = 10.0
+    stop_timeout: float | None = None  # None: each server's own stop_grace
     install: bool = True
     node_modules: Path | None = None
     log_dir: Path | None = None
@@ -508,6 +523,8 @@ class Emulators:
         if self.servers:
             raise LauncherError("Emulators already started")
         specs = self._specs()
+        for spec in specs:
+            ensure_port_free(spec.port, spec.name)
         if self.log_dir is None:
             self.log_dir = Path(tempfile.mkdtemp(prefix="kinesis-src-emulators-"))
             self._owned_log_dir = True
@@ -530,7 +547,9 @@ class Emulators:
         """Stop every server (reverse start order) and forget them; idempotent."""
         for server in reversed(list(self.servers.values())):
             if not server.stopped:  # never signal a PID twice: it may have been reused
-                stop_process_group(server.process, self.stop_timeout)
+                grace = server.spec.stop_grace if self.stop_timeout is None else self.stop_timeout
+                stop_process_group(server.process, grace, name=server.spec.name,
+                                   slow_stop_expected=server.spec.slow_stop_expected)
                 server.log_handle.close()
                 server.stopped = True
         with _LIVE_LOCK:
@@ -634,6 +653,11 @@ def kinesis_mock_spec(node_modules: Path, port: int, settings: Mapping[str, str]
         probe_target="Kinesis_20131202.ListStreams",
         probe_content_type="application/x-amz-json-1.1",
         env=env,
+        # It exits ~50ms after SIGTERM when idle, but never while a client
+        # (e.g. a boto3 pool) holds a keep-alive connection; state is
+        # in-memory, so a quick SIGKILL loses nothing.
+        stop_grace=1.0,
+        slow_stop_expected=True,
     )
 
 
@@ -665,6 +689,8 @@ def kinesalite_spec(node_modules: Path, port: int) -> ServerSpec:
         port=port,
         probe_target="Kinesis_20131202.ListStreams",
         probe_content_type="application/x-amz-json-1.1",
+        stop_grace=2.0,
+        slow_stop_expected=True,
     )
 
 

@@ -6,7 +6,11 @@ import copy
 import json
 
 import pytest
-from lineage_model import MAX_HASH_KEY, listing, shard_id
+
+try:  # default rootdir import: this directory is on sys.path
+    from lineage_model import MAX_HASH_KEY, listing, shard_id
+except ImportError:  # tests/ and tests/unit/ made packages later
+    from tests.unit.lineage_model import MAX_HASH_KEY, listing, shard_id
 
 from lineage import (
     HashRange,
@@ -150,6 +154,11 @@ def test_drained_may_contain_unknown_ids_and_any_iterable() -> None:
     graph = graph_of(split_history())
     assert graph.ready(["shardId-999999999999", S0]) == [S1, S2]
     assert graph.ready(iter([S0])) == [S1, S2]
+
+
+def test_ready_rejects_a_single_id_string() -> None:
+    with pytest.raises(TypeError, match="collection"):
+        graph_of(split_history()).ready(S0)
 
 
 def test_pages_out_of_order_child_before_parent() -> None:
@@ -307,6 +316,15 @@ def test_forward_parent_link_without_cycle_is_allowed() -> None:
     graph = graph_of([listing(1, 0, MAX_HASH_KEY, (5,)), listing(5, 0, MAX_HASH_KEY, ending="9")])
     assert graph.parents(S1) == (S5,)
     assert graph.ready(set()) == [S5]
+    # With a forward link stored, later updates take the searching path.
+    graph.update([listing(6, 0, MAX_HASH_KEY, (1,))])
+    graph.update([listing(11, 0, MAX_HASH_KEY, (12,))])
+    with pytest.raises(LineageCycleError) as info:
+        graph.update([listing(12, 0, MAX_HASH_KEY, (6, 11))])
+    assert info.value.cycle == (shard_id(11), shard_id(12))
+    with pytest.raises(LineageCycleError) as info:
+        graph.update([listing(7, 0, 3, (8,)), listing(8, 0, 3, (7,))])
+    assert info.value.cycle == (shard_id(7), shard_id(8))
 
 
 # ----------------------------------------------------------------- tiling

@@ -7,15 +7,27 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lineage_model import (
-    MAX_HASH_KEY,
-    ReshardSimulator,
-    boundary_keys,
-    histories,
-    reference_open,
-    reference_owner,
-    reference_ready,
-)
+
+try:  # default rootdir import: this directory is on sys.path
+    from lineage_model import (
+        MAX_HASH_KEY,
+        ReshardSimulator,
+        boundary_keys,
+        histories,
+        reference_open,
+        reference_owner,
+        reference_ready,
+    )
+except ImportError:  # tests/ and tests/unit/ made packages later
+    from tests.unit.lineage_model import (
+        MAX_HASH_KEY,
+        ReshardSimulator,
+        boundary_keys,
+        histories,
+        reference_open,
+        reference_owner,
+        reference_ready,
+    )
 
 from lineage import LineageConflictError, LineageCycleError, ShardGraph, shard_sort_key
 
