@@ -29,7 +29,11 @@ from typing import Callable
 import botocore.session
 from botocore import parsers
 
-from kinesis_src.decode import FastGetRecordsParser, decode_get_records, page_as_botocore
+from kinesis_src.aws.decode import (
+    FastGetRecordsParser,
+    decode_get_records,
+    page_as_botocore,
+)
 
 
 def make_body(records: int, size: int) -> bytes:

@@ -7,7 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lineage.errors import LineageConflictError, MalformedShardError, ParentConflictError
+from lineage.errors import (
+    LineageConflictError,
+    MalformedShardError,
+    ParentConflictError,
+)
 from lineage.hashspace import HashRange, parse_hash_key
 
 _STANDARD_ID = re.compile(r"shardId-([0-9]+)")

@@ -977,7 +977,7 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="launcher.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="action", required=True)
+    sub = parser.add_subparsers(dest="action", required=True, metavar="{install,start,run,isolated}")
     sub.add_parser("install", help="npm ci the pinned emulators if needed").set_defaults(func=cmd_install)
     start = sub.add_parser("start", help="start emulators, print export lines, wait for Ctrl-C")
     _server_options(start)
@@ -990,7 +990,7 @@ def build_parser() -> argparse.ArgumentParser:
     isolated.add_argument("--no-install", action="store_true", help="skip the npm install check")
     isolated.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ...")
     isolated.set_defaults(func=cmd_isolated)
-    ns_init = sub.add_parser("_ns-init")  # internal: runs inside the namespace
+    ns_init = sub.add_parser("_ns-init")  # internal (unlisted: no help=): runs inside the namespace
     ns_init.add_argument("command", nargs=argparse.REMAINDER)
     ns_init.set_defaults(func=cmd_ns_init)
     return parser

@@ -47,12 +47,10 @@ def _pid_gone(pid: int) -> bool:
     return False
 
 
-def _clients(emulators: "launcher.Emulators") -> tuple[object, object]:
+def _client(service: str, endpoint: str) -> object:
     boto3 = pytest.importorskip("boto3")
-    common = dict(region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
-    kinesis = boto3.client("kinesis", endpoint_url=emulators.kinesis_endpoint, **common)
-    dynamodb = boto3.client("dynamodb", endpoint_url=emulators.dynamodb_endpoint, **common)
-    return kinesis, dynamodb
+    return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1",
+                        aws_access_key_id="test", aws_secret_access_key="test")
 
 
 def _wait_active(kinesis: object, stream: str, timeout: float = 30.0) -> float:
@@ -143,7 +141,8 @@ def test_kinesis_and_dynamodb_work_and_are_cleaned_up() -> None:
     stream, table = f"s-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
     with launcher.Emulators(kinesis=True, dynamodb=True) as emulators:
         pids, ports = emulators.pids, emulators.ports
-        kinesis, dynamodb = _clients(emulators)
+        kinesis = _client("kinesis", emulators.kinesis_endpoint)
+        dynamodb = _client("dynamodb", emulators.dynamodb_endpoint)
 
         kinesis.create_stream(StreamName=stream, ShardCount=2)
         _wait_active(kinesis, stream)
@@ -277,8 +276,7 @@ def kinesis() -> Iterator[object]:
     if not ISOLATED:
         pytest.skip("run under `python localstack/launcher.py isolated -- pytest`")
     with launcher.Emulators(kinesis=True, dynamodb=False) as emulators:
-        client, _ = _clients(emulators)
-        yield client
+        yield _client("kinesis", emulators.kinesis_endpoint)
 
 
 def _split_once(kinesis: object) -> tuple[str, list[str]]:

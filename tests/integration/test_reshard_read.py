@@ -10,7 +10,10 @@ import pytest
 
 from kinesis_src import KinesisClient, Position, drain_stream
 from kinesis_src.discovery import ShardDiscovery
-from kinesis_src.errors import RetriesExhaustedError, ShardNotFoundError, StreamNotFoundError
+from kinesis_src.errors import (
+    ShardNotFoundError,
+    StreamNotFoundError,
+)
 from kinesis_src.reader import ShardReader, StopReason
 from kinesis_src.workload import KeyedProducer, check_order
 

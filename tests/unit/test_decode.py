@@ -11,7 +11,7 @@ from botocore import parsers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinesis_src.decode import (
+from kinesis_src.aws.decode import (
     PAGE_KEY,
     FastGetRecordsParser,
     FastResponseParserFactory,

@@ -20,8 +20,8 @@ from typing import Any
 
 from botocore import parsers
 
-from .errors import MalformedResponseError
-from .records import ChildShard, RecordPage, epoch_to_datetime
+from ..errors import MalformedResponseError
+from ..records import ChildShard, RecordPage, epoch_to_datetime
 
 PAGE_KEY = "Page"
 """Key under which the fast parser returns the decoded :class:`RecordPage`."""

@@ -1,11 +1,4 @@
-"""The only module that talks to botocore.
-
-Everything above it sees plain values (shard dicts, :class:`RecordPage`,
-:class:`Position`) and kinesis-src errors. botocore's own retries are turned
-off: every call goes through :func:`kinesis_src.retry.call_with_retry`, so
-there is one backoff policy, one log line per retry and one final error that
-names the stream, shard and endpoint.
-"""
+"""Kinesis calls used by kinesis-src, each retried and translated (see :mod:`.boundary`)."""
 
 from __future__ import annotations
 
@@ -15,67 +8,22 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
 import botocore.session
-from botocore.config import Config
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectionClosedError,
-    ConnectionError as BotoConnectionError,
-    HTTPClientError,
-    NoCredentialsError,
-    NoRegionError,
-    PartialCredentialsError,
-    ReadTimeoutError,
-)
 
-from .config import AwsSettings
-from .decode import PAGE_KEY, FastResponseParserFactory
-from .errors import (
-    AccessDeniedError,
-    ConfigurationError,
-    EndpointUnreachableError,
-    InvalidRequestError,
-    IteratorExpiredError,
+from ..config import AwsSettings
+from ..errors import (
     KinesisSourceError,
     ResourceNotFoundError,
-    ServiceUnavailableError,
     ShardNotFoundError,
     StreamNotFoundError,
     ThrottledError,
 )
-from .positions import Position
-from .records import RecordPage
-from .retry import call_with_retry
+from ..positions import Position
+from ..records import RecordPage
+from .boundary import call, client_config, new_session
+from .decode import PAGE_KEY
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-_THROTTLING_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "LimitExceededException",
-        "ThrottlingException",
-        "Throttling",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
-        "KMSThrottlingException",
-    }
-)
-_ACCESS_CODES = frozenset(
-    {
-        "AccessDeniedException",
-        "UnrecognizedClientException",
-        "InvalidSignatureException",
-        "ExpiredTokenException",
-        "IncompleteSignature",
-        "MissingAuthenticationToken",
-        "KMSAccessDeniedException",
-    }
-)
-_SERVER_CODES = frozenset({"InternalFailure", "InternalServerError", "ServiceUnavailable"})
-_INVALID_CODES = frozenset(
-    {"InvalidArgumentException", "ValidationException", "SerializationException", "ResourceInUseException"}
-)
 
 
 @dataclass(frozen=True)
@@ -85,70 +33,6 @@ class StreamSummary:
     status: str
     open_shard_count: int
     retention_hours: int
-
-
-def new_session() -> botocore.session.Session:
-    """A botocore session whose JSON responses go through the fast GetRecords parser."""
-    session = botocore.session.get_session()
-    session.register_component("response_parser_factory", FastResponseParserFactory())
-    return session
-
-
-def client_config(settings: AwsSettings) -> Config:
-    return Config(
-        region_name=settings.region,
-        connect_timeout=settings.connect_timeout_s,
-        read_timeout=settings.read_timeout_s,
-        retries={"total_max_attempts": 1},  # ours, not botocore's: see module docstring
-        max_pool_connections=32,
-        user_agent_appid="kinesis-src",
-    )
-
-
-def translate(error: Exception, what: str, endpoint: str) -> KinesisSourceError:
-    """Map a botocore exception to the kinesis-src error a caller can act on."""
-    if isinstance(error, KinesisSourceError):
-        return error
-    if isinstance(error, ClientError):
-        return _translate_client_error(error, what, endpoint)
-    if isinstance(error, (BotoConnectionError, ConnectionClosedError, ReadTimeoutError, HTTPClientError)):
-        return EndpointUnreachableError(
-            f"{what}: no answer from {endpoint} ({type(error).__name__}). Check that the endpoint "
-            "is running and reachable, and the endpointUrl/region settings."
-        )
-    if isinstance(error, (NoCredentialsError, PartialCredentialsError)):
-        return AccessDeniedError(
-            f"{what}: no usable AWS credentials ({error}). Set AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY or AWS_PROFILE; for a local emulator any dummy values work."
-        )
-    if isinstance(error, NoRegionError):
-        return ConfigurationError(f"{what}: no AWS region; set option 'region' or AWS_REGION")
-    if isinstance(error, BotoCoreError):
-        return KinesisSourceError(f"{what} against {endpoint} failed: {error}")
-    raise error
-
-
-def _translate_client_error(error: ClientError, what: str, endpoint: str) -> KinesisSourceError:
-    info = error.response.get("Error", {})
-    code = str(info.get("Code", "Unknown"))
-    message = str(info.get("Message", "")).strip()
-    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    detail = f"{what}: {code}: {message}" if message else f"{what}: {code}"
-    if code == "ExpiredIteratorException":
-        return IteratorExpiredError(detail)
-    if code in _THROTTLING_CODES:
-        return ThrottledError(detail)
-    if code in _ACCESS_CODES:
-        return AccessDeniedError(
-            f"{detail}. Check the credentials and that they allow this call on this resource."
-        )
-    if code == "ResourceNotFoundException":
-        return ResourceNotFoundError(f"{detail} (endpoint {endpoint})")
-    if code in _SERVER_CODES or status >= 500:
-        return ServiceUnavailableError(f"{detail} (HTTP {status} from {endpoint})")
-    if code in _INVALID_CODES:
-        return InvalidRequestError(detail)
-    return KinesisSourceError(f"{detail} (HTTP {status} from {endpoint})")
 
 
 class KinesisClient:
@@ -169,13 +53,7 @@ class KinesisClient:
         )
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        def attempt() -> T:
-            try:
-                return fn()
-            except Exception as exc:  # translated, never swallowed
-                raise translate(exc, what, self.endpoint) from exc
-
-        return call_with_retry(attempt, what, self.settings.retry)
+        return call(what, self.endpoint, self.settings.retry, fn)
 
     # -- streams -------------------------------------------------------------------
 

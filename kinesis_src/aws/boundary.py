@@ -1,0 +1,148 @@
+"""What every AWS client of kinesis-src shares: session, client config, error translation.
+
+``kinesis_src.aws`` is the only package that imports botocore. botocore's own
+retries are turned off: every call goes through
+:func:`kinesis_src.retry.call_with_retry`, so there is one backoff policy,
+one log line per retry, and one final error that names the resource and
+endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, TypeVar
+
+import botocore.session
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    HTTPClientError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ReadTimeoutError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
+)
+
+from ..config import AwsSettings
+from ..errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    EndpointUnreachableError,
+    InvalidRequestError,
+    IteratorExpiredError,
+    KinesisSourceError,
+    ResourceNotFoundError,
+    ServiceUnavailableError,
+    ThrottledError,
+)
+from ..retry import RetryPolicy, call_with_retry
+from .decode import FastResponseParserFactory
+
+T = TypeVar("T")
+
+_THROTTLING_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "LimitExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "KMSThrottlingException",
+    }
+)
+_ACCESS_CODES = frozenset(
+    {
+        "AccessDeniedException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "ExpiredTokenException",
+        "IncompleteSignature",
+        "MissingAuthenticationToken",
+        "KMSAccessDeniedException",
+    }
+)
+_SERVER_CODES = frozenset({"InternalFailure", "InternalServerError", "ServiceUnavailable"})
+_INVALID_CODES = frozenset(
+    {"InvalidArgumentException", "ValidationException", "SerializationException", "ResourceInUseException"}
+)
+
+
+def new_session() -> botocore.session.Session:
+    """A botocore session whose JSON responses go through the fast GetRecords parser."""
+    session = botocore.session.get_session()
+    session.register_component("response_parser_factory", FastResponseParserFactory())
+    return session
+
+
+def client_config(settings: AwsSettings) -> Config:
+    return Config(
+        region_name=settings.region,
+        connect_timeout=settings.connect_timeout_s,
+        read_timeout=settings.read_timeout_s,
+        retries={"total_max_attempts": 1},  # ours, not botocore's: see module docstring
+        max_pool_connections=32,
+        user_agent_appid="kinesis-src",
+    )
+
+
+def translate(error: Exception, what: str, endpoint: str) -> KinesisSourceError:
+    """Map a botocore exception to the kinesis-src error a caller can act on."""
+    if isinstance(error, KinesisSourceError):
+        return error
+    if isinstance(error, ClientError):
+        return _translate_client_error(error, what, endpoint)
+    if isinstance(error, (BotoConnectionError, ConnectionClosedError, ReadTimeoutError, HTTPClientError)):
+        return EndpointUnreachableError(
+            f"{what}: no answer from {endpoint} ({type(error).__name__}). Check that the endpoint "
+            "is running and reachable, and the endpointUrl/region settings."
+        )
+    if isinstance(error, (NoCredentialsError, PartialCredentialsError)):
+        return AccessDeniedError(
+            f"{what}: no usable AWS credentials ({error}). Set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY or AWS_PROFILE; for a local emulator any dummy values work."
+        )
+    if isinstance(error, NoRegionError):
+        return ConfigurationError(f"{what}: no AWS region; set option 'region' or AWS_REGION")
+    if isinstance(error, BotoCoreError):
+        return KinesisSourceError(f"{what} against {endpoint} failed: {error}")
+    raise error
+
+
+def _translate_client_error(error: ClientError, what: str, endpoint: str) -> KinesisSourceError:
+    info = error.response.get("Error", {})
+    code = str(info.get("Code", "Unknown"))
+    message = str(info.get("Message", "")).strip()
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    detail = f"{what}: {code}: {message}" if message else f"{what}: {code}"
+    if code == "ExpiredIteratorException":
+        return IteratorExpiredError(detail)
+    if code in _THROTTLING_CODES:
+        return ThrottledError(detail)
+    if code in _ACCESS_CODES:
+        return AccessDeniedError(
+            f"{detail}. Check the credentials and that they allow this call on this resource."
+        )
+    if code == "ResourceNotFoundException":
+        return ResourceNotFoundError(f"{detail} (endpoint {endpoint})")
+    if code in _SERVER_CODES or status >= 500:
+        return ServiceUnavailableError(f"{detail} (HTTP {status} from {endpoint})")
+    if code in _INVALID_CODES:
+        return InvalidRequestError(detail)
+    return KinesisSourceError(f"{detail} (HTTP {status} from {endpoint})")
+
+
+def call(what: str, endpoint: str, policy: RetryPolicy, fn: Callable[[], T]) -> T:
+    """Run one AWS call with translation and the retry policy."""
+
+    def attempt() -> T:
+        try:
+            return fn()
+        except Exception as exc:  # translated, never swallowed
+            raise translate(exc, what, endpoint) from exc
+
+    return call_with_retry(attempt, what, policy)
