@@ -106,3 +106,61 @@ class DataLossError(KinesisSourceError):
 
 class LineageOrderError(KinesisSourceError):
     """Someone asked to read a child shard before its parents were drained."""
+
+
+# --- leases --------------------------------------------------------------------
+
+
+class LeaseTableNotFoundError(ResourceNotFoundError):
+    """The DynamoDB lease table does not exist (or was deleted while in use)."""
+
+
+class IncompatibleLeaseTableError(KinesisSourceError):
+    """A table with the lease table's name exists but has another key schema.
+
+    Not retriable: the table was made by something else (a KCL application,
+    another tool). Pick another ``leaseTableName`` or delete that table.
+    """
+
+
+class CorruptLeaseError(KinesisSourceError):
+    """An item in the lease table does not have the attributes kinesis-src wrote.
+
+    Raised instead of skipping the item: a silently skipped lease is a shard
+    nobody reads. ``key`` is the item's primary key, ``attribute`` the bad
+    attribute, ``expected`` what should be there.
+    """
+
+    def __init__(self, table: str, key: dict[str, str], attribute: str, expected: str, found: str) -> None:
+        self.table = table
+        self.key = dict(key)
+        self.attribute = attribute
+        self.expected = expected
+        self.found = found
+        where = ", ".join(f"{k}={v!r}" for k, v in key.items())
+        super().__init__(
+            f"corrupt item in lease table {table!r} ({where}): attribute {attribute!r} {found}; "
+            f"expected {expected}. Fix or delete the item (see docs/leases.md, 'Inspecting a table')."
+        )
+
+
+class LeaseLostError(KinesisSourceError):
+    """A checkpoint or progress write by a worker that no longer holds the lease.
+
+    The write was conditional on the lease's owner and counter (the fencing
+    token) and the condition failed: another worker took the lease, or it was
+    released or ended. Never retriable: the caller must stop processing the
+    shard; the new owner resumes from the last checkpoint that did succeed.
+    """
+
+    def __init__(self, message: str, shard_id: str) -> None:
+        super().__init__(message)
+        self.shard_id = shard_id
+
+
+class WorkerIdInUseError(KinesisSourceError):
+    """Another live process heartbeats under this worker id.
+
+    Worker ids must be unique per process; the newer process wins and the
+    older one stops with this error.
+    """

@@ -47,9 +47,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable, Iterator, Mapping, Sequence
 
 LOG = logging.getLogger("kinesis_src.launcher")
 
@@ -359,7 +359,6 @@ class RunningServer:
     spec: ServerSpec
     process: subprocess.Popen[bytes]
     log_path: Path
-    log_handle: IO[bytes]
     launched_at: float
     ready_seconds: float | None = None
     ready_status: int | None = None
@@ -392,25 +391,25 @@ class RunningServer:
 def launch(spec: ServerSpec, log_dir: Path) -> RunningServer:
     """Start a server in its own session so the whole group can be signalled."""
     log_path = log_dir / f"{spec.name}.log"
-    log_handle = open(log_path, "ab")
-    log_handle.write(f"$ {shlex.join(spec.argv)}\n".encode())
-    log_handle.flush()
     env = {**os.environ, **spec.env}
     LOG.debug("starting %s: %s", spec.name, shlex.join(spec.argv))
-    try:
-        process = subprocess.Popen(
-            spec.argv,
-            cwd=spec.cwd or log_dir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log_handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        log_handle.close()
-        raise ServerStartError(f"{spec.name}: cannot execute {shlex.join(spec.argv)}: {exc}") from exc
-    return RunningServer(spec, process, log_path, log_handle, time.monotonic())
+    # The child keeps its own copy of the log fd; ours can close at once.
+    with open(log_path, "ab") as log:
+        log.write(f"$ {shlex.join(spec.argv)}\n".encode())
+        log.flush()
+        try:
+            process = subprocess.Popen(
+                spec.argv,
+                cwd=spec.cwd or log_dir,  # DynamoDB Local writes metadata into its cwd
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ServerStartError(f"{spec.name}: cannot execute {shlex.join(spec.argv)}: {exc}") from exc
+    return RunningServer(spec, process, log_path, time.monotonic())
 
 
 def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 10.0, *,
@@ -457,7 +456,7 @@ def wait_until_ready(servers: Sequence[RunningServer], timeout: float, interval:
 # Emulators
 # --------------------------------------------------------------------------
 
-_LIVE: set["Emulators"] = set()
+_LIVE: set[Emulators] = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -511,17 +510,17 @@ class Emulators:
 
     # -- lifecycle ---------------------------------------------------------
 
-    def __enter__(self) -> "Emulators":
+    def __enter__(self) -> Emulators:
         self.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def start(self) -> "Emulators":
+    def start(self) -> Emulators:
         """Launch all requested servers in parallel and wait until each answers."""
         if self.servers:
-            raise LauncherError("Emulators already started")
+            raise LauncherError("this Emulators was already started; create a new one")
         specs = self._specs()
         for spec in specs:
             ensure_port_free(spec.port, spec.name)
@@ -544,13 +543,15 @@ class Emulators:
         return self
 
     def stop(self) -> None:
-        """Stop every server (reverse start order) and forget them; idempotent."""
+        """Stop every server (reverse start order); idempotent.
+
+        ``servers`` keeps the stopped entries (pids, ports, logs) for inspection.
+        """
         for server in reversed(list(self.servers.values())):
             if not server.stopped:  # never signal a PID twice: it may have been reused
                 grace = server.spec.stop_grace if self.stop_timeout is None else self.stop_timeout
                 stop_process_group(server.process, grace, name=server.spec.name,
                                    slow_stop_expected=server.spec.slow_stop_expected)
-                server.log_handle.close()
                 server.stopped = True
         with _LIVE_LOCK:
             _LIVE.discard(self)
@@ -774,7 +775,11 @@ def _run_forwarding(argv: list[str], env: dict[str, str],
     SIGINT is ignored here: a terminal Ctrl-C already reaches the child (same
     process group), and relaying it would deliver it twice.
     """
-    child = subprocess.Popen(argv, env=env)
+    try:
+        child = subprocess.Popen(argv, env=env)
+    except OSError as exc:
+        print(f"launcher: cannot run {shlex.join(argv)}: {exc}", file=sys.stderr)
+        return 127
 
     def relay(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):

@@ -18,8 +18,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -181,11 +181,13 @@ def test_kinesis_and_dynamodb_work_and_are_cleaned_up() -> None:
 def test_failed_start_raises_with_command_and_log_tail(tmp_path: Path) -> None:
     missing_jar = tmp_path / "nope" / "DynamoDBLocal.jar"
     with pytest.raises(launcher.ServerStartError) as raised:
-        launcher.Emulators(kinesis=False, dynamodb=True, dynamodb_jar=missing_jar, startup_timeout=30).start()
+        launcher.Emulators(kinesis=False, dynamodb=True, dynamodb_jar=missing_jar, startup_timeout=30,
+                           log_dir=tmp_path).start()
     message = str(raised.value)
     assert "dynamodb-local exited with code" in message
     assert str(missing_jar) in message  # the command line
     assert "Unable to access jarfile" in message  # java's own words, from the log tail
+    assert (tmp_path / "dynamodb-local.log").is_file()  # kept for the post-mortem
 
 
 @pytest.mark.integration
@@ -200,11 +202,22 @@ def test_port_already_in_use_is_reported_before_launch() -> None:
 @pytest.mark.integration
 @servers
 def test_atexit_safety_net_stops_forgotten_servers() -> None:
-    emulators = launcher.Emulators(kinesis=True, dynamodb=False).start()
-    pid = emulators.pids["kinesis-mock"]
-    assert not _pid_gone(pid)
-    launcher._stop_all_live()  # what atexit runs
+    """A process that starts servers and exits without stopping them must not leak them.
+
+    Runs in a child process: calling the atexit hook here would also stop the
+    session-wide emulators other test modules share.
+    """
+    forgetful = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import launcher\n"
+        "emulators = launcher.Emulators(kinesis=True, dynamodb=False).start()\n"
+        "print(emulators.pids['kinesis-mock'], emulators.ports['kinesis-mock'])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", forgetful, str(LOCALSTACK_DIR)],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    pid, port = (int(word) for word in result.stdout.split())
     assert _pid_gone(pid)
+    assert not launcher.port_is_open(port)
 
 
 @pytest.mark.integration
@@ -339,3 +352,14 @@ def test_contract_next_token_pages_ignore_the_shard_filter(kinesis: object) -> N
         page = kinesis.list_shards(NextToken=page["NextToken"], MaxResults=1)
         paged += [s["ShardId"] for s in page["Shards"]]
     assert "shardId-000000000001" in paged  # closed, yet returned under AT_LATEST paging
+
+
+@pytest.mark.integration
+def test_contract_list_shards_pages_hold_at_most_100(kinesis: object) -> None:
+    """kinesis-mock ignores MaxResults above 100 (AWS allows 1,000): callers must follow NextToken."""
+    stream = f"wide-{uuid.uuid4().hex[:8]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=101)
+    _wait_active(kinesis, stream)
+    page = kinesis.list_shards(StreamName=stream, MaxResults=1000)
+    assert len(page["Shards"]) == 100 and page.get("NextToken")
+    kinesis.delete_stream(StreamName=stream)  # free the shard quota for the other tests
