@@ -16,7 +16,7 @@ setup: $(VENV)/.installed localstack/node_modules/.kinesis-src-install-stamp
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,spark]"
+	$(PY) -m pip install --quiet -e ".[dev,spark]" --config-settings editable_mode=compat
 	touch $@
 
 localstack/node_modules/.kinesis-src-install-stamp: localstack/package.json localstack/package-lock.json

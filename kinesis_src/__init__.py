@@ -15,6 +15,7 @@ from .retry import RetryPolicy
 
 __all__ = [
     "AwsSettings",
+    "KinesisDataSource",
     "KinesisClient",
     "KinesisSourceError",
     "Position",
@@ -26,3 +27,12 @@ __all__ = [
     "drain_stream",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``KinesisDataSource`` is imported on first use, so ``import kinesis_src`` never needs pyspark."""
+    if name == "KinesisDataSource":
+        from .spark import KinesisDataSource
+
+        return KinesisDataSource
+    raise AttributeError(f"module 'kinesis_src' has no attribute {name!r}")

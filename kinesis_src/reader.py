@@ -13,6 +13,7 @@ import enum
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Callable
 
 from .aws import KinesisClient
@@ -31,6 +32,7 @@ class StopReason(str, enum.Enum):
     TIME_LIMIT = "time_limit"
     CAUGHT_UP = "caught_up"
     END_SEQUENCE = "end_sequence"
+    END_TIMESTAMP = "end_timestamp"
     SHARD_END = "shard_end"
 
 
@@ -159,6 +161,7 @@ class ShardReader:
         max_duration_s: float | None = None,
         until_caught_up: bool = False,
         end_sequence: str | None = None,
+        end_timestamp: datetime | None = None,
     ) -> ShardRead:
         """Fetch until the first limit is met.
 
@@ -166,9 +169,11 @@ class ShardReader:
         position, as a Spark batch replay must; ``until_caught_up`` stops at
         the tip of an open shard (a short page with MillisBehindLatest 0).
         Without any limit the read runs to SHARD_END, which for an open shard
-        means forever: callers must pass one.
+        means forever: callers must pass one. ``end_timestamp`` stops before
+        the first record that arrived after it (bounded batch reads).
         """
         end = int(validate_sequence_number(end_sequence)) if end_sequence is not None else None
+        end_ts = end_timestamp.timestamp() if end_timestamp is not None else None
         start = self.position
         started = self._clock()
         pages: list[RecordPage] = []
@@ -178,7 +183,7 @@ class ShardReader:
             remaining = None if max_records is None else max_records - count
             before = self.position
             page = self.fetch(remaining)
-            page, reason = self._trim_to_end(page, end, before)
+            page, reason = self._trim_to_end(page, end, end_ts, before)
             pages.append(page)
             count += len(page)
             reason = reason or self._stop_reason(page, count, started, max_records, max_duration_s, until_caught_up)
@@ -201,11 +206,18 @@ class ShardReader:
         return None
 
     def _trim_to_end(
-        self, page: RecordPage, end: int | None, before: Position
+        self, page: RecordPage, end: int | None, end_ts: float | None, before: Position
     ) -> tuple[RecordPage, StopReason | None]:
-        if end is None or not len(page) or int(page.sequence_numbers[-1]) < end:
+        if not len(page):
             return page, None
-        keep = sum(1 for s in page.sequence_numbers if int(s) <= end)
+        keep, reason = len(page), None
+        if end is not None and int(page.sequence_numbers[-1]) >= end:
+            keep = sum(1 for s in page.sequence_numbers if int(s) <= end)
+            reason = StopReason.END_SEQUENCE
+        if end_ts is not None:
+            late = next((i for i, t in enumerate(page.arrival_epoch) if t is not None and t > end_ts), None)
+            if late is not None and late < keep:
+                keep, reason = late, StopReason.END_TIMESTAMP
         if keep < len(page):
             page = page.slice(keep)
             # The iterator points past records we dropped: restart after the kept ones.
@@ -213,7 +225,7 @@ class ShardReader:
             self.shard_ended = False
             self.child_shards = ()
             self.position = Position.after_sequence(page.sequence_numbers[-1]) if keep else before
-        return page, StopReason.END_SEQUENCE
+        return page, reason
 
     def _stop_reason(
         self,

@@ -1,8 +1,65 @@
-"""Shared fixtures. Integration fixtures (real emulators) live in tests/integration/conftest.py."""
+"""Shared fixtures: dummy credentials, and real emulator servers (started once per session, stopped by PID).
+
+The emulators bind all interfaces (neither kinesis-mock nor DynamoDB Local has
+a host option), so tests that use them run only inside the private network
+namespace that `python localstack/launcher.py isolated -- ...` creates (the
+README's test command does this); elsewhere they are skipped with that
+instruction.
+"""
 
 from __future__ import annotations
 
+import itertools
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "localstack"))
+import launcher  # noqa: E402  (localstack/ has no __init__.py on purpose)
+
+from kinesis_src import AwsSettings, KinesisClient  # noqa: E402
+from kinesis_src.retry import RetryPolicy  # noqa: E402
+
+_names = itertools.count()
+
+
+def _require_isolation() -> None:
+    if os.environ.get(launcher.ENV_ISOLATED) != "1":
+        pytest.skip(
+            "emulator servers bind all interfaces: run under "
+            "`python localstack/launcher.py isolated -- pytest` (what `make test` does)"
+        )
+
+
+@pytest.fixture(scope="session")
+def emulators() -> Iterator["launcher.Emulators"]:
+    _require_isolation()
+    with launcher.Emulators(kinesis=True, dynamodb=True) as running:
+        yield running
+
+
+@pytest.fixture
+def emulator_env(emulators: "launcher.Emulators", monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    env = emulators.env()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+@pytest.fixture
+def kinesis(emulator_env: dict[str, str]) -> KinesisClient:
+    settings = AwsSettings.from_env(retry=RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=1.0))
+    return KinesisClient(settings)
+
+
+@pytest.fixture
+def stream_name(request: pytest.FixtureRequest) -> str:
+    """A fresh stream per test: kinesis-mock's put speed falls as one stream fills."""
+    base = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[:80]
+    return f"{base}-{next(_names)}"
 
 
 @pytest.fixture

@@ -50,7 +50,7 @@ class FakeShard:
             partition_keys=[f"k{s}" for s in seqs],
             data=[s.encode() for s in seqs],
             sequence_numbers=seqs,
-            arrival_epoch=[1.0] * len(seqs),
+            arrival_epoch=[float(s) for s in seqs],  # record i arrived at second 10*(i+1)
             encryption_types=[None] * len(seqs),
             next_iterator=None if ended else str(end),
             millis_behind_latest=0 if end == len(self.seqs) else 1000,
@@ -153,3 +153,15 @@ def test_reads_a_moto_stream_through_the_fast_path(dummy_credentials: None) -> N
         read = r.read(max_records=50)
         assert [rec.data for rec in read.records()] == [str(i).encode() for i in range(50)]
         assert all(rec.shard_id == "shardId-000000000000" for rec in read.records())
+
+
+def test_end_timestamp_stops_before_the_first_later_record() -> None:
+    from datetime import datetime, timezone
+
+    shard = FakeShard(30)
+    r = reader(shard, max_records_per_fetch=10)
+    read = r.read(end_timestamp=datetime.fromtimestamp(125, timezone.utc), max_records=1000)
+    assert seqs(read) == shard.seqs[:12]
+    assert read.stop_reason is StopReason.END_TIMESTAMP
+    assert read.next_position == Position.after_sequence("120")
+    assert seqs(r.read(until_caught_up=True)) == shard.seqs[12:]

@@ -1,0 +1,81 @@
+"""``spark.read.format("kinesis")``: a bounded read of the whole lineage between two points.
+
+The driver lists every shard in the window (closed ones within retention
+included), orders them parents-first and packs consecutive shards into
+partitions. Partitions are returned in that order, so anything that keeps
+partition order (``collect()``, ``toLocalIterator()``, a single-file write)
+sees each key's records in write order across splits and merges.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from ..aws import KinesisClient
+from ..discovery import ShardDiscovery
+from ..positions import format_timestamp
+from .options import SourceOptions
+from .partitions import Endpoint, KinesisPartition, ShardSlice
+from .tasks import read_partition
+
+log = logging.getLogger(__name__)
+
+
+def endpoint_of(options: SourceOptions) -> Endpoint:
+    return Endpoint(options.region, options.endpoint_url, options.dynamodb_endpoint_url)
+
+
+def lineage_order(discovery: ShardDiscovery) -> list[str]:
+    """All known shards, each after its parents: repeated ``ready`` on a growing drained set."""
+    order: list[str] = []
+    done: set[str] = set()
+    while True:
+        ready = [s for s in discovery.graph.ready(done) if s not in done]
+        if not ready:
+            return order
+        order.extend(ready)
+        done.update(ready)
+
+
+class KinesisBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def _end(self) -> datetime:
+        """The arrival-time cut: endingTimestamp, or the moment of planning for endingPosition=latest."""
+        return self.options.ending_timestamp or datetime.now(timezone.utc)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        opts = self.options
+        end = self._end()
+        discovery = ShardDiscovery(KinesisClient(opts.aws_settings()), opts.stream_name)
+        discovery.refresh(opts.initial_position)
+        shards = lineage_order(discovery)
+        start = opts.initial_position.to_dict()
+        groups = [shards[i : i + opts.shards_per_task] for i in range(0, len(shards), opts.shards_per_task)]
+        log.info(
+            "batch read of %r: %d shards in %d partitions, from %s to %s",
+            opts.stream_name, len(shards), len(groups), opts.initial_position, format_timestamp(end),
+        )
+        return [
+            KinesisPartition(
+                index=i,
+                stream=opts.stream_name,
+                endpoint=endpoint_of(opts),
+                slices=tuple(ShardSlice(shard_id=s, start=start) for s in group),
+                max_records_per_fetch=opts.max_records_per_fetch,
+                fetch_interval_ms=opts.fetch_interval_ms,
+                end_timestamp=format_timestamp(end),
+            )
+            for i, group in enumerate(groups)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KinesisPartition)
+        return read_partition(partition)
+

@@ -1,0 +1,239 @@
+"""The Spark source's options, parsed once into a frozen value before a query starts.
+
+Spark hands options over as a case-insensitive map of strings. Every option
+is checked here, by name, with the accepted values in the message, so a typo
+fails at ``load()`` instead of deep inside a task. Unknown options are
+errors too (a misspelt ``maxRecordsPerShard`` silently ignored would be a
+production incident), unless they start with ``spark.`` or ``aws.`` which
+other layers own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+from ..config import ENV_DYNAMODB_ENDPOINT_URL, ENV_ENDPOINT_URL, ENV_REGIONS, AwsSettings, check_endpoint_url
+from ..errors import ConfigurationError, InvalidPositionError
+from ..positions import Position, parse_timestamp
+
+INITIAL_POSITIONS = ("latest", "trim_horizon", "earliest", "at_timestamp")
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    stream_name: str
+    region: str
+    endpoint_url: str | None
+    dynamodb_endpoint_url: str | None
+    initial_position: Position
+    ending_timestamp: datetime | None
+    ending_latest: bool
+    application_name: str
+    lease_table_name: str
+    max_records_per_fetch: int = 10_000
+    max_records_per_shard: int = 100_000
+    max_fetch_duration_ms: int = 10_000
+    fetch_interval_ms: int = 200
+    idle_poll_interval_ms: int = 1_000
+    shards_per_task: int = 1
+    fail_on_data_loss: bool = True
+    preserve_shard_order: bool = True
+    max_records_per_trigger: int | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def aws_settings(self) -> AwsSettings:
+        return AwsSettings(
+            region=self.region,
+            endpoint_url=self.endpoint_url,
+            dynamodb_endpoint_url=self.dynamodb_endpoint_url,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values for pickling into partitions (no credentials: there are none here)."""
+        out = asdict(self)
+        out["initial_position"] = self.initial_position.to_dict()
+        return out
+
+
+_INT_OPTIONS: dict[str, tuple[str, int, int]] = {
+    # option name -> (field, minimum, maximum)
+    "maxrecordsperfetch": ("max_records_per_fetch", 1, 10_000),
+    "maxrecordspershard": ("max_records_per_shard", 1, 10_000_000),
+    "maxfetchdurationms": ("max_fetch_duration_ms", 1, 3_600_000),
+    "fetchintervalms": ("fetch_interval_ms", 0, 60_000),
+    "idlepollintervalms": ("idle_poll_interval_ms", 100, 600_000),
+    "shardspertask": ("shards_per_task", 1, 10_000),
+    "maxrecordspertrigger": ("max_records_per_trigger", 1, 1_000_000_000),
+}
+_BOOL_OPTIONS = {"failondataloss": "fail_on_data_loss", "preserveshardorder": "preserve_shard_order"}
+_STRING_OPTIONS = {
+    "streamname",
+    "region",
+    "endpointurl",
+    "dynamodbendpointurl",
+    "initialposition",
+    "startingtimestamp",
+    "endingtimestamp",
+    "endingposition",
+    "applicationname",
+    "leasetablename",
+}
+KNOWN_OPTIONS = sorted(
+    ["streamName", "region", "endpointUrl", "dynamodbEndpointUrl", "initialPosition", "startingTimestamp",
+     "endingTimestamp", "endingPosition", "applicationName", "leaseTableName", "maxRecordsPerFetch",
+     "maxRecordsPerShard", "maxFetchDurationMs", "fetchIntervalMs", "idlePollIntervalMs", "shardsPerTask",
+     "failOnDataLoss", "preserveShardOrder", "maxRecordsPerTrigger"],
+    key=str.lower,
+)
+
+
+def parse_options(
+    options: Mapping[str, str], *, batch: bool, environ: Mapping[str, str] | None = None
+) -> SourceOptions:
+    """Validate Spark's options; ``batch`` selects the defaults of ``spark.read``."""
+    env = os.environ if environ is None else environ
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    _reject_unknown(opts)
+    stream = _required_name(opts, "streamname", "streamName")
+    region = opts.get("region") or next((env[k] for k in ENV_REGIONS if env.get(k)), "")
+    if not region:
+        raise ConfigurationError("option 'region' is required (or set AWS_REGION), e.g. .option('region', 'us-east-1')")
+    endpoint = _url(opts.get("endpointurl") or env.get(ENV_ENDPOINT_URL), "endpointUrl")
+    dynamo = _url(opts.get("dynamodbendpointurl") or env.get(ENV_DYNAMODB_ENDPOINT_URL), "dynamodbEndpointUrl")
+    application = _name(opts.get("applicationname") or f"kinesis-src-{stream}", "applicationName")
+    values: dict[str, Any] = dict(
+        stream_name=stream,
+        region=region,
+        endpoint_url=endpoint,
+        dynamodb_endpoint_url=dynamo,
+        initial_position=_initial_position(opts, batch),
+        ending_timestamp=_timestamp(opts, "endingtimestamp", "endingTimestamp"),
+        ending_latest=_ending_latest(opts, batch),
+        application_name=application,
+        lease_table_name=_name(opts.get("leasetablename") or f"kinesis-src-{application}", "leaseTableName"),
+        extra={k: v for k, v in opts.items() if k.startswith(("spark.", "aws."))},
+    )
+    for key, (name, low, high) in _INT_OPTIONS.items():
+        if key in opts:
+            values[name] = _int(opts[key], _display(key), low, high)
+    for key, name in _BOOL_OPTIONS.items():
+        if key in opts:
+            values[name] = _bool(opts[key], _display(key))
+    parsed = SourceOptions(**values)
+    _check_combinations(parsed, opts, batch)
+    return parsed
+
+
+def _display(key: str) -> str:
+    return next(name for name in KNOWN_OPTIONS if name.lower() == key)
+
+
+def _reject_unknown(opts: Mapping[str, str]) -> None:
+    known = _STRING_OPTIONS | set(_INT_OPTIONS) | set(_BOOL_OPTIONS) | {"path"}
+    unknown = sorted(k for k in opts if k not in known and not k.startswith(("spark.", "aws.")))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown option(s) {', '.join(repr(u) for u in unknown)} for format 'kinesis'; "
+            f"accepted options: {', '.join(KNOWN_OPTIONS)}"
+        )
+
+
+def _required_name(opts: Mapping[str, str], key: str, display: str) -> str:
+    value = opts.get(key, "").strip()
+    if not value:
+        raise ConfigurationError(f"option '{display}' is required: .option('{display}', '<name>')")
+    return _name(value, display)
+
+
+def _name(value: str, display: str) -> str:
+    if not _NAME.match(value):
+        raise ConfigurationError(
+            f"option '{display}' = {value!r} must be 1-128 characters of letters, digits, '_', '-', '.'"
+        )
+    return value
+
+
+def _url(value: str | None, display: str) -> str | None:
+    return check_endpoint_url(value, f"option '{display}'") if value else None
+
+
+def _int(text: str, display: str, low: int, high: int) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ConfigurationError(f"option '{display}' = {text!r} is not an integer") from None
+    if not low <= value <= high:
+        raise ConfigurationError(f"option '{display}' = {value} is out of range {low}..{high}")
+    return value
+
+
+def _bool(text: str, display: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ConfigurationError(f"option '{display}' = {text!r} must be true or false")
+
+
+def _timestamp(opts: Mapping[str, str], key: str, display: str) -> datetime | None:
+    if key not in opts:
+        return None
+    try:
+        return parse_timestamp(opts[key])
+    except InvalidPositionError as exc:
+        raise ConfigurationError(f"option '{display}': {exc}") from None
+
+
+def _initial_position(opts: Mapping[str, str], batch: bool) -> Position:
+    text = opts.get("initialposition", "trim_horizon" if batch else "latest")
+    if text.strip().lower() not in INITIAL_POSITIONS:
+        raise ConfigurationError(
+            f"option 'initialPosition' = {text!r}; accepted values: {', '.join(INITIAL_POSITIONS)}"
+        )
+    start = _timestamp(opts, "startingtimestamp", "startingTimestamp")
+    if start is not None and text.strip().lower() != "at_timestamp":
+        raise ConfigurationError(
+            "option 'startingTimestamp' needs option 'initialPosition' = 'at_timestamp' "
+            f"(got {text!r})"
+        )
+    if text.strip().lower() == "at_timestamp" and start is None:
+        raise ConfigurationError(
+            "option 'initialPosition' = 'at_timestamp' needs option 'startingTimestamp' "
+            "(ISO-8601, e.g. 2026-01-31T12:00:00Z)"
+        )
+    return Position.at_timestamp(start) if start is not None else Position.parse(text)
+
+
+def _ending_latest(opts: Mapping[str, str], batch: bool) -> bool:
+    text = opts.get("endingposition")
+    if text is None:
+        return batch and "endingtimestamp" not in opts
+    if text.strip().lower() != "latest":
+        raise ConfigurationError(f"option 'endingPosition' = {text!r}; accepted value: latest")
+    return True
+
+
+def _check_combinations(parsed: SourceOptions, opts: Mapping[str, str], batch: bool) -> None:
+    if not batch and ("endingtimestamp" in opts or "endingposition" in opts):
+        raise ConfigurationError(
+            "options 'endingTimestamp' / 'endingPosition' apply to batch reads (spark.read) only; "
+            "a streaming query has no end"
+        )
+    if parsed.ending_timestamp is not None and "endingposition" in opts:
+        raise ConfigurationError("set either option 'endingTimestamp' or 'endingPosition', not both")
+    start = parsed.initial_position.timestamp
+    if start is not None and parsed.ending_timestamp is not None and parsed.ending_timestamp <= start:
+        raise ConfigurationError(
+            f"option 'endingTimestamp' ({parsed.ending_timestamp.isoformat()}) must be after "
+            f"'startingTimestamp' ({start.isoformat()})"
+        )
+    if batch and parsed.initial_position.kind.value == "LATEST":
+        raise ConfigurationError(
+            "option 'initialPosition' = 'latest' reads nothing in a batch read; use trim_horizon, "
+            "earliest or at_timestamp"
+        )
+

@@ -1,0 +1,57 @@
+"""What the driver sends to a Spark task: plain, picklable values only.
+
+A partition names its shards, where each starts, and where each must stop
+(a record cap, a time budget, an exact recorded end for replays, or an
+arrival-time cut for bounded reads). No clients, locks or credentials: the
+task builds its own client from the settings, lazily.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql.datasource import InputPartition
+
+from ..config import AwsSettings
+from ..positions import Position, parse_timestamp
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    region: str
+    endpoint_url: str | None
+    dynamodb_endpoint_url: str | None
+
+    def settings(self) -> AwsSettings:
+        return AwsSettings(self.region, self.endpoint_url, self.dynamodb_endpoint_url)
+
+
+@dataclass(frozen=True)
+class ShardSlice:
+    """One shard's share of a partition."""
+
+    shard_id: str
+    start: dict[str, str]  # Position.to_dict()
+    max_records: int | None = None
+    end_sequence: str | None = None  # inclusive; set when replaying a recorded end
+
+    @property
+    def start_position(self) -> Position:
+        return Position.from_dict(self.start)
+
+
+@dataclass(frozen=True)
+class KinesisPartition(InputPartition):
+    index: int
+    stream: str
+    endpoint: Endpoint
+    slices: tuple[ShardSlice, ...]
+    max_records_per_fetch: int = 10_000
+    fetch_interval_ms: int = 200
+    max_fetch_duration_ms: int | None = None
+    end_timestamp: str | None = None  # ISO-8601: stop before records that arrived later
+    progress: dict[str, str] = field(default_factory=dict)  # streaming: where to record ends
+
+    @property
+    def end_time(self):
+        return parse_timestamp(self.end_timestamp) if self.end_timestamp else None
