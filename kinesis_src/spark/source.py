@@ -7,7 +7,7 @@ before any task runs.
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigurationError
@@ -38,6 +38,12 @@ class KinesisDataSource(DataSource):
 
         _check_schema(schema)
         return KinesisBatchReader(parse_options(self.options, batch=True))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .stream import KinesisStreamReader
+
+        _check_schema(schema)
+        return KinesisStreamReader(parse_options(self.options, batch=False))
 
 
 def _check_schema(schema: StructType) -> None:

@@ -14,8 +14,12 @@ from typing import Iterator
 import pyarrow as pa
 
 from ..aws import KinesisClient
-from ..reader import ShardRead, ShardReader
+from ..positions import Position
+from ..errors import MalformedResponseError
+from ..reader import ShardRead, ShardReader, StopReason
 from .partitions import Endpoint, KinesisPartition, ShardSlice
+from .planner import BatchEnd
+from .progress_log import task_progress_log
 from .rows import page_to_arrow
 
 log = logging.getLogger(__name__)
@@ -59,3 +63,62 @@ def read_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: Shard
         piece.shard_id, partition.stream, read.record_count, piece.start_position, read.stop_reason.value,
     )
     return read
+
+
+def read_stream_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
+    """One micro-batch task: read, record each shard's end (first writer wins), then yield.
+
+    Rows are yielded only after the ends are recorded, and always up to the
+    recorded end: if an earlier attempt of this batch recorded a different
+    end (a re-run after a crash, or a speculative copy), the shard is read
+    again to exactly that end. That is what makes a replayed batch identical.
+    """
+    kinesis = kinesis_client(partition.endpoint)
+    reads = {piece.shard_id: read_slice(kinesis, partition, piece) for piece in partition.slices}
+    ours = {sid: batch_end(read) for sid, read in reads.items()}
+    meta = partition.progress
+    progress = task_progress_log(partition.endpoint.settings(), meta["table"], meta["application"], partition.stream)
+    recorded = progress.record_many(meta["run"], int(meta["batch"]), ours)
+    for piece in partition.slices:
+        read = reads[piece.shard_id]
+        winner = recorded[piece.shard_id]
+        if winner.next_position != ours[piece.shard_id].next_position:
+            log.info(
+                "shard %s: batch %s already recorded an end at %s (this attempt reached %s); replaying to it",
+                piece.shard_id, meta["batch"], winner.next_position, ours[piece.shard_id].next_position,
+            )
+            read = replay_slice(kinesis, partition, piece, winner)
+        for page in read.pages:
+            if len(page):
+                yield page_to_arrow(page, partition.stream, piece.shard_id)
+
+
+def batch_end(read: ShardRead) -> BatchEnd:
+    return BatchEnd(
+        next_position=read.next_position,
+        record_count=read.record_count,
+        shard_end=read.shard_ended,
+        stop_reason=read.stop_reason.value,
+        millis_behind_latest=read.millis_behind_latest,
+    )
+
+
+def replay_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice, end: BatchEnd) -> ShardRead:
+    """Read exactly from the slice's start to a recorded end: no record or time limit applies."""
+    reader = ShardReader(
+        kinesis,
+        partition.stream,
+        piece.shard_id,
+        piece.start_position,
+        max_records_per_fetch=partition.max_records_per_fetch,
+        fetch_interval_s=partition.fetch_interval_ms / 1000,
+    )
+    if end.record_count == 0 or end.next_position == piece.start_position:
+        return ShardRead(piece.shard_id, piece.start_position, piece.start_position, [], StopReason.END_SEQUENCE, None)
+    last = end.next_position.sequence_number
+    if last is None or end.next_position != Position.after_sequence(last):
+        raise MalformedResponseError(
+            f"recorded end {end.next_position} of shard {piece.shard_id} in batch {partition.progress['batch']} "
+            "is not a position after a sequence number; the progress item was edited by hand?"
+        )
+    return reader.read(end_sequence=last)

@@ -1,0 +1,89 @@
+"""Streaming offsets: each one is the *plan* of one micro-batch.
+
+Kinesis cannot say where a shard ends right now without reading it, so the
+driver cannot put end positions into offsets. Instead the offset of batch k
+says which shards batch k reads and where each starts; the tasks record the
+end they actually reached in the lease table's per-batch progress (first
+writer wins), and the plan of batch k+1 starts each shard there. A re-run of
+batch k after a crash finds those recorded ends and reads exactly to them,
+which is what makes replay deterministic.
+
+``run`` is a random id minted by ``initialOffset`` and carried in every
+offset, so it lives in the query's checkpoint: a restart of the same
+checkpoint finds its progress, a new checkpoint can never see an old one's.
+
+Spark compares offsets as JSON text, so :meth:`Plan.to_offset` always
+produces the same key order for equal plans.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..errors import ConfigurationError
+from ..positions import Position
+
+OFFSET_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    start: Position
+    max_records: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    run: str
+    batch: int
+    shards: Mapping[str, ShardPlan] = field(default_factory=dict)
+    drained: frozenset[str] = frozenset()
+    finished: frozenset[str] = frozenset()  # reached the AvailableNow cut; not read again in this run
+    cut: str | None = None  # AvailableNow: ISO-8601 arrival-time cut
+
+    @property
+    def read(self) -> list[str]:
+        """Shards this batch reads; the others are carried with their positions unchanged."""
+        return sorted(sid for sid, sp in self.shards.items() if sp.max_records > 0)
+
+    def to_offset(self) -> dict[str, Any]:
+        return {
+            "version": OFFSET_VERSION,
+            "run": self.run,
+            "batch": self.batch,
+            "shards": {
+                sid: {"start": self.shards[sid].start.to_dict(), "max": self.shards[sid].max_records}
+                for sid in sorted(self.shards)
+            },
+            "drained": sorted(self.drained),
+            "finished": sorted(self.finished),
+            "cut": self.cut,
+        }
+
+    @classmethod
+    def from_offset(cls, offset: Mapping[str, Any]) -> Plan:
+        try:
+            version = offset["version"]
+            if version != OFFSET_VERSION:
+                raise ConfigurationError(
+                    f"checkpoint offset has version {version!r}; this kinesis-src reads version "
+                    f"{OFFSET_VERSION}. Use the kinesis-src version that wrote the checkpoint, or a new checkpoint."
+                )
+            return cls(
+                run=str(offset["run"]),
+                batch=int(offset["batch"]),
+                shards={
+                    sid: ShardPlan(Position.from_dict(s["start"]), int(s["max"]))
+                    for sid, s in offset["shards"].items()
+                },
+                drained=frozenset(offset["drained"]),
+                finished=frozenset(offset.get("finished", ())),
+                cut=offset.get("cut"),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, ConfigurationError):
+                raise
+            raise ConfigurationError(
+                f"checkpoint offset is not a kinesis-src offset ({type(exc).__name__}: {exc}): {dict(offset)!r:.300}"
+            ) from exc

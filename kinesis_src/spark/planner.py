@@ -1,0 +1,169 @@
+"""Driver-side planning of micro-batches, without I/O.
+
+Given the previous plan, where its shards actually ended (from per-batch
+progress), the current lineage graph and which idle shards have new data,
+decide the next plan -- or that there is nothing to do, in which case the
+source returns its start offset and Spark runs no (empty) batch.
+
+The frontier of a stream is every shard that is ready (parents drained, or
+trimmed) and not yet drained, with the position where its next read starts.
+Every plan carries the whole frontier, including shards it does not read,
+so a restart rebuilds everything from the checkpointed offset plus the
+recorded progress of that offset's batch.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping
+
+from lineage import ShardGraph
+
+from ..errors import KinesisSourceError
+from ..positions import Position
+from .offsets import Plan, ShardPlan
+
+
+class ShardStatus(str, enum.Enum):
+    PENDING = "pending"  # known to have unread records (last read stopped on a limit), or new
+    IDLE = "idle"  # last read reached the tip; needs a cheap probe before it is read again
+    FINISHED = "finished"  # AvailableNow: read up to the cut
+
+
+@dataclass(frozen=True)
+class BatchEnd:
+    """Where one shard's read in a batch ended, as recorded by the task that won the write."""
+
+    next_position: Position
+    record_count: int
+    shard_end: bool
+    stop_reason: str
+    millis_behind_latest: int | None = None
+
+
+class ProgressMissingError(KinesisSourceError):
+    """A committed batch has no recorded end for one of its shards."""
+
+
+@dataclass(frozen=True)
+class Frontier:
+    positions: Mapping[str, Position]
+    status: Mapping[str, ShardStatus]
+    drained: frozenset[str]
+
+
+LIMIT_STOPS = frozenset({"record_limit", "time_limit"})
+CUT_STOPS = frozenset({"caught_up", "end_timestamp"})
+
+
+def advance(plan: Plan, ends: Mapping[str, BatchEnd]) -> Frontier:
+    """The frontier after ``plan`` ran: read shards move to their recorded ends.
+
+    Batch 0 is the initial plan: nothing was read yet, so every shard is pending.
+    """
+    positions = {sid: sp.start for sid, sp in plan.shards.items()}
+    if plan.batch == 0:
+        return Frontier(positions, {sid: ShardStatus.PENDING for sid in positions}, plan.drained)
+    status = {sid: ShardStatus.FINISHED if sid in plan.finished else ShardStatus.IDLE for sid in plan.shards}
+    drained = set(plan.drained)
+    for sid in plan.read:
+        end = ends.get(sid)
+        if end is None:
+            raise ProgressMissingError(
+                f"batch {plan.batch} of run {plan.run} has no recorded end for shard {sid}; the lease "
+                "table's progress items were deleted or expired before the batch was committed. Restart "
+                "the query from a new checkpoint or raise the progress TTL."
+            )
+        if end.shard_end:
+            drained.add(sid)
+            positions.pop(sid)
+            status.pop(sid)
+            continue
+        positions[sid] = end.next_position
+        if end.stop_reason in LIMIT_STOPS:
+            status[sid] = ShardStatus.PENDING
+        elif plan.cut is not None and end.stop_reason in CUT_STOPS:
+            status[sid] = ShardStatus.FINISHED
+        else:
+            status[sid] = ShardStatus.IDLE
+    return Frontier(positions, status, frozenset(drained))
+
+
+def admit_ready(
+    frontier: Frontier,
+    graph: ShardGraph,
+    preserve_order: bool,
+    start_of: Mapping[str, Position] | None = None,
+    default_start: Position | None = None,
+) -> Frontier:
+    """Add shards that became readable: children whose parents drained (or any shard, opted out)."""
+    candidates: Iterable[str]
+    if preserve_order:
+        candidates = graph.ready(set(frontier.drained))
+    else:
+        candidates = (s for s in graph.shard_ids() if s not in frontier.drained)
+    positions = dict(frontier.positions)
+    status = dict(frontier.status)
+    fresh = [s for s in candidates if s not in positions and s not in frontier.drained]
+    if fresh:
+        # After a restart the listing also holds old closed shards this query skipped (they precede
+        # its start); they look ready because their own parents are trimmed. Never go back to them.
+        behind = _ancestors(graph, [*positions, *frontier.drained])
+        for sid in fresh:
+            if sid not in behind:
+                positions[sid] = (start_of or {}).get(sid) or default_start or Position.trim_horizon()
+                status[sid] = ShardStatus.PENDING
+    return Frontier(positions, status, frontier.drained)
+
+
+def next_plan(
+    previous: Plan,
+    frontier: Frontier,
+    has_data: Mapping[str, bool],
+    max_records_per_shard: int,
+    max_rows: int | None,
+    cut: str | None,
+) -> Plan | None:
+    """The plan of the next batch, or None when no shard has anything to read."""
+    status = dict(frontier.status)
+    if cut is not None and previous.cut != cut:
+        # A new AvailableNow run: every unfinished shard is read once more, up to the cut.
+        status = {sid: ShardStatus.PENDING for sid in status}
+    to_read = sorted(
+        sid for sid, st in status.items()
+        if st is ShardStatus.PENDING or (st is ShardStatus.IDLE and cut is None and has_data.get(sid, False))
+    )
+    if not to_read:
+        return None
+    cap = max_records_per_shard
+    if max_rows is not None:
+        cap = max(1, min(cap, math.ceil(max_rows / len(to_read))))
+    finished = frozenset(sid for sid, st in status.items() if st is ShardStatus.FINISHED and sid not in to_read)
+    return Plan(
+        run=previous.run,
+        batch=previous.batch + 1,
+        shards={sid: ShardPlan(pos, cap if sid in to_read else 0) for sid, pos in frontier.positions.items()},
+        drained=frontier.drained,
+        finished=finished,
+        cut=cut,
+    )
+
+
+def idle_shards(frontier: Frontier) -> list[str]:
+    return sorted(sid for sid, st in frontier.status.items() if st is ShardStatus.IDLE)
+
+
+def prune_drained(plan: Plan, graph: ShardGraph) -> Plan:
+    """Forget drained shards the listing no longer has (trimmed): unknown parents never block."""
+    kept = frozenset(s for s in plan.drained if s in graph)
+    return plan if kept == plan.drained else replace(plan, drained=kept)
+
+
+def _ancestors(graph: ShardGraph, shard_ids: Iterable[str]) -> set[str]:
+    out: set[str] = set()
+    for sid in shard_ids:
+        if sid in graph:
+            out.update(graph.ancestors(sid))
+    return out

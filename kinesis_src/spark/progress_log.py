@@ -1,0 +1,72 @@
+"""The Spark source's view of per-batch progress: planner ``BatchEnd`` <-> lease-table items.
+
+The store itself (item layout, first-writer-wins writes, one-Query reads) is
+:mod:`kinesis_src.progress`; this module only translates, and caches one
+store per endpoint and table in each process (Python workers are reused
+across tasks).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Mapping
+
+from ..aws.dynamodb import DynamoDBClient
+from ..config import AwsSettings
+from ..lease_table import LeaseTable
+from ..progress import ProgressStore, ShardProgress
+from .planner import BatchEnd
+
+
+class ProgressLog:
+    def __init__(self, store: ProgressStore) -> None:
+        self.store = store
+
+    def ends(self, run: str, batch: int) -> dict[str, BatchEnd]:
+        return {sid: to_batch_end(p) for sid, p in self.store.read_batch(run, batch).items()}
+
+    def record_many(self, run: str, batch: int, ends: Mapping[str, BatchEnd]) -> dict[str, BatchEnd]:
+        """First writer wins per shard; returns what is recorded now (ours, or the earlier writer's)."""
+        progresses = [to_shard_progress(sid, end) for sid, end in ends.items()]
+        results = self.store.record_many(run, batch, progresses)
+        return {sid: to_batch_end(result.progress) for sid, result in results.items()}
+
+    def purge_before(self, run: str, batch: int, shard_ids: list[str] | None = None) -> None:
+        """Delete the batch before ``batch``: committed, so nothing will read it again."""
+        if batch >= 2:
+            self.store.purge_batch(run, batch - 1, shard_ids)
+
+
+def to_batch_end(progress: ShardProgress) -> BatchEnd:
+    return BatchEnd(
+        next_position=progress.end,
+        record_count=progress.records,
+        shard_end=progress.shard_ended,
+        stop_reason=progress.stop_reason,
+        millis_behind_latest=progress.millis_behind_latest,
+    )
+
+
+def to_shard_progress(shard_id: str, end: BatchEnd) -> ShardProgress:
+    return ShardProgress(
+        shard_id=shard_id,
+        end=end.next_position,
+        shard_ended=end.shard_end,
+        records=end.record_count,
+        stop_reason=end.stop_reason,
+        millis_behind_latest=end.millis_behind_latest,
+    )
+
+
+def open_progress_log(settings: AwsSettings, table: str, application: str, stream: str) -> ProgressLog:
+    """Driver side: make sure the table exists (creating it on first use), then open the store."""
+    dynamodb = DynamoDBClient(settings)
+    leases = LeaseTable(dynamodb, table, application, stream)
+    leases.ensure_table(create=True)
+    return ProgressLog(ProgressStore.of(leases))
+
+
+@lru_cache(maxsize=8)
+def task_progress_log(settings: AwsSettings, table: str, application: str, stream: str) -> ProgressLog:
+    """Executor side: the driver created the table; tasks only write and read items."""
+    return ProgressLog(ProgressStore(DynamoDBClient(settings), table, application, stream))

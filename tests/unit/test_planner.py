@@ -1,0 +1,129 @@
+"""Micro-batch planning without I/O: frontier, parent-first admission, no empty batches, caps, cuts."""
+
+from __future__ import annotations
+
+from lineage import ShardGraph
+
+from kinesis_src.positions import Position
+from kinesis_src.spark.offsets import Plan, ShardPlan
+from kinesis_src.spark.planner import (
+    BatchEnd,
+    Frontier,
+    ShardStatus,
+    admit_ready,
+    advance,
+    next_plan,
+)
+
+TOP = 2**128 - 1
+S = "shardId-{:012d}".format
+
+
+def listing(n: int, lo: int, hi: int, parents: tuple[int, ...] = (), closed: bool = False) -> dict:
+    out = {
+        "ShardId": S(n),
+        "HashKeyRange": {"StartingHashKey": str(lo), "EndingHashKey": str(hi)},
+        "SequenceNumberRange": {"StartingSequenceNumber": str(n + 1)},
+    }
+    if parents:
+        out["ParentShardId"] = S(parents[0])
+    if len(parents) == 2:
+        out["AdjacentParentShardId"] = S(parents[1])
+    if closed:
+        out["SequenceNumberRange"]["EndingSequenceNumber"] = str(n + 2)
+    return out
+
+
+def merged_graph() -> ShardGraph:
+    """0 and 1 merge into 2."""
+    g = ShardGraph()
+    half = TOP // 2
+    g.update([listing(0, 0, half, closed=True), listing(1, half + 1, TOP, closed=True), listing(2, 0, TOP, (0, 1))])
+    return g
+
+
+def end(seq: str | None, stop: str, shard_end: bool = False, count: int = 1) -> BatchEnd:
+    pos = Position.after_sequence(seq) if seq else Position.trim_horizon()
+    return BatchEnd(pos, count, shard_end, stop)
+
+
+def plan_of(batch: int, read: dict[str, Position], carried: dict[str, Position] | None = None, **kw) -> Plan:
+    shards = {s: ShardPlan(p, 10) for s, p in read.items()}
+    shards.update({s: ShardPlan(p, 0) for s, p in (carried or {}).items()})
+    return Plan(run="r", batch=batch, shards=shards, **kw)
+
+
+def test_merge_child_waits_for_both_parents() -> None:
+    g = merged_graph()
+    start = admit_ready(Frontier({}, {}, frozenset()), g, preserve_order=True)
+    assert sorted(start.positions) == [S(0), S(1)]
+    p1 = plan_of(1, {S(0): Position.trim_horizon(), S(1): Position.trim_horizon()})
+    one_done = advance(p1, {S(0): end("5", "shard_end", shard_end=True), S(1): end("7", "record_limit")})
+    assert one_done.drained == {S(0)}
+    assert S(2) not in admit_ready(one_done, g, preserve_order=True).positions
+    p2 = plan_of(2, {S(1): Position.after_sequence("7")}, drained=frozenset({S(0)}))
+    both = advance(p2, {S(1): end("9", "shard_end", shard_end=True)})
+    admitted = admit_ready(both, g, preserve_order=True)
+    assert admitted.positions == {S(2): Position.trim_horizon()}
+    assert admitted.status[S(2)] is ShardStatus.PENDING
+
+
+def test_opting_out_of_order_admits_children_at_once() -> None:
+    g = merged_graph()
+    frontier = admit_ready(Frontier({}, {}, frozenset()), g, preserve_order=False)
+    assert sorted(frontier.positions) == [S(0), S(1), S(2)]
+
+
+def test_no_plan_when_every_shard_is_idle_without_data() -> None:
+    p1 = plan_of(1, {S(0): Position.trim_horizon()})
+    frontier = advance(p1, {S(0): end("5", "caught_up")})
+    assert frontier.status[S(0)] is ShardStatus.IDLE
+    assert next_plan(p1, frontier, {}, 100, None, None) is None
+    assert next_plan(p1, frontier, {S(0): False}, 100, None, None) is None
+    nxt = next_plan(p1, frontier, {S(0): True}, 100, None, None)
+    assert nxt is not None and nxt.batch == 2 and nxt.read == [S(0)]
+    assert nxt.shards[S(0)].start == Position.after_sequence("5")
+
+
+def test_limited_shards_are_read_again_and_idle_ones_carried() -> None:
+    p1 = plan_of(1, {S(0): Position.trim_horizon(), S(1): Position.trim_horizon()})
+    frontier = advance(p1, {S(0): end("5", "record_limit"), S(1): end("6", "caught_up")})
+    nxt = next_plan(p1, frontier, {}, 100, None, None)
+    assert nxt.read == [S(0)]
+    assert nxt.shards[S(1)] == ShardPlan(Position.after_sequence("6"), 0)  # carried, not read
+
+
+def test_max_rows_is_split_across_shards() -> None:
+    p0 = plan_of(0, {}, {S(i): Position.trim_horizon() for i in range(4)})
+    frontier = advance(p0, {})
+    nxt = next_plan(p0, frontier, {}, 1000, 10, None)
+    assert [nxt.shards[S(i)].max_records for i in range(4)] == [3, 3, 3, 3]
+    assert next_plan(p0, frontier, {}, 2, 10, None).shards[S(0)].max_records == 2
+
+
+def test_available_now_reads_each_shard_once_up_to_the_cut_then_stops() -> None:
+    p1 = plan_of(1, {S(0): Position.trim_horizon(), S(1): Position.trim_horizon()})
+    idle = advance(p1, {S(0): end("5", "caught_up"), S(1): end("6", "caught_up")})
+    cut = "2026-01-01T00:00:00.000000Z"
+    first = next_plan(p1, idle, {}, 100, None, cut)
+    assert first.read == [S(0), S(1)] and first.cut == cut
+    after = advance(first, {S(0): end("8", "end_timestamp"), S(1): end("9", "record_limit")})
+    second = next_plan(first, after, {}, 100, None, cut)
+    assert second.read == [S(1)] and second.finished == {S(0)}
+    done = advance(second, {S(1): end("12", "caught_up")})
+    assert next_plan(second, done, {}, 100, None, cut) is None
+
+
+def test_restart_does_not_go_back_to_skipped_ancestors() -> None:
+    g = merged_graph()
+    carried = Frontier({S(2): Position.after_sequence("3")}, {S(2): ShardStatus.IDLE}, frozenset())
+    assert admit_ready(carried, g, preserve_order=True).positions == {S(2): Position.after_sequence("3")}
+
+
+def test_offsets_are_stable_json() -> None:
+    import json
+
+    p = plan_of(3, {S(1): Position.after_sequence("9"), S(0): Position.trim_horizon()}, drained=frozenset({S(7), S(5)}))
+    text = json.dumps(p.to_offset())
+    assert json.dumps(Plan.from_offset(json.loads(text)).to_offset()) == text
+    assert text.index(S(0)) < text.index(S(1)) and text.index(S(5)) < text.index(S(7))
