@@ -132,9 +132,9 @@ class DynamoDBClient:
                 f"{exc}. Grant dynamodb:{operation} on this table to these credentials."
             ) from exc
         except ResourceNotFoundError as exc:
-            raise self._table_missing(table, operation) from exc
+            raise self.table_missing(table, operation) from exc
 
-    def _table_missing(self, table: str, operation: str) -> LeaseTableNotFoundError:
+    def table_missing(self, table: str, operation: str) -> LeaseTableNotFoundError:
         return LeaseTableNotFoundError(
             f"DynamoDB table {table!r} does not exist at {self.endpoint} (region "
             f"{self.settings.region}; seen by {operation}). Create it by starting a worker with table "
@@ -215,7 +215,7 @@ class DynamoDBClient:
         while True:
             description = self.describe_table(table)
             if description is None:
-                raise self._table_missing(table, "DescribeTable")
+                raise self.table_missing(table, "DescribeTable")
             if description.status == "ACTIVE":
                 return description
             if time.monotonic() > deadline:

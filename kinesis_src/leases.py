@@ -1,0 +1,665 @@
+"""The lease coordinator a worker runs: heartbeat, scan, balance, and the held-lease set.
+
+How it differs from the KCL, and why it is still safe
+-----------------------------------------------------
+The KCL renews every lease every failover/3 (a conditional write per lease:
+18 writes per shard per minute at the 10 s default). Here a worker renews
+*itself*: one heartbeat item per worker, one write per renewal interval,
+whatever the number of shards it holds. Lease items change only when
+ownership changes or a checkpoint is written.
+
+* **Fencing** stays per lease: every ownership change increments the
+  lease's ``leaseCounter``, and every write by a holder (checkpoint,
+  SHARD_END, fenced progress) is conditional on (owner, counter), so a
+  replaced holder can never write (:class:`~kinesis_src.errors.LeaseLostError`).
+* **Expiry** is judged as the KCL does, by observation on the local
+  monotonic clock: a worker is expired when its heartbeat (session, counter)
+  has not changed for ``failover_s`` since this worker first saw that value.
+  Wall clocks are never compared, so clock skew cannot expire a live worker.
+* **Declaring dead** is itself a conditional write: the observer deletes the
+  heartbeat item only if it still holds the value observed. A heartbeat that
+  lands late makes the delete fail, so a slow-but-alive worker is never
+  declared dead. Once deleted, that worker's leases are free to take (each
+  take still conditional on the lease's owner and counter), and the dead
+  worker learns it at its next heartbeat (the conditional heartbeat fails),
+  drops every lease and registers again.
+* **Self-doubt**: a worker knows when it sent its last acknowledged heartbeat
+  (local clock). No one can declare it dead before ``failover_s`` has passed
+  since then, so ``held()`` reports leases only inside that window; a worker
+  that was paused (GC, SIGSTOP, a frozen VM) stops trusting its leases
+  before anyone else may take them.
+
+Balancing (:func:`plan_assignment`, pure) gives each live worker between
+floor(N/W) and ceil(N/W) of the N assignable leases: leases of dead workers
+first, then unowned ones. Rebalancing between live workers is graceful: a
+worker above ceil(N/W) sheds its surplus itself, and when a worker is below
+floor(N/W) with nothing free, the most loaded worker hands one lease over
+(release after its listener checkpoints). A forced steal (at most
+``max_steals_per_cycle``, from the most loaded worker) happens only if that
+has not happened within 1.5 renewal intervals, e.g. because the loaded
+worker runs an older view. Forced steals are what make a consumer see a
+record twice (at-least-once), so they are the exception here, where the
+KCL relies on them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Collection, Iterable, Mapping, Protocol, Sequence
+
+from lineage import shard_sort_key
+
+from .discovery import LineageListingError
+from .errors import (
+    KinesisSourceError,
+    LeaseLostError,
+    RetriesExhaustedError,
+    WorkerIdInUseError,
+)
+from .lease_table import (
+    Checkpoint,
+    HeartbeatStatus,
+    Lease,
+    LeaseTable,
+    ShardEndResult,
+    TableView,
+    WorkerHeartbeat,
+    validate_worker_id,
+)
+from .positions import Position
+from .records import ChildShard
+
+log = logging.getLogger(__name__)
+
+
+# -- timing -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    """How fast failures are detected, and how much that costs.
+
+    ``failover_s``: a worker whose heartbeat stays unchanged this long (as
+    observed by others) loses its leases. ``renew_interval_s`` (default
+    failover/3, as the KCL): heartbeat period. ``scan_interval_s`` (default
+    renew/2): how often the table is read (one Query) to notice new values,
+    stolen leases and free ones. A heartbeat is first seen at most one scan
+    after it lands; the first survivor to see it expire takes its fair share
+    and the others take the rest at their next scan, so a dead worker's
+    leases move within failover + 2 scans (= failover + one renewal at the
+    default) of its last heartbeat, plus the takes themselves.
+    ``sync_interval_s``: shard discovery by the leader (lowest live worker id).
+    """
+
+    failover_s: float = 10.0
+    renew_interval_s: float | None = None
+    scan_interval_s: float | None = None
+    sync_interval_s: float = 60.0
+    max_steals_per_cycle: int = 1
+    safety_margin_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.failover_s <= 0:
+            raise ValueError(f"failover_s must be > 0, got {self.failover_s}")
+        if not 0 < self.renew_s <= self.failover_s / 2:
+            raise ValueError(
+                f"renew_interval_s must be in (0, failover_s/2] so a live worker renews at least twice "
+                f"per failover period; got {self.renew_s} with failover_s {self.failover_s}"
+            )
+        if not 0 < self.scan_s <= self.renew_s:
+            raise ValueError(f"scan_interval_s must be in (0, renew_interval_s], got {self.scan_s}")
+        if self.max_steals_per_cycle < 0 or self.sync_interval_s <= 0:
+            raise ValueError("max_steals_per_cycle must be >= 0 and sync_interval_s > 0")
+
+    @property
+    def renew_s(self) -> float:
+        return self.failover_s / 3 if self.renew_interval_s is None else self.renew_interval_s
+
+    @property
+    def scan_s(self) -> float:
+        return self.renew_s / 2 if self.scan_interval_s is None else self.scan_interval_s
+
+    @property
+    def margin_s(self) -> float:
+        return self.failover_s / 10 if self.safety_margin_s is None else self.safety_margin_s
+
+
+# -- the balancer (pure) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AssignmentPlan:
+    """What one worker should do this cycle."""
+
+    take: tuple[Lease, ...] = ()
+    steal: tuple[Lease, ...] = ()
+    release: tuple[Lease, ...] = ()
+    assignable: int = 0
+    workers: int = 1
+
+    @property
+    def empty(self) -> bool:
+        return not (self.take or self.steal or self.release)
+
+
+def is_assignable(lease: Lease, by_id: Mapping[str, Lease], preserve_shard_order: bool = True) -> bool:
+    """Not finished, and (parent-first) every parent lease is SHARD_END or gone (trimmed, cleaned up)."""
+    if lease.is_shard_end:
+        return False
+    if not preserve_shard_order:
+        return True
+    return all(p not in by_id or by_id[p].is_shard_end for p in lease.parent_shard_ids)
+
+
+def _order(lease: Lease) -> tuple[int, int, str]:
+    return shard_sort_key(lease.shard_id)
+
+
+def plan_assignment(
+    me: str,
+    leases: Iterable[Lease],
+    live_workers: Collection[str],
+    *,
+    preserve_shard_order: bool = True,
+    max_steals: int = 1,
+) -> AssignmentPlan:
+    """Decide takes, steals and releases for worker ``me``; no I/O.
+
+    Owners not in ``live_workers`` are dead: their leases are taken first.
+    Fair share: between floor(N/W) and ceil(N/W) assignable leases each.
+    While a worker is below floor, free leases are left to it (others take
+    up to floor only), and if nothing is free the most loaded worker sheds
+    one lease to it (graceful); stealing is the fallback. Closed shards that
+    are still draining (a lease names them as parent) are never shed or
+    stolen while an open one is available: moving them only re-reads them.
+    """
+    all_leases = list(leases)
+    by_id = {lease.shard_id: lease for lease in all_leases}
+    workers = set(live_workers) | {me}
+    ready = sorted((l for l in all_leases if is_assignable(l, by_id, preserve_shard_order)), key=_order)
+    ready_ids = {l.shard_id for l in ready}
+    n, w = len(ready), len(workers)
+    floor_share, ceil_share = n // w, -(-n // w)
+    closed = {p for l in all_leases for p in l.parent_shard_ids}
+    load: dict[str, list[Lease]] = {worker: [] for worker in workers}
+    for lease in ready:
+        if lease.owner in load:
+            load[lease.owner].append(lease)
+    mine = _movable_last(load[me], closed)
+    blocked = [l for l in all_leases if l.owner == me and l.shard_id not in ready_ids]
+    if len(mine) > ceil_share:
+        return AssignmentPlan(release=tuple(blocked + mine[ceil_share:]), assignable=n, workers=w)
+    free = [l for l in ready if l.owner is not None and l.owner not in workers]  # dead owners first
+    free += [l for l in ready if l.owner is None]
+    starving = sorted((x for x in workers if len(load[x]) < floor_share), key=lambda x: (len(load[x]), x))
+    limit = floor_share if starving and me not in starving else ceil_share
+    take = free[: max(0, limit - len(mine))]
+    held = len(mine) + len(take)
+    release = list(blocked)
+    steal: tuple[Lease, ...] = ()
+    if not free and starving and me not in starving:
+        if _victim(load, closed, starving[0]) == me and len(mine) - len(load[starving[0]]) >= 2:
+            release.append(mine[-1])  # hand one over gracefully instead of waiting to be stolen from
+    elif held < floor_share and len(take) == len(free):
+        steal = _steals(me, load, closed, held, floor_share, max_steals)
+    return AssignmentPlan(tuple(take), steal, tuple(release), n, w)
+
+
+def _movable_last(leases: Sequence[Lease], closed: set[str]) -> list[Lease]:
+    """Draining closed shards first, then open ones by id: the tail is what to give away."""
+    return sorted(leases, key=lambda l: (l.shard_id not in closed, _order(l)))
+
+
+def _victim(load: Mapping[str, Sequence[Lease]], closed: set[str], thief: str) -> str | None:
+    """The most loaded worker with an open lease to give (ties: highest id), as the thief sees it."""
+    candidates = [w for w, ls in load.items() if w != thief and any(l.shard_id not in closed for l in ls)]
+    return max(candidates, key=lambda w: (len(load[w]), w)) if candidates else None
+
+
+def _steals(
+    me: str, load: Mapping[str, Sequence[Lease]], closed: set[str], held: int, floor_share: int, max_steals: int
+) -> tuple[Lease, ...]:
+    """Take open leases from the most loaded worker while it has at least two more than us."""
+    owned = {w: _movable_last(ls, closed) for w, ls in load.items()}
+    steals: list[Lease] = []
+    while held < floor_share and len(steals) < max_steals:
+        victim = _victim(owned, closed, me)
+        if victim is None or len(owned[victim]) - held < 2:
+            break
+        steals.append(owned[victim].pop())  # its newest open shard
+        held += 1
+    return tuple(steals)
+
+
+# -- listener -----------------------------------------------------------------------
+
+
+class LeaseListener(Protocol):
+    """What the process using the leases (a consumer) is told.
+
+    Called from the coordinator's thread; keep them short. ``before_release``
+    runs before a graceful release (shedding, shutdown): checkpoint there.
+    """
+
+    def on_acquired(self, lease: Lease) -> None: ...
+
+    def on_lost(self, lease: Lease, reason: str) -> None: ...
+
+    def before_release(self, lease: Lease) -> None: ...
+
+
+class NoListener:
+    def on_acquired(self, lease: Lease) -> None:
+        return None
+
+    def on_lost(self, lease: Lease, reason: str) -> None:
+        return None
+
+    def before_release(self, lease: Lease) -> None:
+        return None
+
+
+class SyncsShards(Protocol):
+    """What the coordinator needs from :class:`kinesis_src.shard_sync.ShardSync`."""
+
+    def run(self, leases: Iterable[Lease] | None = None) -> object: ...
+
+
+@dataclass
+class CycleReport:
+    """What one :meth:`LeaseCoordinator.run_once` did; the worker loop logs it, tests read it."""
+
+    heartbeat: HeartbeatStatus | None = None
+    live_workers: tuple[str, ...] = ()
+    declared_dead: list[str] = field(default_factory=list)
+    acquired: list[str] = field(default_factory=list)
+    stolen: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    synced: object | None = None
+    held: tuple[str, ...] = ()
+
+
+# -- the coordinator ----------------------------------------------------------------
+
+_FATAL_NOTE = "the lease coordinator stopped; fix the cause and restart the worker"
+
+
+class LeaseCoordinator:
+    """Keeps this worker's share of an application's leases on one stream.
+
+    ``start()`` runs a background thread; ``run_once()`` is the same cycle,
+    callable directly (tests, benchmarks, callers with their own loop).
+    Thread-safe: the consumer's threads call :meth:`checkpoint`,
+    :meth:`shard_ended` and :meth:`held` while the cycle runs.
+    """
+
+    def __init__(
+        self,
+        table: LeaseTable,
+        worker_id: str,
+        *,
+        timing: LeaseTiming = LeaseTiming(),
+        preserve_shard_order: bool = True,
+        shard_sync: SyncsShards | None = None,
+        listener: LeaseListener | None = None,
+        on_cycle: Callable[[CycleReport], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.table = table
+        self.worker_id = validate_worker_id(worker_id)
+        self.timing = timing
+        self.preserve_shard_order = preserve_shard_order
+        self.shard_sync = shard_sync
+        self.listener: LeaseListener = listener or NoListener()
+        self.on_cycle = on_cycle
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._held: dict[str, Lease] = {}
+        self._me: WorkerHeartbeat | None = None
+        self._renewed_at = float("-inf")  # send time of the last acknowledged heartbeat
+        self._next_heartbeat = float("-inf")
+        self._next_sync = float("-inf")
+        self._seen: dict[str, tuple[tuple[str, int], float]] = {}
+        self._steal_wanted_since: float | None = None
+        self._last_scan = float("-inf")
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.failure: BaseException | None = None
+        self.cycles = 0
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def register(self) -> None:
+        """Write this process's heartbeat item; called by start() and after being declared dead."""
+        sent = self.clock()
+        self._me = self.table.register_worker(self.worker_id)
+        self._renewed_at, self._next_heartbeat = sent, sent + self.timing.renew_s
+        log.info("worker %s registered (session %s) for %s", self.worker_id, self._me.session, self._where())
+
+    def start(self, sync_now: bool = True) -> LeaseCoordinator:
+        """Register, sync shards once (repairs a table the stream outgrew), cycle once, then loop."""
+        self.register()
+        if sync_now and self.shard_sync is not None:
+            self._sync()
+        self.run_once()
+        self._thread = threading.Thread(target=self._loop, name=f"leases-{self.worker_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, release: bool = True, timeout_s: float = 30.0) -> None:
+        """Stop the loop; then release held leases (graceful hand-off) and remove the heartbeat."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+        if release:
+            for lease in list(self._snapshot().values()):
+                self._release(lease, "worker stopping")
+        if self._me is not None:
+            try:
+                self.table.deregister_worker(self._me)
+            except KinesisSourceError as exc:
+                log.warning("worker %s: could not remove its heartbeat item: %s", self.worker_id, exc)
+
+    def __enter__(self) -> LeaseCoordinator:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wake(self) -> None:
+        """Run the next cycle now (e.g. after a shard ended, so its children are picked up)."""
+        self._wake.set()
+
+    # -- what the consumer uses ------------------------------------------------------------
+
+    def held(self) -> dict[str, Lease]:
+        """Leases this worker may process now; empty while its own heartbeat is overdue."""
+        if not self.is_live():
+            return {}
+        return self._snapshot()
+
+    def is_live(self) -> bool:
+        """True while no other worker can have declared this one dead (local clock)."""
+        deadline = self._renewed_at + self.timing.failover_s - self.timing.margin_s
+        return self.failure is None and self.clock() < deadline
+
+    def lease(self, shard_id: str) -> Lease:
+        with self._lock:
+            lease = self._held.get(shard_id)
+        if lease is None:
+            raise self._not_held(shard_id)
+        return lease
+
+    def checkpoint(self, shard_id: str, checkpoint: Checkpoint | Position) -> Lease:
+        """Record progress on a held shard; LeaseLostError if the lease was taken."""
+        if isinstance(checkpoint, Position):
+            checkpoint = Checkpoint.from_position(checkpoint)
+        lease = self.lease(shard_id)
+        try:
+            updated = self.table.checkpoint(lease, checkpoint)
+        except LeaseLostError:
+            self._drop(lease, "checkpoint rejected: lease taken over")
+            raise
+        with self._lock:
+            current = self._held.get(shard_id)
+            if current is not None and current.counter == updated.counter:  # not released meanwhile
+                self._held[shard_id] = updated
+        return updated
+
+    def shard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease]) -> ShardEndResult:
+        """The shard was read to its end: create child leases, mark it SHARD_END, give it up."""
+        lease = self.lease(shard_id)
+        child_leases = [c if isinstance(c, Lease) else Lease.for_child(c) for c in children]
+        try:
+            result = self.table.mark_shard_end(lease, child_leases)
+        except LeaseLostError:
+            self._drop(lease, "SHARD_END rejected: lease taken over")
+            raise
+        with self._lock:
+            self._held.pop(shard_id, None)
+        log.info(
+            "worker %s: shard %s reached SHARD_END; children %s (created %s)",
+            self.worker_id, shard_id, ", ".join(result.lease.child_shard_ids) or "none",
+            ", ".join(result.created_children) or "none",
+        )
+        self.wake()
+        return result
+
+    def release(self, shard_id: str) -> bool:
+        """Give one held lease up now (the caller has checkpointed)."""
+        return self._release(self.lease(shard_id), "released by the consumer", notify=False)
+
+    # -- the cycle ------------------------------------------------------------------------
+
+    def run_once(self) -> CycleReport:
+        """Heartbeat (if due), scan, reconcile, sync (if leader and due), balance."""
+        report = CycleReport()
+        self._last_scan = self.clock()
+        if self._me is None:
+            self.register()
+        report.heartbeat = self._heartbeat_if_due(report)
+        view = self.table.scan()
+        live = self._judge_workers(view, report)
+        self._reconcile(view, report)
+        if self._sync_due(live):
+            report.synced = self._sync(view.leases.values())
+            view = self.table.scan()
+            self._reconcile(view, report)
+        self._balance(view, live, report)
+        report.live_workers = tuple(sorted(live))
+        report.held = tuple(sorted(self._snapshot(), key=shard_sort_key))
+        self.cycles += 1
+        if self.on_cycle is not None:
+            self.on_cycle(report)
+        return report
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except KinesisSourceError as exc:
+                if not _transient(exc):
+                    self._fail(exc)
+                    return
+                log.warning("worker %s: lease cycle failed, retrying next cycle: %s", self.worker_id, exc)
+            except Exception as exc:  # a bug: stop loudly rather than hold leases without renewing
+                self._fail(exc)
+                return
+            self._wake.wait(max(0.01, self._next_wake() - self.clock()))
+            self._wake.clear()
+
+    def _fail(self, error: BaseException) -> None:
+        self.failure = error
+        log.error("worker %s: %s: %s", self.worker_id, _FATAL_NOTE, error)
+        for lease in list(self._snapshot().values()):
+            self._drop(lease, f"coordinator stopped: {type(error).__name__}")
+
+    def _next_wake(self) -> float:
+        """Next heartbeat, next scan, or the moment a watched worker would expire: the first."""
+        deadlines = [self._next_heartbeat, self._last_scan + self.timing.scan_s]
+        deadlines.extend(first + self.timing.failover_s for _, first in self._seen.values())
+        return min(deadlines)
+
+    def _heartbeat_if_due(self, report: CycleReport) -> HeartbeatStatus | None:
+        now = self.clock()
+        if now < self._next_heartbeat - 0.01 or self._me is None:  # Event.wait may wake a hair early
+            return None
+        status, self._me = self.table.heartbeat(self._me)
+        if status is HeartbeatStatus.RENEWED:
+            self._renewed_at, self._next_heartbeat = now, now + self.timing.renew_s
+            log.debug("worker %s heartbeat %d", self.worker_id, self._me.heartbeat)
+            return status
+        if status is HeartbeatStatus.REPLACED:
+            raise WorkerIdInUseError(
+                f"another process registered worker id {self.worker_id!r} for {self._where()}; this "
+                "process stops. Give every worker process a unique worker id."
+            )
+        log.warning(
+            "worker %s was declared dead by another worker (its heartbeat was not seen for %.1fs); "
+            "dropping all leases and registering again", self.worker_id, self.timing.failover_s,
+        )
+        for lease in list(self._snapshot().values()):
+            self._drop(lease, "this worker was declared dead", report)
+        self.register()
+        return status
+
+    def _judge_workers(self, view: TableView, report: CycleReport) -> set[str]:
+        """Live workers; expired ones are declared dead (a conditional delete) here."""
+        now = self.clock()
+        live = {self.worker_id}
+        for worker_id, beat in view.workers.items():
+            if worker_id == self.worker_id:
+                continue
+            value = (beat.session, beat.heartbeat)
+            seen = self._seen.get(worker_id)
+            if seen is None or seen[0] != value:
+                self._seen[worker_id] = (value, now)
+                live.add(worker_id)
+            elif now - seen[1] < self.timing.failover_s:
+                live.add(worker_id)
+            elif self.table.declare_worker_dead(beat):
+                log.info(
+                    "worker %s declared worker %s dead: heartbeat %d unchanged for %.1fs",
+                    self.worker_id, worker_id, beat.heartbeat, now - seen[1],
+                )
+                report.declared_dead.append(worker_id)
+                del self._seen[worker_id]
+            else:
+                live.add(worker_id)  # it renewed after our scan
+        for gone in set(self._seen) - set(view.workers):
+            del self._seen[gone]
+        return live
+
+    def _reconcile(self, view: TableView, report: CycleReport) -> None:
+        """Make the held set agree with the table: drop what others own, adopt what names us."""
+        for shard_id, lease in list(self._snapshot().items()):
+            current = view.leases.get(shard_id)
+            if current is None or current.owner != self.worker_id:
+                reason = "lease deleted" if current is None else f"taken by {current.owner or 'nobody'}"
+                self._drop(lease, reason, report)
+            elif current.counter != lease.counter:
+                with self._lock:
+                    self._held[shard_id] = current
+        held = self._snapshot()
+        for shard_id, lease in view.leases.items():
+            if lease.owner == self.worker_id and shard_id not in held and not lease.is_shard_end:
+                self._acquire(lease, "adopted (owned by this worker id)", report)
+
+    def _balance(self, view: TableView, live: set[str], report: CycleReport) -> None:
+        mine = self._snapshot()
+        leases = [mine.get(sid, lease) for sid, lease in view.leases.items()]
+        plan = plan_assignment(
+            self.worker_id, leases, live,
+            preserve_shard_order=self.preserve_shard_order, max_steals=self.timing.max_steals_per_cycle,
+        )
+        for lease in plan.release:
+            if self._release(lease, f"shedding: above fair share of {plan.assignable} over {plan.workers}"):
+                report.released.append(lease.shard_id)
+        for lease in plan.take:
+            how = "unowned" if lease.owner is None else f"from dead worker {lease.owner}"
+            self._acquire(lease, how, report)
+        for lease in self._patient(plan.steal):
+            if self._acquire(lease, f"stolen from {lease.owner}", report):
+                report.stolen.append(lease.shard_id)
+
+    def _patient(self, steals: tuple[Lease, ...]) -> tuple[Lease, ...]:
+        """Steal only if the wish outlasts 1.5 renewals: the victim gets a cycle to shed gracefully."""
+        if not steals:
+            self._steal_wanted_since = None
+            return ()
+        now = self.clock()
+        if self._steal_wanted_since is None:
+            self._steal_wanted_since = now
+        if now - self._steal_wanted_since < 1.5 * self.timing.renew_s:
+            return ()
+        self._steal_wanted_since = None
+        return steals
+
+    def _acquire(self, lease: Lease, how: str, report: CycleReport) -> bool:
+        taken = self.table.take_lease(lease, self.worker_id)
+        if taken is None:
+            log.debug("worker %s lost the race for %s", self.worker_id, lease.shard_id)
+            return False
+        with self._lock:
+            self._held[lease.shard_id] = taken
+        log.info("worker %s took lease on %s (%s) at checkpoint %s", self.worker_id, lease.shard_id, how, taken.checkpoint)
+        report.acquired.append(lease.shard_id)
+        self.listener.on_acquired(taken)
+        return True
+
+    def _release(self, lease: Lease, why: str, notify: bool = True) -> bool:
+        if notify:
+            try:
+                self.listener.before_release(lease)
+            except Exception as exc:  # the release still happens: its checkpoint is simply older
+                log.warning("worker %s: before_release(%s) failed: %s", self.worker_id, lease.shard_id, exc)
+        current = self._snapshot().get(lease.shard_id, lease)
+        with self._lock:
+            self._held.pop(lease.shard_id, None)
+        try:
+            released = self.table.release_lease(current)
+        except KinesisSourceError as exc:
+            log.warning("worker %s: release of %s failed (%s); it will expire", self.worker_id, lease.shard_id, exc)
+            return False
+        log.info("worker %s released lease on %s (%s)", self.worker_id, lease.shard_id, why)
+        return released is not None
+
+    def _drop(self, lease: Lease, reason: str, report: CycleReport | None = None) -> None:
+        with self._lock:
+            if self._held.pop(lease.shard_id, None) is None:
+                return
+        log.info("worker %s lost lease on %s: %s", self.worker_id, lease.shard_id, reason)
+        if report is not None:
+            report.lost.append(lease.shard_id)
+        self.listener.on_lost(lease, reason)
+
+    def _sync_due(self, live: set[str]) -> bool:
+        if self.shard_sync is None or self.clock() < self._next_sync:
+            return False
+        return min(live) == self.worker_id
+
+    def _sync(self, leases: Iterable[Lease] | None = None) -> object | None:
+        self._next_sync = self.clock() + self.timing.sync_interval_s
+        try:
+            return self.shard_sync.run(leases)  # type: ignore[union-attr]
+        except KinesisSourceError as exc:
+            if not _transient(exc):
+                raise
+            log.warning("worker %s: shard sync failed, retrying at the next interval: %s", self.worker_id, exc)
+            return None
+
+    def _snapshot(self) -> dict[str, Lease]:
+        with self._lock:
+            return dict(self._held)
+
+    def _not_held(self, shard_id: str) -> LeaseLostError:
+        return LeaseLostError(
+            f"worker {self.worker_id} does not hold the lease on shard {shard_id} of {self._where()} "
+            "(never taken, or lost); stop processing the shard",
+            shard_id,
+        )
+
+    def _where(self) -> str:
+        t = self.table
+        return f"stream {t.stream!r} (application {t.application!r}, table {t.table_name!r})"
+
+
+def _transient(error: BaseException) -> bool:
+    """Errors worth another cycle: the retry budget ran out on something retriable, or a
+    listing caught mid-reshard. Corrupt items, missing tables, permissions: fatal."""
+    if isinstance(error, RetriesExhaustedError):
+        return True
+    if isinstance(error, LineageListingError):
+        return True
+    return isinstance(error, KinesisSourceError) and error.retriable
+

@@ -1,0 +1,165 @@
+"""Shard sync: make the lease table match the stream's shard lineage.
+
+Run at worker start (every worker) and then periodically by the leader (the
+lowest live worker id). Each run reads the leases *first*, then lists the
+stream in full (no ShardFilter, so trimmed shards can be told from shards a
+filter hid), and then:
+
+1. **Creates** a lease for every listed shard that has none, unless a
+   descendant of it already has a lease (its data was consumed, or
+   deliberately skipped by a LATEST start). On an empty table the initial
+   position decides: TRIM_HORIZON and AT_TIMESTAMP lease every listed shard
+   at that position (closed ones are read first, parent-first); LATEST
+   leases only the open shards. Later, new shards (splits, merges,
+   UpdateShardCount) start at TRIM_HORIZON, like child leases created at
+   SHARD_END. Creation is put-if-absent, in shard-id order (parents first),
+   so concurrent syncs and SHARD_END handlers create each lease once. This
+   also repairs a table that stopped while the stream was resharded: the
+   missing generations are created at once and wait for their parents.
+2. **Deletes trimmed leases**: a lease whose shard is no longer listed was
+   trimmed past retention. If it was not SHARD_END its unread records are
+   gone; that is logged as a warning. Deleting it unblocks its children,
+   because a parent without a lease counts as drained. A lease whose id is
+   newer than every listed shard is kept (the listing may lag a reshard).
+3. **Cleans up drained parents**: a SHARD_END lease is deleted once every
+   child has started (its lease has a sequence or SHARD_END checkpoint) or
+   is itself gone from the stream. Until then it stays, so a child never
+   looks "parentless" while it could still be re-created at its start.
+
+Every delete is conditional on the lease's counter, so a lease that changed
+since it was read is left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterable
+
+from lineage import ShardGraph, shard_sort_key
+
+from .aws import KinesisClient
+from .discovery import ShardDiscovery
+from .lease_table import Checkpoint, Lease, LeaseTable
+from .positions import Position, PositionKind
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    created: tuple[str, ...] = ()
+    deleted_trimmed: tuple[str, ...] = ()
+    deleted_drained: tuple[str, ...] = ()
+    listed: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.deleted_trimmed or self.deleted_drained)
+
+
+class ShardSync:
+    """Discovery -> lease creation and repair for one application's stream."""
+
+    def __init__(self, kinesis: KinesisClient, table: LeaseTable, initial_position: Position | None = None) -> None:
+        self.kinesis = kinesis
+        self.table = table
+        self.initial_position = initial_position or Position.trim_horizon()
+        if self.initial_position.kind in (PositionKind.AT_SEQUENCE_NUMBER, PositionKind.AFTER_SEQUENCE_NUMBER):
+            raise ValueError("the initial position of a stream is latest, trim_horizon or at_timestamp")
+
+    def run(self, leases: Iterable[Lease] | None = None) -> SyncReport:
+        """One sync. ``leases`` must have been read before this call lists the stream."""
+        current = {l.shard_id: l for l in (self.table.list_leases() if leases is None else leases)}
+        discovery = ShardDiscovery(self.kinesis, self.table.stream)
+        discovery.refresh()
+        graph = discovery.graph
+        created = self._create(graph, current)
+        trimmed = self._delete_trimmed(graph, current)
+        drained = self._clean_drained(graph, current)
+        report = SyncReport(created, trimmed, drained, len(graph))
+        if report.changed:
+            log.info(
+                "shard sync of stream %r: %d shards listed; created %s; deleted trimmed %s; cleaned up %s",
+                self.table.stream, len(graph), _ids(created), _ids(trimmed), _ids(drained),
+            )
+        return report
+
+    # -- 1. create ------------------------------------------------------------------
+
+    def _create(self, graph: ShardGraph, current: dict[str, Lease]) -> tuple[str, ...]:
+        fresh_table = not current
+        consumed = _with_leased_descendant(graph, current)
+        created = []
+        for shard_id in graph.shard_ids():
+            if shard_id in current or shard_id in consumed:
+                continue
+            checkpoint = self._initial_checkpoint(graph, shard_id) if fresh_table else Checkpoint.trim_horizon()
+            if checkpoint is None:
+                continue
+            lease = Lease.for_shard(graph.shard(shard_id), checkpoint)
+            if self.table.create_lease(lease):
+                created.append(shard_id)
+            current[shard_id] = lease
+        return tuple(created)
+
+    def _initial_checkpoint(self, graph: ShardGraph, shard_id: str) -> Checkpoint | None:
+        """First lease of a shard in an empty table: None = not leased (closed shard, LATEST start)."""
+        if self.initial_position.kind is PositionKind.LATEST:
+            return Checkpoint.latest() if graph.is_open(shard_id) else None
+        return Checkpoint.from_position(self.initial_position)
+
+    # -- 2. trimmed -----------------------------------------------------------------
+
+    def _delete_trimmed(self, graph: ShardGraph, current: dict[str, Lease]) -> tuple[str, ...]:
+        newest = graph.max_shard_id()
+        deleted = []
+        for shard_id, lease in sorted(current.items(), key=lambda kv: shard_sort_key(kv[0])):
+            if shard_id in graph or newest is None or shard_sort_key(shard_id) > shard_sort_key(newest):
+                continue
+            if not lease.is_shard_end:
+                log.warning(
+                    "shard %s of stream %r is no longer listed (trimmed past retention) but its lease was "
+                    "at checkpoint %s: records after that checkpoint were never processed and are lost",
+                    shard_id, self.table.stream, lease.checkpoint,
+                )
+            if self.table.delete_lease(lease, only_if_shard_end=False):
+                deleted.append(shard_id)
+                del current[shard_id]
+        return tuple(deleted)
+
+    # -- 3. drained parents -----------------------------------------------------------
+
+    def _clean_drained(self, graph: ShardGraph, current: dict[str, Lease]) -> tuple[str, ...]:
+        deleted = []
+        for shard_id, lease in sorted(current.items(), key=lambda kv: shard_sort_key(kv[0])):
+            if not lease.is_shard_end:
+                continue
+            children = set(lease.child_shard_ids) | (set(graph.children(shard_id)) if shard_id in graph else set())
+            if not children or not all(self._child_started(c, graph, current) for c in children):
+                continue
+            if self.table.delete_lease(lease, only_if_shard_end=True):
+                deleted.append(shard_id)
+        for shard_id in deleted:
+            del current[shard_id]
+        return tuple(deleted)
+
+    @staticmethod
+    def _child_started(child: str, graph: ShardGraph, current: dict[str, Lease]) -> bool:
+        lease = current.get(child)
+        if lease is not None:
+            return lease.checkpoint.started
+        return child not in graph  # trimmed (or cleaned up itself after its own children started)
+
+
+def _with_leased_descendant(graph: ShardGraph, leased: dict[str, Lease]) -> set[str]:
+    """Shards some descendant of which has a lease: one pass, newest first (children have larger ids)."""
+    marked: set[str] = set()
+    for shard_id in reversed(graph.shard_ids()):
+        if any(child in leased or child in marked for child in graph.children(shard_id)):
+            marked.add(shard_id)
+    return marked
+
+
+def _ids(ids: tuple[str, ...]) -> str:
+    return ", ".join(ids) if ids else "none"

@@ -1,0 +1,449 @@
+"""The lease table on DynamoDB Local with real worker processes, and lineage on kinesis-mock.
+
+Worker processes are tests/integration/lease_worker.py (JSON lines out,
+commands in), started in their own session and killed by PID in finally.
+Timing: failover 3 s, renewal 1 s. Nothing sleeps to synchronize: every
+wait polls a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import boto3
+import pytest
+
+from kinesis_src import KinesisClient
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.config import AwsSettings
+from kinesis_src.errors import LeaseTableNotFoundError
+from kinesis_src.lease_table import Checkpoint, Lease, LeaseTable
+from kinesis_src.leases import LeaseCoordinator, LeaseTiming, plan_assignment
+from kinesis_src.positions import Position
+from kinesis_src.progress import ProgressStore
+from kinesis_src.reader import ShardReader
+from kinesis_src.retry import RetryPolicy
+from kinesis_src.shard_sync import ShardSync
+from kinesis_src.workload import KeyedProducer, check_order
+
+pytestmark = pytest.mark.integration
+
+WORKER = Path(__file__).resolve().parent / "lease_worker.py"
+FAILOVER, RENEW = 3.0, 1.0
+RETRY = RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=1.0)
+_ids = itertools.count()
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.1f}s waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def dynamodb(emulator_env: dict[str, str]) -> DynamoDBClient:
+    return DynamoDBClient(AwsSettings.from_env(retry=RETRY))
+
+
+@pytest.fixture
+def table_name() -> str:
+    return f"leases-{uuid.uuid4().hex[:8]}-{next(_ids)}"
+
+
+def make_stream(kinesis: KinesisClient, name: str, shards: int) -> None:
+    kinesis.create_stream(name, shards)
+    kinesis.wait_active(name)
+
+
+class WorkerProc:
+    """One lease_worker.py process; events are collected by a reader thread with their arrival time."""
+
+    def __init__(self, worker_id: str, table: str, stream: str, env: dict[str, str], log_dir: Path, *extra: str) -> None:
+        self.worker_id = worker_id
+        self.stderr_path = log_dir / f"{worker_id}.stderr"
+        self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed in kill()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER), "--worker-id", worker_id, "--table", table, "--application", "app",
+             "--stream", stream, "--failover", str(FAILOVER), "--renew", str(RENEW), *extra],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            env={**os.environ, **env, "LEASE_WORKER_LOG": "INFO"}, text=True, bufsize=1, start_new_session=True,
+        )
+        self.events: list[tuple[float, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            with self._lock:
+                self.events.append((time.monotonic(), json.loads(line)))
+
+    def of(self, kind: str) -> list[tuple[float, dict[str, Any]]]:
+        with self._lock:
+            return [(t, e) for t, e in self.events if e["event"] == kind]
+
+    def started_at(self) -> float | None:
+        started = self.of("started")
+        return started[0][0] if started else None
+
+    def held(self) -> set[str]:
+        cycles = self.of("cycle")
+        return set(cycles[-1][1]["held"]) if cycles else set()
+
+    def send(self, **command: Any) -> int:
+        command_id = next(self._ids)
+        self.proc.stdin.write(json.dumps({"id": command_id, **command}) + "\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        return command_id
+
+    def result(self, command_id: int, timeout_s: float = 20.0) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            return next((e for _, e in self.of("result") if e.get("id") == command_id), None)
+
+        return wait_for(found, timeout_s, f"{self.worker_id} to answer command {command_id}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self._stderr.close()
+        self.proc.stdin.close()  # type: ignore[union-attr]
+
+    def stderr_tail(self) -> str:
+        return "\n".join(self.stderr_path.read_text().splitlines()[-30:])
+
+
+@pytest.fixture
+def spawn(emulator_env: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest):
+    started: list[WorkerProc] = []
+    failures_before = request.session.testsfailed
+
+    def start(worker_id: str, table: str, stream: str, *extra: str) -> WorkerProc:
+        worker = WorkerProc(worker_id, table, stream, emulator_env, tmp_path, *extra)
+        started.append(worker)
+        return worker
+
+    yield start
+    failed = request.session.testsfailed > failures_before
+    for worker in started:
+        try:
+            worker.kill()
+        finally:
+            if failed:
+                print(f"--- {worker.worker_id} stderr ---\n{worker.stderr_tail()}")
+
+
+def owners(table: LeaseTable) -> dict[str, str | None]:
+    try:
+        return {lease.shard_id: lease.owner for lease in table.list_leases()}
+    except LeaseTableNotFoundError:  # the workers have not created it yet
+        return {}
+
+
+def balanced(table: LeaseTable, workers: list[str], shards: int) -> dict[str, int] | None:
+    view = owners(table)
+    if len(view) != shards or any(owner not in workers for owner in view.values()):
+        return None
+    counts = {w: sum(1 for o in view.values() if o == w) for w in workers}
+    fair = shards / len(workers)
+    return counts if all(fair - 1 <= c <= fair + 1 for c in counts.values()) else None
+
+
+def key_for(shard: dict[str, Any], salt: str = "") -> str:
+    """A partition key whose MD5 lands in this shard's hash range."""
+    lo, hi = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
+    for i in itertools.count():
+        key = f"k{salt}{i}"
+        if lo <= int(hashlib.md5(key.encode()).hexdigest(), 16) <= hi:
+            return key
+    raise AssertionError("unreachable")
+
+
+# -- race, failover, fencing --------------------------------------------------------------
+
+
+def test_race_four_workers_share_16_shards_within_one_failover(kinesis, dynamodb, stream_name, table_name, spawn) -> None:
+    make_stream(kinesis, stream_name, 16)
+    names = ["w1", "w2", "w3", "w4"]
+    workers = [spawn(name, table_name, stream_name) for name in names]
+    wait_for(lambda: all(w.started_at() for w in workers), 60, "all four workers to start")
+    all_started = max(w.started_at() for w in workers)  # type: ignore[type-var]
+    table = LeaseTable(dynamodb, table_name, "app", stream_name)
+    counts = wait_for(lambda: balanced(table, names, 16), FAILOVER - (time.monotonic() - all_started),
+                      "16 leases shared 4 +/- 1 among four workers")
+    converged_s = time.monotonic() - all_started
+    print(f"race: converged {converged_s:.2f}s after the last worker started; counts {counts}")
+
+    # Every worker's own view agrees with the table: each shard held by exactly one worker.
+    def views_agree() -> bool:
+        view = owners(table)
+        held = {w.worker_id: w.held() for w in workers}
+        return all(held[name] == {s for s, o in view.items() if o == name} for name in names)
+
+    wait_for(views_agree, 2 * RENEW + 1, "workers' held sets to match the table")
+    held_sets = [w.held() for w in workers]
+    assert sum(len(h) for h in held_sets) == 16 and len(set().union(*held_sets)) == 16
+
+
+def test_failover_after_sigkill_resumes_at_the_dead_workers_checkpoints(kinesis, dynamodb, stream_name, table_name, spawn) -> None:
+    make_stream(kinesis, stream_name, 12)
+    names = ["w1", "w2", "w3"]
+    workers = {name: spawn(name, table_name, stream_name, "--read-on-acquire") for name in names}
+    table = LeaseTable(dynamodb, table_name, "app", stream_name)
+    wait_for(lambda: balanced(table, names, 12), 60, "12 leases shared among three workers")
+    victim = workers["w1"]
+    wait_for(lambda: victim.held() == {s for s, o in owners(table).items() if o == "w1"}, 10, "w1 to see its leases")
+    shards = {s["ShardId"]: s for s in kinesis.list_shards(stream_name)}
+    written: dict[str, tuple[str, str]] = {}
+    for shard_id in sorted(victim.held()):
+        key = key_for(shards[shard_id])
+        results = kinesis.put_records(stream_name, [(key, b"first"), (key, b"second")])
+        assert {r["ShardId"] for r in results} == {shard_id}
+        written[shard_id] = (results[0]["SequenceNumber"], results[1]["SequenceNumber"])
+        answer = victim.result(victim.send(cmd="checkpoint", shard=shard_id, sequence=written[shard_id][0]))
+        assert answer["ok"], answer
+
+    killed_at = time.monotonic()
+    victim.kill()
+
+    def taken_over() -> bool:
+        view = owners(table)
+        return all(view[s] in ("w2", "w3") for s in written)
+
+    wait_for(taken_over, FAILOVER + RENEW + 5, "survivors to own w1's shards")
+    failover_s = time.monotonic() - killed_at
+    print(f"failover: w1's {len(written)} shards owned by survivors {failover_s:.2f}s after SIGKILL")
+    assert failover_s <= FAILOVER + RENEW, f"failover took {failover_s:.2f}s > {FAILOVER + RENEW}s"
+
+    def after_kill(kind: str, shard_id: str) -> list[dict[str, Any]]:
+        return [e for w in ("w2", "w3") for t, e in workers[w].of(kind) if t > killed_at and e["shard"] == shard_id]
+
+    for shard_id, (first, second) in written.items():
+        read = wait_for(lambda s=shard_id: after_kill("read", s), 10, f"a survivor to read {shard_id}")[-1]
+        assert after_kill("acquired", shard_id)[-1]["checkpoint"] == first  # the dead worker's checkpoint
+        assert read["sequence_numbers"] == [second]  # resumed right after it
+
+
+def test_fencing_a_paused_worker_cannot_write_after_losing_its_lease(kinesis, dynamodb, stream_name, table_name, spawn) -> None:
+    make_stream(kinesis, stream_name, 1)
+    shard = "shardId-000000000000"
+    table = LeaseTable(dynamodb, table_name, "app", stream_name)
+    w1 = spawn("w1", table_name, stream_name)
+    wait_for(lambda: "w1" in owners(table).values() and w1.held() == {shard}, 60, "w1 to hold the shard")
+    w2 = spawn("w2", table_name, stream_name)
+    wait_for(w2.started_at, 60, "w2 to start")
+    seq = kinesis.put_record(stream_name, "k", b"x")["SequenceNumber"]
+    assert w1.result(w1.send(cmd="checkpoint", shard=shard, sequence=seq))["ok"]
+
+    os.kill(w1.proc.pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: owners(table)[shard] == "w2", FAILOVER + RENEW + 5, "w2 to take the paused worker's lease")
+        raw = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=dynamodb.endpoint)
+        key = table._lease_key(shard)
+        taken = raw.get_item(TableName=table_name, Key=key, ConsistentRead=True)["Item"]
+        # Writes the paused worker had "in flight", queued before it resumes.
+        stale_checkpoint = w1.send(cmd="checkpoint_stale", shard=shard, sequence="99999")
+        stale_progress = w1.send(cmd="progress_stale", shard=shard, run="run-1", batch=1, sequence="99999")
+        via_coordinator = w1.send(cmd="checkpoint", shard=shard, sequence="99999")
+    finally:
+        os.kill(w1.proc.pid, signal.SIGCONT)
+    for command_id in (stale_checkpoint, stale_progress, via_coordinator):
+        answer = w1.result(command_id)
+        assert not answer["ok"] and answer["error"] == "LeaseLostError", answer
+    assert "owner w2" in w1.result(stale_checkpoint)["message"]
+    # w1 learns it was declared dead, registers again, and leaves the single lease with w2.
+    wait_for(lambda: any(e.get("heartbeat") == "declared_dead" for _, e in w1.of("cycle")), 10, "w1 to learn it was declared dead")
+    cycles_after = len(w1.of("cycle"))
+    wait_for(lambda: len(w1.of("cycle")) >= cycles_after + 2, 10, "two more w1 cycles")
+    assert w1.held() == set() and w2.held() == {shard}
+    assert raw.get_item(TableName=table_name, Key=key, ConsistentRead=True)["Item"] == taken  # untouched
+    assert ProgressStore.of(table).get("run-1", 1, shard) is None
+    assert table.get_lease(shard).checkpoint == Checkpoint.sequence(seq)
+
+
+def test_a_corrupt_item_stops_the_worker_with_the_item_and_attribute_named(kinesis, dynamodb, stream_name, table_name, spawn) -> None:
+    make_stream(kinesis, stream_name, 2)
+    table = LeaseTable(dynamodb, table_name, "app", stream_name)
+    w1 = spawn("w1", table_name, stream_name)
+    wait_for(lambda: len(w1.held()) == 2, 60, "w1 to hold both shards")
+    raw = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=dynamodb.endpoint)
+    raw.update_item(TableName=table_name, Key=table._lease_key("shardId-000000000001"),
+                    UpdateExpression="SET checkpoint = :n", ExpressionAttributeValues={":n": {"N": "12"}})
+    failed = wait_for(lambda: w1.of("failed"), 10, "w1 to fail")[0][1]
+    assert failed["error"] == "CorruptLeaseError"
+    assert repr(table_name) in failed["message"] and "sk='shard#shardId-000000000001'" in failed["message"]
+    assert "attribute 'checkpoint' has type N" in failed["message"]
+    assert w1.proc.wait(timeout=10) == 3
+
+
+# -- lineage and shard sync (in-process coordinators on kinesis-mock) --------------------------
+
+
+class CountingTable(LeaseTable):
+    """Records every successful lease creation, to prove a merge child is created once."""
+
+    created: list[str]
+
+    def create_lease(self, lease: Lease) -> bool:
+        ok = super().create_lease(lease)
+        if ok:
+            self.created.append(lease.shard_id)
+        return ok
+
+
+class MiniConsumer:
+    """Reads every held shard to the tip, checkpoints, and reports SHARD_END: enough to drive lineage.
+
+    ``before_release`` is the graceful hand-off: it waits for the shard's
+    read-and-checkpoint in progress, then stops the shard, so the next owner
+    starts exactly where this one stopped (no record is read twice).
+    """
+
+    def __init__(self, coordinator: LeaseCoordinator, kinesis: KinesisClient, stream: str, out: list, violations: list) -> None:
+        self.coordinator, self.kinesis, self.stream = coordinator, kinesis, stream
+        self.out, self.violations = out, violations
+        self.readers: dict[str, ShardReader] = {}
+        self.locks: dict[str, threading.Lock] = {}
+        self.stopped: set[str] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        coordinator.listener = self
+
+    def lock(self, shard_id: str) -> threading.Lock:
+        return self.locks.setdefault(shard_id, threading.Lock())
+
+    def on_acquired(self, lease: Lease) -> None:
+        for parent in lease.parent_shard_ids:
+            current = self.coordinator.table.get_lease(parent)
+            if current is not None and not current.is_shard_end:
+                self.violations.append(f"{lease.shard_id} acquired while parent {parent} is at {current.checkpoint}")
+        with self.lock(lease.shard_id):
+            self.stopped.discard(lease.shard_id)
+            self.readers.pop(lease.shard_id, None)
+
+    def on_lost(self, lease: Lease, reason: str) -> None:
+        self.violations.append(f"{lease.shard_id} lost: {reason}")  # nothing here should ever be taken by force
+        self.before_release(lease)
+
+    def before_release(self, lease: Lease) -> None:
+        with self.lock(lease.shard_id):
+            self.stopped.add(lease.shard_id)
+            self.readers.pop(lease.shard_id, None)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for shard_id, lease in sorted(self.coordinator.held().items()):
+                with self.lock(shard_id):
+                    if shard_id not in self.stopped:
+                        self.read_once(shard_id, lease)
+            self.stop.wait(0.05)
+
+    def read_once(self, shard_id: str, lease: Lease) -> None:
+        reader = self.readers.get(shard_id)
+        if reader is None:
+            reader = self.readers[shard_id] = ShardReader(
+                self.kinesis, self.stream, shard_id, lease.checkpoint.resume_position(), fetch_interval_s=0
+            )
+        read = reader.read(max_records=1000, until_caught_up=True)
+        self.out.extend(read.records())
+        if read.last_sequence_number:
+            self.coordinator.checkpoint(shard_id, Checkpoint.sequence(read.last_sequence_number))
+        if read.shard_ended:
+            self.coordinator.shard_ended(shard_id, read.child_shards)
+            self.stopped.add(shard_id)
+            self.readers.pop(shard_id, None)
+
+
+def test_lineage_split_and_merge_on_a_live_stream(kinesis, dynamodb, stream_name, table_name) -> None:
+    make_stream(kinesis, stream_name, 2)
+    timing = LeaseTiming(failover_s=FAILOVER, renew_interval_s=0.5, sync_interval_s=600)  # children come from SHARD_END
+    coordinators, consumers, tables = [], [], []
+    records: list = []
+    violations: list[str] = []
+    for name in ("a", "b"):
+        table = CountingTable(dynamodb, table_name, "app", stream_name)
+        table.created = []
+        table.ensure_table()
+        coordinator = LeaseCoordinator(table, name, timing=timing, shard_sync=ShardSync(kinesis, table))
+        consumers.append(MiniConsumer(coordinator, kinesis, stream_name, records, violations))
+        coordinators.append(coordinator)
+        tables.append(table)
+    try:
+        for coordinator in coordinators:
+            coordinator.start()
+        wait_for(lambda: all(len(c.held()) == 1 for c in coordinators), 20, "one shard per worker")
+        for consumer in consumers:
+            consumer.thread.start()
+        producer = KeyedProducer(kinesis, stream_name, keys=30)
+        producer.put_rounds(2)
+        lo, hi = 0, 2**127 - 1  # shard 0's range
+        kinesis.split_shard(stream_name, "shardId-000000000000", (lo + hi + 1) // 2)
+        kinesis.wait_active(stream_name)
+        producer.put_rounds(2)
+        kinesis.merge_shards(stream_name, "shardId-000000000003", "shardId-000000000001")
+        kinesis.wait_active(stream_name)
+        producer.put_rounds(2)
+        view = lambda: {l.shard_id: l for l in tables[0].list_leases()}  # noqa: E731
+        wait_for(lambda: all(view().get(s) and view()[s].is_shard_end for s in
+                             ("shardId-000000000000", "shardId-000000000001", "shardId-000000000003")),
+                 30, "the three parents to reach SHARD_END")
+        wait_for(lambda: {s for c in coordinators for s in c.held()} == {"shardId-000000000002", "shardId-000000000004"},
+                 10, "both open shards to be owned")
+        wait_for(lambda: len(records) >= producer.acknowledged, 20, "every record to be read")
+    finally:
+        for consumer in consumers:
+            consumer.stop.set()
+        for consumer in consumers:
+            if consumer.thread.is_alive():
+                consumer.thread.join(10)
+        for coordinator in coordinators:
+            coordinator.stop()
+    assert violations == []
+    created = [s for t in tables for s in t.created]
+    assert created.count("shardId-000000000004") == 1  # the merge child, whichever parent ended first
+    assert sorted(created) == [f"shardId-00000000000{i}" for i in range(5)]
+    merged = tables[0].get_lease("shardId-000000000004")
+    assert merged.parent_shard_ids == ("shardId-000000000001", "shardId-000000000003")
+    report = check_order(records, producer.expected())
+    assert report.ok, report.summary()
+    assert not ShardSync(kinesis, tables[0]).run().created  # the table already matches the lineage
+
+
+def test_shard_sync_follows_update_shard_count_and_repairs_a_stale_table(kinesis, dynamodb, stream_name, table_name) -> None:
+    make_stream(kinesis, stream_name, 2)
+    table = LeaseTable(dynamodb, table_name, "app", stream_name)
+    table.ensure_table()
+    sync = ShardSync(kinesis, table, Position.latest())
+    assert sync.run().created == ("shardId-000000000000", "shardId-000000000001")
+    # Nobody runs while the stream is resized twice.
+    kinesis.update_shard_count(stream_name, 4)
+    kinesis.wait_active(stream_name)
+    kinesis.update_shard_count(stream_name, 3)
+    kinesis.wait_active(stream_name)
+    discovered = {s["ShardId"] for s in kinesis.list_shards(stream_name)}
+    report = sync.run()
+    assert set(report.created) == discovered - {"shardId-000000000000", "shardId-000000000001"}
+    leases = table.list_leases()
+    assert {l.shard_id for l in leases} == discovered
+    new = [l for l in leases if l.shard_id in report.created]
+    assert all(l.checkpoint == Checkpoint.trim_horizon() and l.parent_shard_ids for l in new)
+    # Only the original shards may be read first; every new generation waits for its parents.
+    first = plan_assignment("w", leases, ["w"]).take
+    assert {l.shard_id for l in first} == {"shardId-000000000000", "shardId-000000000001"}
+    assert not sync.run().changed

@@ -1,0 +1,187 @@
+"""plan_assignment, the pure balancer: per-plan rules and convergence of many workers (hypothesis)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kinesis_src.lease_table import Checkpoint, Lease
+from kinesis_src.leases import AssignmentPlan, is_assignable, plan_assignment
+from lineage import MAX_HASH_KEY, HashRange
+
+FULL = HashRange(0, MAX_HASH_KEY)
+DEAD = ("dead-1", "dead-2")
+
+
+def sid(i: int) -> str:
+    return f"shardId-{i:012d}"
+
+
+def mk(i: int, owner: str | None = None, parents: tuple[int, ...] = (), ended: bool = False, counter: int = 0) -> Lease:
+    checkpoint = Checkpoint.shard_end() if ended else Checkpoint.trim_horizon()
+    return Lease(sid(i), checkpoint, FULL, counter=counter, owner=None if ended else owner,
+                 parent_shard_ids=tuple(sid(p) for p in parents))
+
+
+@st.composite
+def states(draw):
+    workers = [f"w{i}" for i in range(draw(st.integers(1, 7)))]
+    owners = st.sampled_from([None, *DEAD, *workers])
+    leases = []
+    for i in range(draw(st.integers(0, 50))):
+        parents: tuple[int, ...] = ()
+        if i and draw(st.booleans()):
+            parents = tuple(sorted(set(draw(st.lists(st.integers(0, i - 1), min_size=1, max_size=2)))))
+        # parents that are absent from the table count as trimmed
+        leases.append(mk(i, draw(owners), parents, ended=draw(st.integers(0, 4)) == 0))
+    missing = draw(st.sets(st.integers(0, max(len(leases) - 1, 0)), max_size=3))
+    leases = [l for i, l in enumerate(leases) if i not in missing]
+    return workers, leases, draw(st.integers(0, 3)), draw(st.booleans())
+
+
+def ready_ids(leases: list[Lease], preserve: bool) -> set[str]:
+    by_id = {l.shard_id: l for l in leases}
+    return {l.shard_id for l in leases if is_assignable(l, by_id, preserve)}
+
+
+@given(states(), st.data())
+@settings(max_examples=300, deadline=None)
+def test_each_plan_obeys_the_rules(state, data) -> None:
+    workers, leases, max_steals, preserve = state
+    me = data.draw(st.sampled_from(workers))
+    plan = plan_assignment(me, leases, workers, preserve_shard_order=preserve, max_steals=max_steals)
+    ready = ready_ids(leases, preserve)
+    n, w = len(ready), len(workers)
+    free = [l for l in leases if l.shard_id in ready and (l.owner is None or l.owner in DEAD)]
+    dead_owned = {l.shard_id for l in free if l.owner is not None}
+    taken = {l.shard_id for l in plan.take}
+    # only ready, free leases are taken; expired (dead-owned) ones before unowned ones
+    assert taken <= {l.shard_id for l in free}
+    if any(l.owner is None for l in plan.take):
+        assert dead_owned <= taken
+    # bounded stealing, only from live workers, only ready leases, only when nothing is free
+    assert len(plan.steal) <= max_steals
+    for lease in plan.steal:
+        assert lease.shard_id in ready and lease.owner in workers and lease.owner != me
+    if plan.steal:
+        assert len(taken) == len(free)
+    # releases are mine; after the plan I hold at most ceil(N/W) ready leases
+    assert all(l.owner == me for l in plan.release)
+    mine = {l.shard_id for l in leases if l.owner == me and l.shard_id in ready}
+    after = (mine | taken | {l.shard_id for l in plan.steal}) - {l.shard_id for l in plan.release}
+    assert len(after) <= -(-n // w)
+    # parent-first: nothing with an undrained parent is ever taken, and any such held lease is released
+    if preserve:
+        by_id = {l.shard_id: l for l in leases}
+        for lease in plan.take + plan.steal:
+            assert all(p not in by_id or by_id[p].is_shard_end for p in lease.parent_shard_ids)
+        blocked = {l.shard_id for l in leases if l.owner == me and l.shard_id not in ready}
+        assert blocked <= {l.shard_id for l in plan.release}
+
+
+def apply(table: dict[str, Lease], me: str, plan: AssignmentPlan) -> None:
+    """Apply a plan with the table's conditional semantics: stale expectations lose."""
+
+    def cas(lease: Lease, owner: str | None) -> None:
+        current = table[lease.shard_id]
+        if (current.owner, current.counter) == (lease.owner, lease.counter):
+            table[lease.shard_id] = replace(current, owner=owner, counter=current.counter + 1)
+
+    for lease in plan.release:
+        cas(lease, None)
+    for lease in plan.take + plan.steal:
+        cas(lease, me)
+
+
+@given(states())
+@settings(max_examples=200, deadline=None)
+def test_workers_converge_to_fair_share_plus_minus_one(state) -> None:
+    workers, leases, max_steals, preserve = state
+    max_steals = max(max_steals, 1)
+    table = {l.shard_id: l for l in leases}
+    for _ in range(200):
+        acted = False
+        for me in workers:
+            plan = plan_assignment(me, list(table.values()), workers, preserve_shard_order=preserve,
+                                   max_steals=max_steals)
+            acted |= not plan.empty
+            apply(table, me, plan)
+        if not acted:
+            break
+    else:
+        pytest.fail("no fixed point after 200 rounds")
+    final = list(table.values())
+    ready = ready_ids(final, preserve)
+    n, w = len(ready), len(workers)
+    counts = {me: sum(1 for l in final if l.owner == me and l.shard_id in ready) for me in workers}
+    assert all(n // w <= c <= -(-n // w) for c in counts.values()), counts
+    assert all(table[s].owner in workers for s in ready)  # every ready lease has exactly one live owner
+    if preserve:
+        assert all(l.owner not in workers or l.shard_id in ready for l in final)
+
+
+def test_fair_share_example_16_leases_4_workers() -> None:
+    table = {l.shard_id: l for l in (mk(i) for i in range(16))}
+    workers = ["a", "b", "c", "d"]
+    # "a" started first and took everything; the others join
+    for lease in list(table.values()):
+        table[lease.shard_id] = replace(lease, owner="a", counter=1)
+    plan = plan_assignment("a", list(table.values()), workers)
+    assert len(plan.release) == 12 and not plan.take and not plan.steal
+    assert [l.shard_id for l in plan.release] == [sid(i) for i in range(4, 16)]  # newest shed, oldest kept
+    plan_b = plan_assignment("b", list(table.values()), workers, max_steals=1)
+    assert [l.shard_id for l in plan_b.steal] == [sid(15)]  # before "a" sheds, "b" steals one
+
+
+def test_expired_first_then_unowned() -> None:
+    leases = [mk(0), mk(1, owner="dead-1"), mk(2), mk(3, owner="dead-2")]
+    plan = plan_assignment("w0", leases, ["w0", "w1"])
+    assert [l.shard_id for l in plan.take] == [sid(1), sid(3)]
+
+
+def test_children_wait_for_every_parent_unless_order_is_off() -> None:
+    # 0 and 1 merged into 2; 0 is drained, 1 is not
+    leases = [mk(0, ended=True), mk(1, owner="w1"), mk(2, parents=(0, 1))]
+    assert plan_assignment("w0", leases, ["w0", "w1"]).take == ()
+    assert [l.shard_id for l in plan_assignment("w0", leases, ["w0", "w1"], preserve_shard_order=False).take] == [sid(2)]
+    ended = [mk(0, ended=True), mk(1, ended=True), mk(2, parents=(0, 1))]
+    assert [l.shard_id for l in plan_assignment("w0", ended, ["w0"]).take] == [sid(2)]
+    trimmed = [mk(2, parents=(0, 1))]  # parents no longer in the table
+    assert [l.shard_id for l in plan_assignment("w0", trimmed, ["w0"]).take] == [sid(2)]
+
+
+def test_no_steal_while_within_one_of_the_most_loaded() -> None:
+    leases = [mk(i, owner="w1" if i < 3 else "w0") for i in range(5)]
+    assert plan_assignment("w0", leases, ["w0", "w1"]).empty
+    leases = [mk(i, owner="w1") for i in range(5)]
+    plan = plan_assignment("w0", leases, ["w0", "w1"], max_steals=5)
+    assert len(plan.steal) == 2  # from 5-0 to 3-2
+
+
+def test_the_most_loaded_hands_one_over_to_a_starving_worker() -> None:
+    leases = [mk(i, owner=("a", "b", "c")[i % 3]) for i in range(9)]  # 3 each, "d" has none
+    workers = ["a", "b", "c", "d"]
+    plans = {w: plan_assignment(w, leases, workers) for w in workers}
+    assert [l.shard_id for l in plans["c"].release] == [sid(8)]  # the victim the thief would pick
+    assert plans["a"].empty and plans["b"].empty
+    assert len(plans["d"].steal) == 1  # the fallback, which the coordinator delays
+
+
+def test_free_leases_go_to_starving_workers_first() -> None:
+    leases = [mk(0, "a"), mk(1, "a"), mk(2, "b"), mk(3, "b"), mk(4, "c"), mk(5), mk(6)]
+    workers = ["a", "b", "c"]  # N=7: floor 2, ceil 3; "c" is below floor
+    assert plan_assignment("a", leases, workers).take == ()
+    assert [l.shard_id for l in plan_assignment("c", leases, workers).take] == [sid(5), sid(6)]
+
+
+def test_draining_closed_shards_are_never_stolen_and_shed_last() -> None:
+    # "a" holds closed shards 0 and 1 (children 2 and 3 exist, waiting); "b" has nothing ready
+    leases = [mk(0, "a"), mk(1, "a"), mk(2, parents=(0,)), mk(3, parents=(1,))]
+    assert plan_assignment("b", leases, ["a", "b"]).steal == ()  # never forced off a draining shard
+    assert [l.shard_id for l in plan_assignment("a", leases, ["a", "b"]).release] == [sid(1)]  # surplus: handed over
+    mixed = [mk(0, "a"), mk(1, "a"), mk(2, parents=(0,)), mk(5, "a"), mk(6, "a")]  # 0 closed, 1/5/6 open
+    assert [l.shard_id for l in plan_assignment("b", mixed, ["a", "b"]).steal] == [sid(6)]
+    assert [l.shard_id for l in plan_assignment("a", mixed, ["a", "b"]).release] == [sid(5), sid(6)]

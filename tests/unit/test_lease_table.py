@@ -1,0 +1,359 @@
+"""The lease table on moto: table management, the serializer, and each conditional write's paths."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from moto import mock_aws
+
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.config import AwsSettings
+from kinesis_src.errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    CorruptLeaseError,
+    IncompatibleLeaseTableError,
+    InvalidPositionError,
+    LeaseLostError,
+    LeaseTableNotFoundError,
+)
+from kinesis_src.lease_table import (
+    Checkpoint,
+    CheckpointKind,
+    HeartbeatStatus,
+    Lease,
+    LeaseCodec,
+    LeaseTable,
+    default_table_name,
+)
+from kinesis_src.positions import Position
+from kinesis_src.records import ChildShard
+from kinesis_src.retry import RetryPolicy
+from lineage import MAX_HASH_KEY, HashRange
+
+FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002, deadline_s=5)
+TABLE = "kinesis-src-test"
+FULL = HashRange(0, MAX_HASH_KEY)
+LOW = HashRange(0, 2**127 - 1)
+HIGH = HashRange(2**127, MAX_HASH_KEY)
+
+
+@pytest.fixture
+def dynamodb(dummy_credentials: None):
+    with mock_aws():
+        yield DynamoDBClient(AwsSettings(region="us-east-1", retry=FAST))
+
+
+@pytest.fixture
+def table(dynamodb: DynamoDBClient) -> LeaseTable:
+    leases = LeaseTable(dynamodb, TABLE, "app", "orders")
+    leases.ensure_table()
+    return leases
+
+
+def lease(shard: str = "shardId-000000000000", **kwargs) -> Lease:
+    kwargs.setdefault("checkpoint", Checkpoint.trim_horizon())
+    kwargs.setdefault("hash_range", FULL)
+    return Lease(shard, **kwargs)
+
+
+def raw_item(table: LeaseTable, shard: str) -> dict:
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    return client.get_item(TableName=table.table_name, Key=table._lease_key(shard), ConsistentRead=True)["Item"]
+
+
+# -- table management ----------------------------------------------------------------
+
+
+def test_ensure_table_creates_on_demand_with_ttl_and_is_idempotent(dynamodb: DynamoDBClient) -> None:
+    leases = LeaseTable(dynamodb, TABLE, "app", "orders")
+    assert leases.ensure_table() is True
+    assert leases.ensure_table() is False
+    plain = boto3.client("dynamodb", region_name="us-east-1")
+    described = plain.describe_table(TableName=TABLE)["Table"]
+    assert described["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    ttl = plain.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]
+    assert ttl["TimeToLiveStatus"] == "ENABLED" and ttl["AttributeName"] == "ttl"
+
+
+def test_incompatible_key_schema_names_table_and_schema(dynamodb: DynamoDBClient) -> None:
+    boto3.client("dynamodb", region_name="us-east-1").create_table(
+        TableName="kcl-app",
+        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    with pytest.raises(IncompatibleLeaseTableError) as info:
+        LeaseTable(dynamodb, "kcl-app", "app", "orders").ensure_table()
+    message = str(info.value)
+    assert "'kcl-app'" in message and "leaseKey HASH" in message and "leaseTableName" in message
+
+
+def test_missing_table_is_named_with_the_fix(dynamodb: DynamoDBClient) -> None:
+    leases = LeaseTable(dynamodb, "no-such-table", "app", "orders")
+    with pytest.raises(LeaseTableNotFoundError, match="'no-such-table'.*ensure_table"):
+        leases.ensure_table(create=False)
+    with pytest.raises(LeaseTableNotFoundError, match="'no-such-table'"):
+        leases.scan()
+    with pytest.raises(LeaseTableNotFoundError, match="'no-such-table'"):
+        leases.create_lease(lease())
+
+
+def test_access_denied_names_table_and_action(dummy_credentials: None) -> None:
+    client = DynamoDBClient(AwsSettings(region="us-east-1", endpoint_url="http://127.0.0.1:1", retry=FAST))
+    stub = Stubber(client._client)
+    stub.add_client_error("put_item", service_error_code="AccessDeniedException", http_status_code=400,
+                          service_message="User is not authorized")
+    leases = LeaseTable(client, TABLE, "app", "orders")
+    with stub, pytest.raises(AccessDeniedError) as info:
+        leases.create_lease(lease())
+    message = str(info.value)
+    assert "dynamodb:PutItem" in message and repr(TABLE) in message
+
+
+def test_names_are_validated_so_namespaces_cannot_collide(dynamodb: DynamoDBClient) -> None:
+    with pytest.raises(ConfigurationError, match="applicationName 'a#b'"):
+        LeaseTable(dynamodb, TABLE, "a#b", "orders")
+    with pytest.raises(ConfigurationError, match="streamName"):
+        LeaseTable(dynamodb, TABLE, "app", "orders#x")
+    with pytest.raises(ConfigurationError, match="leaseTableName"):
+        LeaseTable(dynamodb, "t", "app", "orders")
+    assert default_table_name("orders-etl") == "kinesis-src-orders-etl"
+
+
+def test_applications_and_streams_sharing_a_table_do_not_see_each_other(table: LeaseTable) -> None:
+    other_app = LeaseTable(table.dynamodb, TABLE, "app2", "orders")
+    other_stream = LeaseTable(table.dynamodb, TABLE, "app", "orders2")
+    assert table.create_lease(lease("s-1"))
+    assert other_app.create_lease(lease("s-2"))
+    assert other_stream.create_lease(lease("s-3"))
+    assert [l.shard_id for l in table.list_leases()] == ["s-1"]
+    assert [l.shard_id for l in other_app.list_leases()] == ["s-2"]
+    assert list(other_stream.scan().leases) == ["s-3"]
+
+
+# -- serializer ------------------------------------------------------------------------
+
+checkpoints = st.one_of(
+    st.sampled_from([Checkpoint.trim_horizon(), Checkpoint.latest(), Checkpoint.shard_end()]),
+    st.builds(Checkpoint.sequence, st.from_regex(r"[1-9][0-9]{0,55}", fullmatch=True), st.integers(0, 2**40)),
+    st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(timezone.utc))
+    .map(lambda d: d.replace(microsecond=d.microsecond))
+    .map(Checkpoint.at_timestamp),
+)
+shard_ids = st.from_regex(r"shardId-[0-9]{12}", fullmatch=True)
+
+
+@st.composite
+def leases(draw) -> Lease:
+    start = draw(st.integers(0, MAX_HASH_KEY))
+    return Lease(
+        shard_id=draw(shard_ids),
+        checkpoint=draw(checkpoints),
+        hash_range=HashRange(start, draw(st.integers(start, MAX_HASH_KEY))),
+        counter=draw(st.integers(0, 2**53)),
+        owner=draw(st.none() | st.text(min_size=1, max_size=20)),
+        parent_shard_ids=tuple(draw(st.lists(shard_ids, max_size=2))),
+        child_shard_ids=tuple(draw(st.lists(shard_ids, max_size=2))),
+        owner_switches_since_checkpoint=draw(st.integers(0, 1000)),
+        last_updated_ms=draw(st.integers(0, 2**45)),
+    )
+
+
+@given(leases())
+@settings(max_examples=200, deadline=None)
+def test_serializer_round_trip(value: Lease) -> None:
+    codec = LeaseCodec(TABLE)
+    assert codec.lease(codec.lease_item("lease#app#orders", value)) == value
+
+
+def _item() -> dict:
+    return LeaseCodec(TABLE).lease_item("lease#app#orders", lease(owner="w1", counter=3))
+
+
+@pytest.mark.parametrize(
+    "attribute, edit, found",
+    [
+        ("leaseCounter", lambda item: item.pop("leaseCounter"), "is missing"),
+        ("leaseCounter", lambda item: item.update(leaseCounter={"S": "3"}), "has type S"),
+        ("checkpoint", lambda item: item.pop("checkpoint"), "is missing"),
+        ("checkpoint", lambda item: item.update(checkpoint={"S": "HALFWAY"}), "is invalid"),
+        ("checkpointTimestamp", lambda item: item.update(checkpoint={"S": "AT_TIMESTAMP"}), "is missing"),
+        ("parentShardIds", lambda item: item.update(parentShardIds={"SS": ["a"]}), "has type SS"),
+        ("childShardIds", lambda item: item.update(childShardIds={"L": [{"N": "1"}]}), "has element 0"),
+        ("startingHashKey", lambda item: item.update(startingHashKey={"S": "-1"}), "is '-1'"),
+        ("endingHashKey", lambda item: item.update(startingHashKey={"S": "5"}, endingHashKey={"S": "4"}), "invalid"),
+        ("leaseOwner", lambda item: item.update(leaseOwner={"S": ""}), "is empty"),
+        ("leaseOwner", lambda item: item.update(leaseOwner={"N": "7"}), "has type N"),
+        ("shardId", lambda item: item.update(shardId={"S": "shardId-000000000009"}), "shardId-000000000009"),
+        ("ownerSwitchesSinceCheckpoint", lambda item: item.update(ownerSwitchesSinceCheckpoint={"N": "x"}), "'x'"),
+        ("lastUpdated", lambda item: item.pop("lastUpdated"), "is missing"),
+    ],
+)
+def test_corrupt_lease_items_name_the_key_and_attribute(attribute: str, edit, found: str) -> None:
+    item = _item()
+    edit(item)
+    with pytest.raises(CorruptLeaseError) as info:
+        LeaseCodec(TABLE).lease(item)
+    error = info.value
+    assert error.attribute == attribute
+    assert error.key == {"pk": "lease#app#orders", "sk": "shard#shardId-000000000000"}
+    message = str(error)
+    assert repr(TABLE) in message and "sk='shard#shardId-000000000000'" in message
+    assert f"attribute {attribute!r}" in message and found in message
+
+
+def test_a_hand_edited_item_in_the_table_fails_the_scan_not_silently(table: LeaseTable) -> None:
+    table.create_lease(lease("shardId-000000000000"))
+    table.create_lease(lease("shardId-000000000001"))
+    plain = boto3.client("dynamodb", region_name="us-east-1")
+    plain.update_item(
+        TableName=TABLE, Key=table._lease_key("shardId-000000000001"), UpdateExpression="REMOVE leaseCounter"
+    )
+    with pytest.raises(CorruptLeaseError, match=r"shard#shardId-000000000001.*'leaseCounter' is missing"):
+        table.scan()
+    plain.put_item(TableName=TABLE, Item={"pk": {"S": table.partition}, "sk": {"S": "junk"}})
+    plain.delete_item(TableName=TABLE, Key=table._lease_key("shardId-000000000001"))
+    with pytest.raises(CorruptLeaseError, match=r"sk='junk'.*shard# or worker#"):
+        table.scan()
+
+
+def test_checkpoint_values_and_positions() -> None:
+    assert Checkpoint.from_position(Position.after_sequence("42")) == Checkpoint.sequence("42")
+    assert Checkpoint.sequence("42").resume_position() == Position.after_sequence("42")
+    assert Checkpoint.sequence("42", 3).resume_position() == Position.at_sequence("42")
+    assert Checkpoint.from_position(Position.latest()).kind is CheckpointKind.LATEST
+    ts = Checkpoint.at_timestamp("2026-01-31T12:00:00Z")
+    assert Checkpoint.from_position(ts.resume_position()) == ts
+    assert Checkpoint.shard_end().resume_position() is None
+    assert Checkpoint.sequence("1").started and Checkpoint.shard_end().started
+    assert not Checkpoint.trim_horizon().started
+    with pytest.raises(InvalidPositionError, match="last record processed"):
+        Checkpoint.from_position(Position.at_sequence("42"))
+    with pytest.raises(InvalidPositionError):
+        Checkpoint.sequence("abc")
+    with pytest.raises(InvalidPositionError):
+        Checkpoint(CheckpointKind.TRIM_HORIZON, sub_sequence_number=2)
+
+
+# -- conditional operations -----------------------------------------------------------
+
+
+def test_create_is_put_if_absent(table: LeaseTable) -> None:
+    assert table.create_lease(lease(parent_shard_ids=("p",)))
+    assert not table.create_lease(lease(checkpoint=Checkpoint.latest()))
+    stored = table.get_lease("shardId-000000000000")
+    assert stored.checkpoint == Checkpoint.trim_horizon() and stored.parent_shard_ids == ("p",)
+    assert stored.last_updated_ms > 0
+
+
+def test_take_increments_counter_and_loses_races(table: LeaseTable) -> None:
+    table.create_lease(lease())
+    fresh = table.get_lease("shardId-000000000000")
+    taken = table.take_lease(fresh, "w1")
+    assert (taken.owner, taken.counter, taken.owner_switches_since_checkpoint) == ("w1", 1, 1)
+    assert table.take_lease(fresh, "w2") is None  # stale counter and owner
+    assert table.take_lease(taken.__class__(**{**taken.__dict__, "owner": "w9"}), "w2") is None
+    stolen = table.steal_lease(taken, "w2")
+    assert (stolen.owner, stolen.counter, stolen.owner_switches_since_checkpoint) == ("w2", 2, 2)
+
+
+def test_checkpoint_only_by_the_holder_at_its_counter(table: LeaseTable) -> None:
+    table.create_lease(lease())
+    held = table.take_lease(table.get_lease("shardId-000000000000"), "w1")
+    after = table.checkpoint(held, Checkpoint.sequence("100", 2))
+    assert after.checkpoint == Checkpoint.sequence("100", 2) and after.owner_switches_since_checkpoint == 0
+    assert after.counter == held.counter
+    ts = table.checkpoint(after, Checkpoint.at_timestamp("2026-01-01T00:00:00Z"))
+    assert ts.checkpoint.kind is CheckpointKind.AT_TIMESTAMP
+    back = table.checkpoint(ts, Checkpoint.sequence("101"))
+    assert "checkpointTimestamp" not in raw_item(table, "shardId-000000000000")
+    stolen = table.steal_lease(back, "w2")
+    before = raw_item(table, "shardId-000000000000")
+    with pytest.raises(LeaseLostError) as info:
+        table.checkpoint(back, Checkpoint.sequence("200"))
+    message = str(info.value)
+    assert info.value.shard_id == "shardId-000000000000"
+    assert "owner w1 and counter 1" in message and "owner w2, counter 2" in message and repr(TABLE) in message
+    assert not info.value.retriable
+    assert raw_item(table, "shardId-000000000000") == before
+    assert table.checkpoint(stolen, Checkpoint.sequence("200")).checkpoint.sequence_number == "200"
+    with pytest.raises(InvalidPositionError, match="mark_shard_end"):
+        table.checkpoint(stolen, Checkpoint.shard_end())
+
+
+def test_release_and_renew(table: LeaseTable) -> None:
+    table.create_lease(lease())
+    held = table.take_lease(table.get_lease("shardId-000000000000"), "w1")
+    renewed = table.renew_lease(held)
+    assert renewed.counter == held.counter + 1 and table.renew_lease(held) is None
+    released = table.release_lease(renewed)
+    assert released.owner is None and released.counter == renewed.counter + 1
+    assert table.release_lease(renewed) is None
+    with pytest.raises(LeaseLostError):
+        table.checkpoint(renewed, Checkpoint.sequence("1"))
+    assert table.take_lease(released, "w2").owner == "w2"
+
+
+def test_shard_end_creates_children_once_and_fences_the_parent(table: LeaseTable) -> None:
+    left = HashRange(0, 2**127 - 1)
+    table.create_lease(lease("shardId-000000000000", hash_range=left))
+    table.create_lease(lease("shardId-000000000001", hash_range=HashRange(2**127, MAX_HASH_KEY)))
+    a = table.take_lease(table.get_lease("shardId-000000000000"), "w1")
+    b = table.take_lease(table.get_lease("shardId-000000000001"), "w2")
+    child = ChildShard("shardId-000000000002", ("shardId-000000000000", "shardId-000000000001"), 0, MAX_HASH_KEY)
+    first = table.mark_shard_end(a, [Lease.for_child(child)])
+    assert first.created_children == ("shardId-000000000002",) and first.existing_children == ()
+    ended = first.lease
+    assert ended.is_shard_end and ended.owner is None and ended.counter == a.counter + 1
+    assert ended.child_shard_ids == ("shardId-000000000002",)
+    created = table.get_lease("shardId-000000000002")
+    assert created.checkpoint == Checkpoint.trim_horizon() and created.owner is None
+    assert created.parent_shard_ids == ("shardId-000000000000", "shardId-000000000001")
+    second = table.mark_shard_end(b, [Lease.for_child(child)])
+    assert second.created_children == () and second.existing_children == ("shardId-000000000002",)
+    assert table.get_lease("shardId-000000000002") == created
+    with pytest.raises(LeaseLostError):
+        table.mark_shard_end(a, [])
+
+
+def test_delete_lease_conditions(table: LeaseTable) -> None:
+    table.create_lease(lease())
+    current = table.get_lease("shardId-000000000000")
+    assert not table.delete_lease(current, only_if_shard_end=True)
+    held = table.take_lease(current, "w1")
+    assert not table.delete_lease(current, only_if_shard_end=False)  # counter moved on
+    ended = table.mark_shard_end(held, []).lease
+    assert table.delete_lease(ended, only_if_shard_end=True)
+    assert table.get_lease("shardId-000000000000") is None
+
+
+def test_heartbeats_renew_survive_retries_and_detect_takeover(table: LeaseTable) -> None:
+    me = table.register_worker("w1")
+    status, me2 = table.heartbeat(me)
+    assert status is HeartbeatStatus.RENEWED and me2.heartbeat == 1
+    status, again = table.heartbeat(me)  # a retry of the same write after it landed
+    assert status is HeartbeatStatus.RENEWED and again.heartbeat == 1
+    view = table.scan()
+    assert view.workers["w1"].heartbeat == 1 and view.workers["w1"].session == me.session
+    assert not table.declare_worker_dead(me)  # stale observation: heartbeat moved on
+    assert table.declare_worker_dead(me2)
+    assert table.heartbeat(me2)[0] is HeartbeatStatus.DECLARED_DEAD
+    newer = table.register_worker("w1")
+    assert table.heartbeat(me2)[0] is HeartbeatStatus.REPLACED
+    assert table.heartbeat(newer)[0] is HeartbeatStatus.RENEWED
+    assert not table.deregister_worker(me2) and table.deregister_worker(newer)
+    assert table.scan().workers == {}
+
+
+def test_requests_are_counted_per_operation(table: LeaseTable) -> None:
+    before = table.dynamodb.request_total()
+    table.create_lease(lease())
+    table.scan()
+    assert table.dynamodb.request_total() - before == 2
+    assert table.dynamodb.requests["PutItem"] >= 1 and table.dynamodb.requests["Query"] >= 1

@@ -1,0 +1,247 @@
+"""LeaseCoordinator on moto with a fake monotonic clock: balancing, expiry, fencing, self-doubt."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.config import AwsSettings
+from kinesis_src.errors import CorruptLeaseError, LeaseLostError, WorkerIdInUseError
+from kinesis_src.lease_table import Checkpoint, HeartbeatStatus, Lease, LeaseTable
+from kinesis_src.leases import LeaseCoordinator, LeaseTiming
+from kinesis_src.records import ChildShard
+from kinesis_src.retry import RetryPolicy
+from lineage import MAX_HASH_KEY, HashRange
+
+FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002, deadline_s=5)
+TIMING = LeaseTiming(failover_s=3.0, renew_interval_s=1.0)
+FULL = HashRange(0, MAX_HASH_KEY)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def on_acquired(self, lease: Lease) -> None:
+        self.events.append(("acquired", lease.shard_id))
+
+    def on_lost(self, lease: Lease, reason: str) -> None:
+        self.events.append(("lost", lease.shard_id))
+
+    def before_release(self, lease: Lease) -> None:
+        self.events.append(("before_release", lease.shard_id))
+
+
+def sid(i: int) -> str:
+    return f"shardId-{i:012d}"
+
+
+@pytest.fixture
+def dynamodb(dummy_credentials: None):
+    with mock_aws():
+        client = DynamoDBClient(AwsSettings(region="us-east-1", retry=FAST))
+        LeaseTable(client, "leases-unit", "app", "orders").ensure_table()
+        yield client
+
+
+def table_for(dynamodb: DynamoDBClient, now_ms=None) -> LeaseTable:
+    table = LeaseTable(dynamodb, "leases-unit", "app", "orders")
+    if now_ms is not None:
+        table.now_ms = now_ms
+    return table
+
+
+def seed(dynamodb: DynamoDBClient, count: int, parents: dict[int, tuple[int, ...]] | None = None) -> None:
+    table = table_for(dynamodb)
+    for i in range(count):
+        ps = tuple(sid(p) for p in (parents or {}).get(i, ()))
+        table.create_lease(Lease(sid(i), Checkpoint.trim_horizon(), FULL, parent_shard_ids=ps))
+
+
+def worker(dynamodb: DynamoDBClient, name: str, clock: Clock, **kwargs) -> LeaseCoordinator:
+    coordinator = LeaseCoordinator(table_for(dynamodb, kwargs.pop("now_ms", None)), name, timing=TIMING,
+                                   clock=clock, **kwargs)
+    coordinator.register()
+    return coordinator
+
+
+def owners(dynamodb: DynamoDBClient) -> dict[str, str | None]:
+    return {l.shard_id: l.owner for l in table_for(dynamodb).list_leases()}
+
+
+def cycle(workers: list[LeaseCoordinator], clock: Clock, rounds: int = 1, step: float = 1.0) -> None:
+    for _ in range(rounds):
+        for w in workers:
+            w.run_once()
+        clock.advance(step)
+
+
+def test_workers_share_leases_fairly_and_shed_when_others_join(dynamodb: DynamoDBClient) -> None:
+    seed(dynamodb, 10)
+    clock = Clock()
+    a = worker(dynamodb, "a", clock, listener=(rec := Recorder()))
+    a.run_once()
+    assert len(a.held()) == 10 and ("acquired", sid(0)) in rec.events
+    b, c = worker(dynamodb, "b", clock), worker(dynamodb, "c", clock)
+    cycle([a, b, c], clock, rounds=3)
+    counts = sorted(len(w.held()) for w in (a, b, c))
+    assert counts == [3, 3, 4]
+    assert all(owner in ("a", "b", "c") for owner in owners(dynamodb).values())
+    assert ("before_release", sid(9)) in rec.events  # shedding is graceful: the listener checkpoints first
+
+
+def test_a_silent_worker_expires_by_observation_and_its_checkpoints_are_fenced(dynamodb: DynamoDBClient) -> None:
+    seed(dynamodb, 4)
+    clock = Clock()
+    a, b = worker(dynamodb, "a", clock), worker(dynamodb, "b", clock)
+    cycle([a, b], clock, rounds=2)
+    b_leases = b.held()
+    assert len(b_leases) == 2
+    shard = next(iter(b_leases))
+    b.checkpoint(shard, Checkpoint.sequence("111"))
+    # b stops running; a keeps cycling. Not yet expired just before failover...
+    for _ in range(2):
+        a.run_once()
+        clock.advance(1.0)
+    assert len(a.held()) == 2
+    clock.advance(1.5)
+    report = a.run_once()
+    assert report.declared_dead == ["b"] and len(a.held()) == 4
+    assert a.lease(shard).checkpoint == Checkpoint.sequence("111")  # resumes at b's checkpoint
+    # b wakes up: it knows its own heartbeat is overdue, so it trusts none of its leases...
+    assert not b.is_live() and b.held() == {}
+    before = table_for(dynamodb).get_lease(shard)
+    with pytest.raises(LeaseLostError):
+        b.checkpoint(shard, Checkpoint.sequence("222"))
+    assert table_for(dynamodb).get_lease(shard) == before
+    # ...and its next cycle learns it was declared dead, registers again and rebalances.
+    report = b.run_once()
+    assert report.heartbeat is HeartbeatStatus.DECLARED_DEAD
+    cycle([a, b], clock, rounds=3)
+    assert sorted([len(a.held()), len(b.held())]) == [2, 2]
+
+
+def test_wall_clock_skew_never_expires_a_live_worker(dynamodb: DynamoDBClient) -> None:
+    seed(dynamodb, 4)
+    clock = Clock()
+    past = worker(dynamodb, "past", clock, now_ms=lambda: 0)  # wall clock at 1970
+    future = worker(dynamodb, "future", clock, now_ms=lambda: 4_102_444_800_000)  # 2100
+    for _ in range(12):
+        reports = [past.run_once(), future.run_once()]
+        assert not any(r.declared_dead or r.lost for r in reports)
+        clock.advance(1.0)
+    assert sorted([len(past.held()), len(future.held())]) == [2, 2]
+
+
+def test_a_slow_heartbeat_cannot_be_declared_dead_after_it_landed(dynamodb: DynamoDBClient) -> None:
+    seed(dynamodb, 2)
+    clock = Clock()
+    a, b = worker(dynamodb, "a", clock), worker(dynamodb, "b", clock)
+    cycle([a, b], clock)
+    stale = table_for(dynamodb).scan().workers["b"]
+    clock.advance(1.0)
+    b.run_once()  # lands after a's observation
+    assert not table_for(dynamodb).declare_worker_dead(stale)
+
+
+def test_restart_with_the_same_worker_id_adopts_and_fences_the_old_process(dynamodb: DynamoDBClient) -> None:
+    seed(dynamodb, 3)
+    clock = Clock()
+    old = worker(dynamodb, "w", clock)
+    old.run_once()
+    held = old.held()
+    new = worker(dynamodb, "w", clock)
+    clock.advance(1.0)
+    report = new.run_once()
+    assert sorted(report.acquired) == sorted(held)  # adopted with a conditional take: counter + 1
+    for shard, lease in held.items():
+        assert table_for(dynamodb).get_lease(shard).counter == lease.counter + 1
+    with pytest.raises(LeaseLostError):
+        old.checkpoint(sid(0), Checkpoint.sequence("5"))
+    with pytest.raises(WorkerIdInUseError, match="'w'"):
+        old.run_once()
+
+
+def test_children_are_assigned_only_after_all_parents_end(dynamodb: DynamoDBClient) -> None:
+    # 0 and 1 are merged into 2
+    seed(dynamodb, 3, parents={2: (0, 1)})
+    clock = Clock()
+    a = worker(dynamodb, "a", clock)
+    a.run_once()
+    assert sorted(a.held()) == [sid(0), sid(1)]
+    child = ChildShard(sid(2), (sid(0), sid(1)), 0, MAX_HASH_KEY)
+    first = a.shard_ended(sid(0), [child])
+    assert first.created_children == () and first.existing_children == (sid(2),)
+    a.run_once()
+    assert sorted(a.held()) == [sid(1)]
+    a.shard_ended(sid(1), [child])
+    report = a.run_once()
+    assert report.acquired == [sid(2)] and sorted(a.held()) == [sid(2)]
+
+
+def test_order_can_be_turned_off(dynamodb: DynamoDBClient) -> None:
+    seed(dynamodb, 2, parents={1: (0,)})
+    clock = Clock()
+    a = worker(dynamodb, "a", clock, preserve_shard_order=False)
+    a.run_once()
+    assert sorted(a.held()) == [sid(0), sid(1)]
+
+
+def test_stop_releases_gracefully_and_removes_the_heartbeat(dynamodb: DynamoDBClient) -> None:
+    seed(dynamodb, 2)
+    clock = Clock()
+    a = worker(dynamodb, "a", clock, listener=(rec := Recorder()))
+    a.run_once()
+    a.stop()
+    assert set(owners(dynamodb).values()) == {None}
+    assert table_for(dynamodb).scan().workers == {}
+    assert sorted(e for e in rec.events if e[0] == "before_release") == [("before_release", sid(0)), ("before_release", sid(1))]
+
+
+def test_a_corrupt_item_stops_the_coordinator_loudly(dynamodb: DynamoDBClient) -> None:
+    seed(dynamodb, 2)
+    clock = Clock()
+    a = worker(dynamodb, "a", clock, listener=(rec := Recorder()))
+    a.run_once()
+    table = table_for(dynamodb)
+    boto3.client("dynamodb", region_name="us-east-1").update_item(
+        TableName="leases-unit", Key=table._lease_key(sid(1)),
+        UpdateExpression="SET leaseCounter = :s", ExpressionAttributeValues={":s": {"S": "one"}},
+    )
+    with pytest.raises(CorruptLeaseError, match=r"shard#shardId-000000000001.*'leaseCounter' has type S"):
+        a.run_once()
+    a._loop()  # the thread body: records the failure, drops every lease, returns
+    assert isinstance(a.failure, CorruptLeaseError) and a.held() == {}
+    assert ("lost", sid(0)) in rec.events
+
+
+def test_a_forced_steal_waits_for_the_victim_to_hand_over(dynamodb: DynamoDBClient) -> None:
+    seed(dynamodb, 4)
+    clock = Clock()
+    a = worker(dynamodb, "a", clock)
+    a.run_once()
+    b = worker(dynamodb, "b", clock)
+    # "a" is alive (its heartbeat is recent) but does not cycle: it cannot shed.
+    assert b.run_once().stolen == []
+    clock.advance(1.0)
+    assert b.run_once().stolen == []
+    clock.advance(1.0)
+    assert len(b.run_once().stolen) == 1  # after 1.5 renewals of patience
+    # When the victim does cycle, it sheds gracefully and nothing is stolen.
+    a.run_once()
+    clock.advance(1.0)
+    report = b.run_once()
+    assert report.stolen == [] and len(b.held()) == 2

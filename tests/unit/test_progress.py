@@ -1,0 +1,119 @@
+"""Per-batch progress on moto: first writer wins, one Query per batch, fencing, purge, request counts."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.config import AwsSettings
+from kinesis_src.errors import ConfigurationError, CorruptLeaseError, LeaseLostError
+from kinesis_src.lease_table import Checkpoint, Lease, LeaseTable
+from kinesis_src.positions import Position
+from kinesis_src.progress import ProgressStore, ShardProgress
+from kinesis_src.retry import RetryPolicy
+from lineage import MAX_HASH_KEY, HashRange
+
+FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002, deadline_s=5)
+RUN = "0b6c7f0e-5d7e-4c4e-9a53-0e0d9b9e0a11"
+
+
+def sid(i: int) -> str:
+    return f"shardId-{i:012d}"
+
+
+def at(i: int, seq: int, ended: bool = False) -> ShardProgress:
+    children = (sid(100 + i),) if ended else ()
+    return ShardProgress(sid(i), Position.after_sequence(str(seq)), ended, children, records=seq % 7)
+
+
+@pytest.fixture
+def leases(dummy_credentials: None):
+    with mock_aws():
+        table = LeaseTable(DynamoDBClient(AwsSettings(region="us-east-1", retry=FAST)), "progress-unit", "app", "orders")
+        table.ensure_table()
+        yield table
+
+
+@pytest.fixture
+def store(leases: LeaseTable) -> ProgressStore:
+    return ProgressStore.of(leases)
+
+
+def requests(store: ProgressStore) -> int:
+    return store.dynamodb.request_total()
+
+
+def test_first_writer_wins_and_the_second_sees_the_first(store: ProgressStore) -> None:
+    first = store.record(RUN, 7, at(0, 111, ended=True))
+    assert first.recorded
+    second = store.record(RUN, 7, at(0, 999))
+    assert not second.recorded and second.progress == at(0, 111, ended=True)
+    assert not second.progress.same_outcome(at(0, 999)) and second.progress.same_outcome(at(0, 111, ended=True))
+    assert store.record(RUN, 8, at(0, 999)).recorded  # another batch is another item
+
+
+def test_a_batch_of_100_shards_costs_100_puts_1_query_and_4_deletes(store: ProgressStore) -> None:
+    before = requests(store)
+    for i in range(100):
+        store.record(RUN, 3, at(i, 1000 + i))
+    assert requests(store) - before == 100
+    before = requests(store)
+    batch = store.read_batch(RUN, 3)
+    assert requests(store) - before == 1
+    assert batch == {sid(i): at(i, 1000 + i) for i in range(100)}
+    before = requests(store)
+    assert store.purge_batch(RUN, 3, batch) == 100
+    assert requests(store) - before == 4
+    assert store.read_batch(RUN, 3) == {}
+
+
+def test_record_many_writes_a_task_in_one_request_and_handles_reruns(store: ProgressStore) -> None:
+    before = requests(store)
+    results = store.record_many(RUN, 1, [at(i, 10 + i) for i in range(0, 100, 2)])
+    assert requests(store) - before == 1 and all(r.recorded for r in results.values())
+    before = requests(store)
+    rerun = store.record_many(RUN, 1, [at(i, 500 + i) for i in range(100)])
+    assert requests(store) - before == 2  # one cancelled transaction, one for the shards not yet recorded
+    assert all(not rerun[sid(i)].recorded and rerun[sid(i)].progress == at(i, 10 + i) for i in range(0, 100, 2))
+    assert all(rerun[sid(i)].recorded for i in range(1, 100, 2))
+    assert len(store.read_batch(RUN, 1)) == 100
+
+
+def test_fenced_progress_needs_the_lease_as_held(store: ProgressStore, leases: LeaseTable) -> None:
+    leases.create_lease(Lease(sid(0), Checkpoint.trim_horizon(), HashRange(0, MAX_HASH_KEY)))
+    held = leases.take_lease(leases.get_lease(sid(0)), "w1")
+    assert store.record_fenced(held, RUN, 1, at(0, 5)).recorded
+    again = store.record_fenced(held, RUN, 1, at(0, 6))
+    assert not again.recorded and again.progress == at(0, 5)
+    stolen = leases.steal_lease(held, "w2")
+    with pytest.raises(LeaseLostError, match=r"progress write for batch 2.*owner w2, counter 2"):
+        store.record_fenced(held, RUN, 2, at(0, 7))
+    assert store.get(RUN, 2, sid(0)) is None and leases.get_lease(sid(0)) == stolen
+    assert store.record_fenced(stolen, RUN, 2, at(0, 7)).recorded
+
+
+def test_items_carry_a_ttl(store: ProgressStore) -> None:
+    store.now_ms = lambda: 1_800_000_000_000
+    store.record(RUN, 1, at(0, 1))
+    item = boto3.client("dynamodb", region_name="us-east-1").get_item(
+        TableName="progress-unit", Key=store._key(RUN, 1, sid(0)))["Item"]
+    assert int(item["ttl"]["N"]) == 1_800_000_000 + 7 * 24 * 3600
+
+
+def test_corrupt_progress_items_name_the_attribute(store: ProgressStore) -> None:
+    store.record(RUN, 1, at(0, 1))
+    boto3.client("dynamodb", region_name="us-east-1").update_item(
+        TableName="progress-unit", Key=store._key(RUN, 1, sid(0)),
+        UpdateExpression="SET endPosition = :p", ExpressionAttributeValues={":p": {"S": '{"kind":"SOMEWHERE"}'}},
+    )
+    with pytest.raises(CorruptLeaseError, match=r"progress#app#orders#.*#1.*'endPosition'"):
+        store.read_batch(RUN, 1)
+
+
+def test_run_and_batch_ids_are_validated(store: ProgressStore) -> None:
+    with pytest.raises(ConfigurationError, match="run id"):
+        store.record("a#b", 1, at(0, 1))
+    with pytest.raises(ConfigurationError, match="batch id"):
+        store.read_batch(RUN, -1)
