@@ -19,14 +19,12 @@ What it does:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
 
 from kinesis_src import AwsSettings, KinesisClient, drain_stream
 from kinesis_src.discovery import ShardDiscovery
@@ -35,20 +33,12 @@ from kinesis_src.workload import KeyedProducer, check_order
 HASH_MAX = 2**128 - 1
 
 
-@contextlib.contextmanager
-def endpoints() -> Iterator[None]:
-    """Use the endpoint in the environment, or start the embedded emulators for the demo's lifetime."""
-    if os.environ.get("KINESIS_SRC_ENDPOINT_URL"):
-        yield
-        return
+def endpoints():
+    """The environment's endpoints, or the embedded emulators (localstack/launcher.py) while the demo runs."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "localstack"))
-    import launcher  # localstack/launcher.py: stdlib only, installs npm packages on first use
+    import launcher  # stdlib only; installs the npm emulators on first use
 
-    print("starting the embedded Kinesis emulator (kinesis-mock) ...", flush=True)
-    with launcher.Emulators(kinesis=True, dynamodb=False) as emulators:
-        os.environ.update(emulators.env())
-        print(emulators.describe(), flush=True)
-        yield
+    return launcher.endpoints_for_demo(dynamodb=False)
 
 
 def reshard_while_producing(kinesis: KinesisClient, stream: str, producer: KeyedProducer, rounds: int) -> None:

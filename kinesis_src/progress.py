@@ -13,7 +13,10 @@ Items live in the lease table (see :mod:`kinesis_src.lease_table`):
 * pk ``progress#<application>#<stream>#<run id>#<batch id>``, sk ``shard#<shardId>``
 * ``endPosition`` (S, the Position as canonical JSON), ``shardEnded`` (BOOL),
   ``childShardIds`` (L of S), ``records`` (N), ``recordedAt`` (N, epoch ms),
-  ``ttl`` (N, epoch s: DynamoDB deletes old runs' items by itself).
+  ``ttl`` (N, epoch s: DynamoDB deletes old runs' items by itself),
+  ``stopReason`` (S: record_limit, time_limit, caught_up, end_timestamp,
+  end_sequence, shard_end -- whether the shard has more to read now),
+  ``millisBehindLatest`` (N, optional: lag when the read stopped).
 
 Request cost of one micro-batch over N shards: N PutItem (one per shard,
 from the tasks) or one TransactWriteItems per task (:meth:`record_many`,
@@ -52,6 +55,8 @@ SHARD_ENDED = "shardEnded"
 CHILD_SHARD_IDS = "childShardIds"
 RECORDS = "records"
 RECORDED_AT = "recordedAt"
+STOP_REASON = "stopReason"
+MILLIS_BEHIND_LATEST = "millisBehindLatest"
 
 DEFAULT_TTL_S = 7 * 24 * 3600
 _TRANSACT_MAX = 100
@@ -66,6 +71,8 @@ class ShardProgress:
     shard_ended: bool = False
     child_shard_ids: tuple[str, ...] = ()
     records: int = 0
+    stop_reason: str = ""  # why the read stopped (kinesis_src.reader.StopReason value); tells the planner
+    millis_behind_latest: int | None = None  # lag at the end of the read, for query progress
 
     def same_outcome(self, other: ShardProgress) -> bool:
         """Equal end and end-of-shard: what deterministic replay needs (counts may differ)."""
@@ -195,7 +202,7 @@ class ProgressStore:
 
     def _item(self, run_id: str, batch_id: int, progress: ShardProgress) -> Item:
         now = self.now_ms()
-        return {
+        item: Item = {
             **self._key(run_id, batch_id, progress.shard_id),
             SHARD_ID: {"S": progress.shard_id},
             END_POSITION: {"S": json.dumps(progress.end.to_dict(), separators=(",", ":"))},
@@ -204,7 +211,11 @@ class ProgressStore:
             RECORDS: {"N": str(progress.records)},
             RECORDED_AT: {"N": str(now)},
             TTL_ATTRIBUTE: {"N": str(now // 1000 + self.ttl_s)},
+            STOP_REASON: {"S": progress.stop_reason},
         }
+        if progress.millis_behind_latest is not None:
+            item[MILLIS_BEHIND_LATEST] = {"N": str(progress.millis_behind_latest)}
+        return item
 
     def _put_if_absent(self, run_id: str, batch_id: int, progress: ShardProgress) -> dict[str, Any]:
         return {
@@ -240,4 +251,6 @@ class ProgressStore:
             shard_ended=codec.boolean(item, SHARD_ENDED),
             child_shard_ids=codec.strings(item, CHILD_SHARD_IDS),
             records=records,
+            stop_reason=codec.string(item, STOP_REASON, optional=True),
+            millis_behind_latest=codec.number(item, MILLIS_BEHIND_LATEST) if MILLIS_BEHIND_LATEST in item else None,
         )

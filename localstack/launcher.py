@@ -636,6 +636,25 @@ class Emulators:
         return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def endpoints_for_demo(dynamodb: bool = True) -> Iterator[dict[str, str]]:
+    """Endpoints for an example program: the ones in the environment, else embedded emulators.
+
+    With ``KINESIS_SRC_ENDPOINT_URL`` set (LocalStack, a running ``launcher.py
+    start``, or real AWS via any URL) nothing is started. Otherwise the
+    emulators run for the duration of the ``with`` block and their settings
+    are exported into ``os.environ`` so Spark's Python workers inherit them.
+    """
+    if os.environ.get(ENV_KINESIS_ENDPOINT):
+        yield {k: v for k, v in os.environ.items() if k.startswith(("KINESIS_SRC_", "AWS_"))}
+        return
+    print("starting the embedded emulators (kinesis-mock, DynamoDB Local) ...", flush=True)
+    with Emulators(kinesis=True, dynamodb=dynamodb) as running:
+        os.environ.update(running.env())
+        print(running.describe(), flush=True)
+        yield running.env()
+
+
 def kinesis_mock_spec(node_modules: Path, port: int, settings: Mapping[str, str] | None = None) -> ServerSpec:
     """kinesis-mock on ``port`` (plain HTTP) plus a throwaway TLS port it insists on opening."""
     package = node_modules / "kinesis-local"

@@ -117,3 +117,25 @@ def test_run_and_batch_ids_are_validated(store: ProgressStore) -> None:
         store.record("a#b", 1, at(0, 1))
     with pytest.raises(ConfigurationError, match="batch id"):
         store.read_batch(RUN, -1)
+
+
+def test_stop_reason_and_lag_round_trip(dummy_credentials) -> None:
+    """The Spark planner reads why a read stopped (more data or not) and the lag from progress."""
+    from moto import mock_aws
+
+    from kinesis_src.aws.dynamodb import DynamoDBClient
+    from kinesis_src.config import AwsSettings
+    from kinesis_src.lease_table import LeaseTable
+    from kinesis_src.positions import Position
+    from kinesis_src.progress import ProgressStore, ShardProgress
+
+    with mock_aws():
+        table = LeaseTable(DynamoDBClient(AwsSettings(region="us-east-1")), "t-progress", "app", "orders")
+        table.ensure_table()
+        store = ProgressStore.of(table)
+        limited = ShardProgress("shardId-000000000001", Position.after_sequence("42"), records=3, stop_reason="record_limit", millis_behind_latest=1500)
+        idle = ShardProgress("shardId-000000000002", Position.trim_horizon(), stop_reason="caught_up")
+        store.record_many("run1", 4, [limited, idle])
+        back = store.read_batch("run1", 4)
+        assert back["shardId-000000000001"] == limited
+        assert back["shardId-000000000002"] == idle
