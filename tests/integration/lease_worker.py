@@ -77,8 +77,8 @@ class Worker:
             self.table,
             args.worker_id,
             timing=LeaseTiming(
-                failover_s=args.failover, renew_interval_s=args.renew, sync_interval_s=args.sync_interval,
-                max_steals_per_cycle=args.max_steals,
+                failover_s=args.failover, renew_interval_s=args.renew, scan_interval_s=args.scan,
+                sync_interval_s=args.sync_interval, max_steals_per_cycle=args.max_steals,
             ),
             shard_sync=ShardSync(self.kinesis, self.table, Position.parse(args.initial_position)),
             listener=self,
@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream", required=True)
     parser.add_argument("--failover", type=float, default=3.0)
     parser.add_argument("--renew", type=float, default=1.0)
+    parser.add_argument("--scan", type=float, default=None, help="table scan interval (default renew/2)")
     parser.add_argument("--sync-interval", type=float, default=60.0)
     parser.add_argument("--max-steals", type=int, default=1)
     parser.add_argument("--initial-position", default="trim_horizon")

@@ -41,6 +41,9 @@ pytestmark = pytest.mark.integration
 
 WORKER = Path(__file__).resolve().parent / "lease_worker.py"
 FAILOVER, RENEW = 3.0, 1.0
+# Scans are reads only; scanning 4x per renewal keeps "owned within failover + one renewal" well clear
+# of the bound on a loaded 2-core CI machine (failover + 2 scans + the takes themselves).
+SCAN = 0.25
 RETRY = RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=1.0)
 _ids = itertools.count()
 
@@ -80,7 +83,7 @@ class WorkerProc:
         self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed in kill()
         self.proc = subprocess.Popen(
             [sys.executable, str(WORKER), "--worker-id", worker_id, "--table", table, "--application", "app",
-             "--stream", stream, "--failover", str(FAILOVER), "--renew", str(RENEW), *extra],
+             "--stream", stream, "--failover", str(FAILOVER), "--renew", str(RENEW), "--scan", str(SCAN), *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             env={**os.environ, **env, "LEASE_WORKER_LOG": "INFO"}, text=True, bufsize=1, start_new_session=True,
         )
