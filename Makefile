@@ -1,5 +1,5 @@
 # Two entry points do all the set-up on a fresh machine:
-#   make demo   -- the reshard demo against the embedded emulators
+#   make demo   -- a Spark streaming query through a live split and merge (embedded emulators)
 #   make test   -- the whole test suite (unit, property, emulator integration)
 # Both create .venv, install the package with its extras, and install the
 # npm emulators into localstack/node_modules on first use.
@@ -9,7 +9,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ISOLATED := $(PY) localstack/launcher.py isolated --
 
-.PHONY: setup demo test unit bench emulators clean
+.PHONY: setup demo demo-library test unit bench emulators clean
 
 setup: $(VENV)/.installed localstack/node_modules/.kinesis-src-install-stamp
 
@@ -23,6 +23,9 @@ localstack/node_modules/.kinesis-src-install-stamp: localstack/package.json loca
 	$(PY) localstack/launcher.py install
 
 demo: setup
+	$(ISOLATED) $(PY) examples/spark_streaming_etl.py
+
+demo-library: setup
 	$(ISOLATED) $(PY) examples/reshard_demo.py
 
 test: setup
@@ -34,6 +37,7 @@ unit: setup
 bench: setup
 	$(PY) benchmarks/bench_decode.py
 	$(PY) benchmarks/bench_lineage.py
+	$(ISOLATED) $(PY) benchmarks/bench_leases.py
 
 emulators: setup
 	$(PY) localstack/launcher.py start

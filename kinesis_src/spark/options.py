@@ -93,9 +93,14 @@ KNOWN_OPTIONS = sorted(
 
 
 def parse_options(
-    options: Mapping[str, str], *, batch: bool, environ: Mapping[str, str] | None = None
+    options: Mapping[str, str], *, batch: bool | None, environ: Mapping[str, str] | None = None
 ) -> SourceOptions:
-    """Validate Spark's options; ``batch`` selects the defaults of ``spark.read``."""
+    """Validate Spark's options; ``batch`` selects the defaults of ``spark.read``.
+
+    ``batch=None`` checks everything that does not depend on the kind of read:
+    Spark asks for the schema at ``load()``, before it says which reader it
+    wants, and that is the earliest moment a typo can be reported.
+    """
     env = os.environ if environ is None else environ
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     _reject_unknown(opts)
@@ -111,9 +116,9 @@ def parse_options(
         region=region,
         endpoint_url=endpoint,
         dynamodb_endpoint_url=dynamo,
-        initial_position=_initial_position(opts, batch),
+        initial_position=_initial_position(opts, bool(batch)),
         ending_timestamp=_timestamp(opts, "endingtimestamp", "endingTimestamp"),
-        ending_latest=_ending_latest(opts, batch),
+        ending_latest=_ending_latest(opts, bool(batch)),
         application_name=application,
         lease_table_name=_name(opts.get("leasetablename") or f"kinesis-src-{application}", "leaseTableName"),
         extra={k: v for k, v in opts.items() if k.startswith(("spark.", "aws."))},
@@ -125,7 +130,8 @@ def parse_options(
         if key in opts:
             values[name] = _bool(opts[key], _display(key))
     parsed = SourceOptions(**values)
-    _check_combinations(parsed, opts, batch)
+    if batch is not None:
+        _check_combinations(parsed, opts, batch)
     return parsed
 
 

@@ -31,6 +31,7 @@ class KinesisDataSource(DataSource):
         return "kinesis"
 
     def schema(self) -> StructType:
+        parse_options(self.options, batch=None)  # fail at load() on any option error we can see yet
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:

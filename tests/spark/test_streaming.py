@@ -88,3 +88,71 @@ def test_streaming_query_survives_split_and_merge_exactly_once(spark, kinesis: K
     assert first_batch["shardId-000000000002"] > last_batch["shardId-000000000000"]
     assert first_batch["shardId-000000000004"] > max(last_batch["shardId-000000000003"], last_batch["shardId-000000000001"])
     assert progress is not None and "millisBehindLatest" in str(progress["sources"][0].get("latestOffset"))
+
+
+def reshard_offline(kinesis: KinesisClient, stream: str, producer: KeyedProducer) -> None:
+    """Split and merge with the producer between steps, before any query runs."""
+    kinesis.create_stream(stream, 2)
+    kinesis.wait_active(stream)
+    producer.put_rounds(2)
+    kinesis.split_shard(stream, "shardId-000000000000", 2**126)
+    kinesis.wait_active(stream)
+    producer.put_rounds(2)
+    kinesis.merge_shards(stream, "shardId-000000000003", "shardId-000000000001")
+    kinesis.wait_active(stream)
+    producer.put_rounds(2)
+
+
+def test_available_now_reads_everything_across_a_reshard_then_stops(spark, kinesis: KinesisClient, stream_name: str, tmp_path: Path) -> None:
+    producer = KeyedProducer(kinesis, stream_name, keys=10)
+    reshard_offline(kinesis, stream_name, producer)
+    reader = (
+        spark.readStream.format("kinesis").option("streamName", stream_name)
+        .option("initialPosition", "trim_horizon").option("applicationName", f"an-{stream_name}")
+        .option("maxRecordsPerShard", "7")  # several batches per shard: AvailableNow must loop, then stop
+    )
+    query = (
+        reader.load().writeStream.format("parquet")
+        .option("path", str(tmp_path / "data")).option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True).start()
+    )
+    assert query.awaitTermination(180), "AvailableNow query did not stop by itself"
+    assert query.exception() is None
+    batches = read_file_sink(str(tmp_path / "data"))
+    report = check_order([r for b in batches for r in b], producer.expected())
+    assert report.ok, report.summary()
+    assert len(batches) > 3
+
+
+def test_preserve_shard_order_false_reads_children_without_waiting(spark, kinesis: KinesisClient, stream_name: str, tmp_path: Path) -> None:
+    producer = KeyedProducer(kinesis, stream_name, keys=10)
+    reshard_offline(kinesis, stream_name, producer)
+    query = (
+        spark.readStream.format("kinesis").option("streamName", stream_name)
+        .option("initialPosition", "trim_horizon").option("applicationName", f"po-{stream_name}")
+        .option("preserveShardOrder", "false").load()
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "data")).option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True).start()
+    )
+    assert query.awaitTermination(180)
+    batches = read_file_sink(str(tmp_path / "data"))
+    first = {r.shard_id for r in batches[0]}
+    assert first == {f"shardId-00000000000{i}" for i in range(5)}  # parents and children in one batch
+    records = [r for b in batches for r in b]
+    assert sorted((r.shard_id, r.sequence_number) for r in records) == sorted({(r.shard_id, r.sequence_number) for r in records})
+    assert len(records) == producer.acknowledged
+
+
+def test_streaming_rejects_bad_and_batch_only_options_before_reading(spark, tmp_path: Path) -> None:
+    with pytest.raises(Exception) as info:
+        spark.readStream.format("kinesis").option("streamName", "s").option("shardsPerTask", "0").load()
+    assert "'shardsPerTask' = 0 is out of range 1..10000" in str(info.value)
+    query = (
+        spark.readStream.format("kinesis").option("streamName", "s").option("endingTimestamp", "2026-01-01T00:00:00Z")
+        .load().writeStream.format("memory").queryName("rejected").option("checkpointLocation", str(tmp_path)).start()
+    )
+    with pytest.raises(Exception) as info:
+        query.awaitTermination(60)
+    assert "apply to batch reads (spark.read) only" in str(info.value)
+    assert query.lastProgress is None  # failed before its first batch
