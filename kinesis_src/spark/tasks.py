@@ -40,9 +40,8 @@ def read_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
                 yield page_to_arrow(page, partition.stream, piece.shard_id)
 
 
-def read_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice) -> ShardRead:
-    """Read one shard from its start to the first stop the partition sets."""
-    reader = ShardReader(
+def shard_reader(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice) -> ShardReader:
+    return ShardReader(
         kinesis,
         partition.stream,
         piece.shard_id,
@@ -50,6 +49,11 @@ def read_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: Shard
         max_records_per_fetch=partition.max_records_per_fetch,
         fetch_interval_s=partition.fetch_interval_ms / 1000,
     )
+
+
+def read_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice) -> ShardRead:
+    """Read one shard from its start to the first stop the partition sets."""
+    reader = shard_reader(kinesis, partition, piece)
     duration = partition.max_fetch_duration_ms / 1000 if partition.max_fetch_duration_ms else None
     read = reader.read(
         max_records=piece.max_records,
@@ -105,14 +109,7 @@ def batch_end(read: ShardRead) -> BatchEnd:
 
 def replay_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice, end: BatchEnd) -> ShardRead:
     """Read exactly from the slice's start to a recorded end: no record or time limit applies."""
-    reader = ShardReader(
-        kinesis,
-        partition.stream,
-        piece.shard_id,
-        piece.start_position,
-        max_records_per_fetch=partition.max_records_per_fetch,
-        fetch_interval_s=partition.fetch_interval_ms / 1000,
-    )
+    reader = shard_reader(kinesis, partition, piece)
     if end.record_count == 0 or end.next_position == piece.start_position:
         return ShardRead(piece.shard_id, piece.start_position, piece.start_position, [], StopReason.END_SEQUENCE, None)
     last = end.next_position.sequence_number
