@@ -8,22 +8,36 @@ from .aws import KinesisClient
 from .config import AwsSettings
 from .drain import drain_stream
 from .errors import KinesisSourceError
+from .lease_table import Checkpoint, Lease, LeaseTable, default_table_name
+from .leases import LeaseCoordinator, LeaseListener, LeaseTiming
 from .positions import Position
+from .progress import ProgressStore, ShardProgress
 from .reader import ShardRead, ShardReader
 from .records import Record, RecordPage
 from .retry import RetryPolicy
+from .shard_sync import ShardSync
 
 __all__ = [
     "AwsSettings",
-    "KinesisDataSource",
+    "Checkpoint",
     "KinesisClient",
+    "KinesisDataSource",
     "KinesisSourceError",
+    "Lease",
+    "LeaseCoordinator",
+    "LeaseListener",
+    "LeaseTable",
+    "LeaseTiming",
     "Position",
+    "ProgressStore",
     "Record",
     "RecordPage",
     "RetryPolicy",
+    "ShardProgress",
     "ShardRead",
     "ShardReader",
+    "ShardSync",
+    "default_table_name",
     "drain_stream",
 ]
 __version__ = "0.1.0"

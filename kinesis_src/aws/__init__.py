@@ -1,6 +1,18 @@
 """The AWS boundary: the only package that imports botocore."""
 
 from .boundary import call, client_config, new_session, translate
+from .dynamodb import DynamoDBClient, TableDescription, TransactOutcome, WriteResult
 from .kinesis import KinesisClient, StreamSummary
 
-__all__ = ["KinesisClient", "StreamSummary", "call", "client_config", "new_session", "translate"]
+__all__ = [
+    "DynamoDBClient",
+    "KinesisClient",
+    "StreamSummary",
+    "TableDescription",
+    "TransactOutcome",
+    "WriteResult",
+    "call",
+    "client_config",
+    "new_session",
+    "translate",
+]
