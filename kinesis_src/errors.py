@@ -164,3 +164,10 @@ class WorkerIdInUseError(KinesisSourceError):
     Worker ids must be unique per process; the newer process wins and the
     older one stops with this error.
     """
+
+
+# --- Spark ---------------------------------------------------------------------
+
+
+class ApplicationInUseError(ConfigurationError):
+    """Another running query already uses this applicationName on this stream."""

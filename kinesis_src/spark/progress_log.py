@@ -58,12 +58,11 @@ def to_shard_progress(shard_id: str, end: BatchEnd) -> ShardProgress:
     )
 
 
-def open_progress_log(settings: AwsSettings, table: str, application: str, stream: str) -> ProgressLog:
-    """Driver side: make sure the table exists (creating it on first use), then open the store."""
-    dynamodb = DynamoDBClient(settings)
-    leases = LeaseTable(dynamodb, table, application, stream)
+def open_lease_table(settings: AwsSettings, table: str, application: str, stream: str) -> LeaseTable:
+    """Driver side: make sure the table exists (creating it on first use)."""
+    leases = LeaseTable(DynamoDBClient(settings), table, application, stream)
     leases.ensure_table(create=True)
-    return ProgressLog(ProgressStore.of(leases))
+    return leases
 
 
 @lru_cache(maxsize=8)

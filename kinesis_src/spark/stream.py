@@ -28,7 +28,9 @@ from .offsets import Plan, ShardPlan
 from .options import SourceOptions
 from .partitions import KinesisPartition, ShardSlice
 from .planner import BatchEnd, Frontier, admit_ready, advance, idle_shards, next_plan, prune_drained
-from .progress_log import ProgressLog, open_progress_log
+from ..progress import ProgressStore
+from .progress_log import ProgressLog, open_lease_table
+from .tenancy import QueryClaim
 from .tasks import read_stream_partition
 
 log = logging.getLogger(__name__)
@@ -158,9 +160,12 @@ class _Driver:
         self.options = options
         self.kinesis = KinesisClient(options.aws_settings())
         self.discovery = ShardDiscovery(self.kinesis, options.stream_name)
-        self.progress: ProgressLog = open_progress_log(
+        leases = open_lease_table(
             options.aws_settings(), options.lease_table_name, options.application_name, options.stream_name
         )
+        self.claim = QueryClaim(leases)
+        self.claim.acquire()
+        self.progress = ProgressLog(ProgressStore.of(leases))
         self.lag: dict[str, int] = {}
         self._ends: dict[tuple[str, int], dict[str, BatchEnd]] = {}
         self._probes: dict[str, tuple[Position, str | None, float]] = {}
@@ -169,6 +174,7 @@ class _Driver:
 
     def close(self) -> None:
         self._probes.clear()
+        self.claim.release()
 
     # -- shards ------------------------------------------------------------------------
 

@@ -156,3 +156,22 @@ def test_streaming_rejects_bad_and_batch_only_options_before_reading(spark, tmp_
         query.awaitTermination(60)
     assert "apply to batch reads (spark.read) only" in str(info.value)
     assert query.lastProgress is None  # failed before its first batch
+
+
+def test_a_second_query_with_the_same_application_name_fails_naming_the_option(spark, kinesis: KinesisClient, stream_name: str, tmp_path: Path) -> None:
+    kinesis.create_stream(stream_name, 1)
+    kinesis.wait_active(stream_name)
+    KeyedProducer(kinesis, stream_name, keys=3).put_rounds(2)
+    first = start_query(spark, stream_name, tmp_path / "first", applicationName="shared-app")
+    try:
+        wait_for(lambda: first.lastProgress is not None, 120, "the first query's first batch", first)
+        second = start_query(spark, stream_name, tmp_path / "second", applicationName="shared-app")
+        with pytest.raises(Exception) as info:
+            second.awaitTermination(120)
+        assert "applicationName 'shared-app' is in use by another running query" in str(info.value)
+        assert first.isActive and first.exception() is None
+        other = start_query(spark, stream_name, tmp_path / "other", applicationName="other-app")
+        wait_for(lambda: other.lastProgress is not None, 120, "a query with its own name", other)
+        other.stop()
+    finally:
+        first.stop()

@@ -1,0 +1,95 @@
+"""One running query per applicationName and stream.
+
+Two queries sharing an ``applicationName`` would share per-batch progress
+items and plan from each other's ends. The driver therefore claims the name
+with a heartbeat item in the lease table (the same liveness mechanism the
+lease coordinator uses) and renews it from a daemon thread. A second query
+that finds the claim watches it: if the heartbeat moves, the owner is alive
+and the second query fails naming the option; if it stays unchanged for the
+failover time (the owner crashed, e.g. a killed driver being restarted), the
+claim is taken over.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import ApplicationInUseError
+from ..lease_table import HeartbeatStatus, LeaseTable, WorkerHeartbeat
+
+log = logging.getLogger(__name__)
+
+QUERY_WORKER_ID = "spark-query"
+
+
+@dataclass
+class QueryClaim:
+    table: LeaseTable
+    failover_s: float = 10.0
+    renew_s: float = 3.0
+    clock: Callable[[], float] = time.monotonic
+    lost: bool = False
+    _worker: WorkerHeartbeat | None = field(default=None, repr=False)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def acquire(self) -> None:
+        existing = self.table.scan().workers.get(QUERY_WORKER_ID)
+        if existing is not None:
+            self._wait_out(existing)
+        self._worker = self.table.register_worker(QUERY_WORKER_ID)
+        threading.Thread(target=self._renew, name="kinesis-src-query-claim", daemon=True).start()
+
+    def _wait_out(self, seen: WorkerHeartbeat) -> None:
+        """Return once the previous claim is gone or provably stale; raise if its owner is alive."""
+        log.info(
+            "applicationName %r on stream %r is claimed; checking for up to %.0fs whether its query is alive",
+            self.table.application, self.table.stream, self.failover_s,
+        )
+        deadline = self.clock() + self.failover_s
+        while self.clock() < deadline:
+            if self._stop.wait(min(0.5, self.renew_s / 2)):
+                return
+            now = self.table.scan().workers.get(QUERY_WORKER_ID)
+            if now is None:
+                return
+            if (now.session, now.heartbeat) != (seen.session, seen.heartbeat):
+                raise self._in_use()
+        if not self.table.declare_worker_dead(seen):
+            raise self._in_use()
+        log.warning(
+            "took over applicationName %r on stream %r from a query that stopped renewing its claim",
+            self.table.application, self.table.stream,
+        )
+
+    def _in_use(self) -> ApplicationInUseError:
+        return ApplicationInUseError(
+            f"applicationName {self.table.application!r} is in use by another running query on stream "
+            f"{self.table.stream!r} (lease table {self.table.table_name!r}). Give each query its own "
+            ".option('applicationName', ...), or stop the other query first."
+        )
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.renew_s):
+            assert self._worker is not None
+            try:
+                status, self._worker = self.table.heartbeat(self._worker)
+            except Exception as exc:  # keep renewing through transient failures; the next beat retries
+                log.warning("could not renew the query claim on %r: %s", self.table.application, exc)
+                continue
+            if status is not HeartbeatStatus.RENEWED:
+                self.lost = True
+                log.error(
+                    "the claim on applicationName %r was %s by another query; this query's progress is no "
+                    "longer protected: stop one of them", self.table.application, status.value,
+                )
+                return
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._worker is not None:
+            self.table.deregister_worker(self._worker)
+            self._worker = None

@@ -1,0 +1,53 @@
+"""QueryClaim: one running query per applicationName and stream (moto DynamoDB, real threads)."""
+
+from __future__ import annotations
+
+import pytest
+from moto import mock_aws
+
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.config import AwsSettings
+from kinesis_src.errors import ApplicationInUseError
+from kinesis_src.lease_table import LeaseTable
+from kinesis_src.spark.tenancy import QUERY_WORKER_ID, QueryClaim
+
+
+@pytest.fixture
+def table(dummy_credentials):
+    with mock_aws():
+        leases = LeaseTable(DynamoDBClient(AwsSettings(region="us-east-1")), "claims", "etl", "orders")
+        leases.ensure_table()
+        yield leases
+
+
+def test_a_live_claim_refuses_a_second_query_naming_the_option(table: LeaseTable) -> None:
+    first = QueryClaim(table, failover_s=3.0, renew_s=0.1)
+    first.acquire()
+    try:
+        with pytest.raises(ApplicationInUseError) as info:
+            QueryClaim(table, failover_s=3.0, renew_s=0.1).acquire()
+        assert "applicationName 'etl'" in str(info.value) and "'orders'" in str(info.value)
+        assert not first.lost
+    finally:
+        first.release()
+    assert QUERY_WORKER_ID not in table.scan().workers
+
+
+def test_a_stale_claim_is_taken_over_after_the_failover_time(table: LeaseTable) -> None:
+    crashed = table.register_worker(QUERY_WORKER_ID)  # a driver that died without releasing
+    second = QueryClaim(table, failover_s=0.6, renew_s=0.2)
+    second.acquire()
+    try:
+        now = table.scan().workers[QUERY_WORKER_ID]
+        assert now.session != crashed.session
+    finally:
+        second.release()
+
+
+def test_a_released_claim_is_free_at_once(table: LeaseTable) -> None:
+    first = QueryClaim(table, failover_s=30.0, renew_s=10.0)
+    first.acquire()
+    first.release()
+    second = QueryClaim(table, failover_s=30.0, renew_s=10.0)
+    second.acquire()  # no wait: nothing is claimed
+    second.release()
