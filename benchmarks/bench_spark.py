@@ -13,8 +13,13 @@ Run inside the isolated namespace (it starts its own emulators):
    kinesis-mock + DynamoDB Local; a producer puts 20 records every 100 ms;
    ``foreachBatch`` measures now - approximateArrivalTimestamp of every row.
 
-Measured here (2 cores, Python 3.11, 100,000 x 200 B): see the closing note
-of the Spark issue; rerun to compare on your machine.
+Measured here (2 cores, Python 3.11, --records 50000, 200 B), second (warm) round:
+Arrow 33,900 rows/s (6.8 MB/s), tuples 31,800 rows/s (6.4 MB/s); the first,
+cold round (Python workers starting) ran at 9-12k rows/s. kinesalite's
+GetRecords bounds both: the decoder alone does ~520k records/s into Arrow
+(bench_decode.py), so the Arrow advantage only shows against a faster
+endpoint. Latency put -> foreachBatch at a 1 s trigger: median 0.35 s,
+p95 0.82 s, max 0.93 s (3,080 records over 20 s).
 """
 
 from __future__ import annotations
