@@ -30,11 +30,16 @@ import os
 import statistics
 import time
 
-from lineage import ShardGraph
-
 from kinesis_src.positions import Position
 from kinesis_src.spark.offsets import Plan, ShardPlan
-from kinesis_src.spark.planner import BatchEnd, admit_ready, advance, next_plan
+from kinesis_src.spark.planner import (
+    BatchEnd,
+    admit_ready,
+    advance,
+    lineage_rank,
+    next_plan,
+)
+from lineage import ShardGraph
 
 TOP = 2**128 - 1
 
@@ -140,9 +145,7 @@ def main() -> None:
             timings["offset JSON"].append(time.perf_counter() - t)
 
             t = time.perf_counter()
-            rank: dict[str, int] = {}
-            for sid in graph.shard_ids():
-                rank[sid] = 1 + max((rank.get(p, 0) for p in graph.parents(sid)), default=0)
+            rank = lineage_rank(graph)
             ordered = sorted(nxt.read, key=lambda s: (rank[s], s))
             groups = [ordered[i : i + 4] for i in range(0, len(ordered), 4)]
             timings["partitions"].append(time.perf_counter() - t)

@@ -94,20 +94,19 @@ def main() -> int:
         print(f"produced {producer.acknowledged} records over {opts.keys} keys; reading back in lineage order:")
 
         records = []
-        discovery_graph = None
         for chunk in drain_stream(kinesis, opts.stream, fetch_interval_s=0.0):
             records.extend(chunk.records())
             if chunk.stop_reason.value in ("shard_end", "caught_up"):
                 print(f"  {chunk.shard_id}: {chunk.stop_reason.value:<9} after {chunk.next_position}")
         discovery = ShardDiscovery(kinesis, opts.stream)
         discovery.refresh()
-        discovery_graph = discovery.graph
+        graph = discovery.graph
         report = check_order(records, producer.expected())
 
         print("\nshard lineage (parents -> shard: records read):")
-        for shard_id in discovery_graph.shard_ids():
-            parents = " + ".join(discovery_graph.parents(shard_id)) or "(root)"
-            state = "open" if discovery_graph.is_open(shard_id) else "closed"
+        for shard_id in graph.shard_ids():
+            parents = " + ".join(graph.parents(shard_id)) or "(root)"
+            state = "open" if graph.is_open(shard_id) else "closed"
             print(f"  {parents:>44} -> {shard_id} [{state}]: {report.shards.get(shard_id, 0)}")
         print()
         print(report.summary())

@@ -63,13 +63,18 @@ class AwsSettings:
     ) -> AwsSettings:
         """Explicit arguments win; otherwise the environment; otherwise AWS defaults."""
         env = os.environ if environ is None else environ
-        region = region or next((env[k] for k in ENV_REGIONS if env.get(k)), "")
+        region = region or region_from_env(env)
         return cls(
             region=region,
             endpoint_url=endpoint_url or env.get(ENV_ENDPOINT_URL) or None,
             dynamodb_endpoint_url=dynamodb_endpoint_url or env.get(ENV_DYNAMODB_ENDPOINT_URL) or None,
             **kwargs,  # type: ignore[arg-type]
         )
+
+
+def region_from_env(environ: Mapping[str, str]) -> str:
+    """AWS_REGION, else AWS_DEFAULT_REGION, else empty (the caller reports it as missing)."""
+    return next((environ[k] for k in ENV_REGIONS if environ.get(k)), "")
 
 
 def check_endpoint_url(url: str, option: str) -> str:

@@ -46,14 +46,10 @@ class KeyedProducer:
         return [f"key-{i:03d}" for i in range(self.keys)]
 
     def put_round(self) -> None:
-        entries = []
-        for key in self.key_names():
-            n = self.counters.get(key, 0) + 1
-            entries.append((key, encode(key, n)))
-        self.kinesis.put_records(self.stream, entries)  # raises unless every entry was accepted
-        for key, _ in entries:
-            self.counters[key] = self.counters.get(key, 0) + 1
-        self.acknowledged += len(entries)
+        following = {key: self.counters.get(key, 0) + 1 for key in self.key_names()}
+        self.kinesis.put_records(self.stream, [(k, encode(k, n)) for k, n in following.items()])  # all or raise
+        self.counters.update(following)
+        self.acknowledged += len(following)
 
     def put_rounds(self, rounds: int) -> None:
         for _ in range(rounds):
@@ -71,6 +67,23 @@ class KeyedProducer:
 
     def expected(self) -> set[tuple[str, int]]:
         return {(key, n) for key, last in self.counters.items() for n in range(1, last + 1)}
+
+
+def split_then_merge(kinesis: KinesisClient, stream: str, producer: KeyedProducer, rounds: int) -> None:
+    """A 2-shard stream whose shard 0 is split and whose upper child is merged with shard 1.
+
+    ``rounds`` of records go in before the split, between split and merge,
+    and after the merge, so every key has records in a parent and a child.
+    """
+    kinesis.create_stream(stream, 2)
+    kinesis.wait_active(stream)
+    producer.put_rounds(rounds)
+    kinesis.split_shard(stream, "shardId-000000000000", 2**126)
+    kinesis.wait_active(stream)
+    producer.put_rounds(rounds)
+    kinesis.merge_shards(stream, "shardId-000000000003", "shardId-000000000001")
+    kinesis.wait_active(stream)
+    producer.put_rounds(rounds)
 
 
 @dataclass

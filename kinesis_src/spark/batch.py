@@ -21,6 +21,7 @@ from ..discovery import ShardDiscovery
 from ..positions import format_timestamp
 from .options import SourceOptions
 from .partitions import Endpoint, KinesisPartition, ShardSlice
+from .planner import lineage_rank
 from .tasks import read_partition
 
 log = logging.getLogger(__name__)
@@ -28,18 +29,6 @@ log = logging.getLogger(__name__)
 
 def endpoint_of(options: SourceOptions) -> Endpoint:
     return Endpoint(options.region, options.endpoint_url, options.dynamodb_endpoint_url)
-
-
-def lineage_order(discovery: ShardDiscovery) -> list[str]:
-    """All known shards, each after its parents: repeated ``ready`` on a growing drained set."""
-    order: list[str] = []
-    done: set[str] = set()
-    while True:
-        ready = [s for s in discovery.graph.ready(done) if s not in done]
-        if not ready:
-            return order
-        order.extend(ready)
-        done.update(ready)
 
 
 class KinesisBatchReader(DataSourceReader):
@@ -55,7 +44,8 @@ class KinesisBatchReader(DataSourceReader):
         end = self._end()
         discovery = ShardDiscovery(KinesisClient(opts.aws_settings()), opts.stream_name)
         discovery.refresh(opts.initial_position)
-        shards = lineage_order(discovery)
+        rank = lineage_rank(discovery.graph)
+        shards = sorted(discovery.graph.shard_ids(), key=lambda s: (rank[s], s))
         start = opts.initial_position.to_dict()
         groups = [shards[i : i + opts.shards_per_task] for i in range(0, len(shards), opts.shards_per_task)]
         log.info(

@@ -16,7 +16,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
-from ..config import ENV_DYNAMODB_ENDPOINT_URL, ENV_ENDPOINT_URL, ENV_REGIONS, AwsSettings, check_endpoint_url
+from ..config import (
+    ENV_DYNAMODB_ENDPOINT_URL,
+    ENV_ENDPOINT_URL,
+    AwsSettings,
+    check_endpoint_url,
+    region_from_env,
+)
 from ..errors import ConfigurationError, InvalidPositionError
 from ..positions import Position, parse_timestamp
 
@@ -105,7 +111,7 @@ def parse_options(
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     _reject_unknown(opts)
     stream = _required_name(opts, "streamname", "streamName")
-    region = opts.get("region") or next((env[k] for k in ENV_REGIONS if env.get(k)), "")
+    region = opts.get("region") or region_from_env(env)
     if not region:
         raise ConfigurationError("option 'region' is required (or set AWS_REGION), e.g. .option('region', 'us-east-1')")
     endpoint = _url(opts.get("endpointurl") or env.get(ENV_ENDPOINT_URL), "endpointUrl")

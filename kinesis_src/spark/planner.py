@@ -161,6 +161,14 @@ def prune_drained(plan: Plan, graph: ShardGraph) -> Plan:
     return plan if kept == plan.drained else replace(plan, drained=kept)
 
 
+def lineage_rank(graph: ShardGraph) -> dict[str, int]:
+    """Depth of each shard in the lineage (roots 1); sorting by it puts parents before children."""
+    rank: dict[str, int] = {}
+    for sid in graph.shard_ids():  # ids grow with lineage: parents are ranked first
+        rank[sid] = 1 + max((rank.get(p, 0) for p in graph.parents(sid)), default=0)
+    return rank
+
+
 def _ancestors(graph: ShardGraph, shard_ids: Iterable[str]) -> set[str]:
     out: set[str] = set()
     for sid in shard_ids:

@@ -17,21 +17,35 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 from ..aws import KinesisClient
 from ..discovery import ShardDiscovery
 from ..errors import DataLossError, IteratorExpiredError
 from ..positions import Position, PositionKind, format_timestamp
+from ..progress import ProgressStore
 from .batch import endpoint_of
 from .offsets import Plan, ShardPlan
 from .options import SourceOptions
 from .partitions import KinesisPartition, ShardSlice
-from .planner import BatchEnd, Frontier, admit_ready, advance, idle_shards, next_plan, prune_drained
-from ..progress import ProgressStore
+from .planner import (
+    BatchEnd,
+    Frontier,
+    admit_ready,
+    advance,
+    idle_shards,
+    lineage_rank,
+    next_plan,
+    prune_drained,
+)
 from .progress_log import ProgressLog, open_lease_table
-from .tenancy import QueryClaim
 from .tasks import read_stream_partition
+from .tenancy import QueryClaim
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +128,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if plan.batch == 0 or not plan.read or start == end:
             return []
         opts = self.options
-        order = self.driver.lineage_rank()
+        order = lineage_rank(self.driver.discovery.graph)
         shards = sorted(plan.read, key=lambda s: (order.get(s, 0), s))
         groups = [shards[i : i + opts.shards_per_task] for i in range(0, len(shards), opts.shards_per_task)]
         return [
@@ -218,14 +232,6 @@ class _Driver:
         if self.options.fail_on_data_loss:
             raise DataLossError(message + "; set failOnDataLoss=false to skip them and continue")
         log.warning("%s; continuing because failOnDataLoss=false", message)
-
-    def lineage_rank(self) -> dict[str, int]:
-        """Depth of each shard in the lineage, so partitions list parents before children."""
-        graph = self.discovery.graph
-        rank: dict[str, int] = {}
-        for sid in graph.shard_ids():  # ids grow with lineage: parents come first
-            rank[sid] = 1 + max((rank.get(p, 0) for p in graph.parents(sid)), default=0)
-        return rank
 
     # -- progress ------------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ from typing import Iterator
 import pyarrow as pa
 
 from ..aws import KinesisClient
-from ..positions import Position
 from ..errors import MalformedResponseError
+from ..positions import Position
 from ..reader import ShardRead, ShardReader, StopReason
 from .partitions import Endpoint, KinesisPartition, ShardSlice
 from .planner import BatchEnd

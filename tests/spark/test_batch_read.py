@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
-from kinesis_src import KinesisClient, KinesisDataSource
-from kinesis_src.workload import KeyedProducer, check_order, decode
+from kinesis_src import KinesisDataSource
+from kinesis_src.workload import KeyedProducer, check_order, decode, split_then_merge
 
 pytestmark = pytest.mark.integration
 
@@ -19,18 +19,6 @@ def records_of(rows):
         Record(r.partitionKey, bytes(r.data), r.sequenceNumber, r.subSequenceNumber, r.shardId, r.approximateArrivalTimestamp)
         for r in rows
     ]
-
-
-def reshard(kinesis: KinesisClient, stream: str, producer: KeyedProducer) -> None:
-    kinesis.create_stream(stream, 2)
-    kinesis.wait_active(stream)
-    producer.put_rounds(3)
-    kinesis.split_shard(stream, "shardId-000000000000", 2**126)
-    kinesis.wait_active(stream)
-    producer.put_rounds(3)
-    kinesis.merge_shards(stream, "shardId-000000000003", "shardId-000000000001")
-    kinesis.wait_active(stream)
-    producer.put_rounds(3)
 
 
 def test_format_works_without_register_and_reads_between_timestamps(spark, kinesis, stream_name) -> None:
@@ -63,7 +51,7 @@ def test_format_works_without_register_and_reads_between_timestamps(spark, kines
 
 def test_batch_read_of_a_resharded_stream_is_complete_and_parent_first(spark, kinesis, stream_name) -> None:
     producer = KeyedProducer(kinesis, stream_name, keys=20)
-    reshard(kinesis, stream_name, producer)
+    split_then_merge(kinesis, stream_name, producer, rounds=3)
     spark.dataSource.register(KinesisDataSource)
     df = spark.read.format("kinesis").option("streamName", stream_name).option("shardsPerTask", "2").load()
     assert df.columns == ["partitionKey", "data", "stream", "shardId", "sequenceNumber", "subSequenceNumber", "approximateArrivalTimestamp"]

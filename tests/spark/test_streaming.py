@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from kinesis_src import KinesisClient
-from kinesis_src.workload import KeyedProducer, check_order, read_file_sink
+from kinesis_src.workload import (
+    KeyedProducer,
+    check_order,
+    read_file_sink,
+    split_then_merge,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -90,22 +95,9 @@ def test_streaming_query_survives_split_and_merge_exactly_once(spark, kinesis: K
     assert progress is not None and "millisBehindLatest" in str(progress["sources"][0].get("latestOffset"))
 
 
-def reshard_offline(kinesis: KinesisClient, stream: str, producer: KeyedProducer) -> None:
-    """Split and merge with the producer between steps, before any query runs."""
-    kinesis.create_stream(stream, 2)
-    kinesis.wait_active(stream)
-    producer.put_rounds(2)
-    kinesis.split_shard(stream, "shardId-000000000000", 2**126)
-    kinesis.wait_active(stream)
-    producer.put_rounds(2)
-    kinesis.merge_shards(stream, "shardId-000000000003", "shardId-000000000001")
-    kinesis.wait_active(stream)
-    producer.put_rounds(2)
-
-
 def test_available_now_reads_everything_across_a_reshard_then_stops(spark, kinesis: KinesisClient, stream_name: str, tmp_path: Path) -> None:
     producer = KeyedProducer(kinesis, stream_name, keys=10)
-    reshard_offline(kinesis, stream_name, producer)
+    split_then_merge(kinesis, stream_name, producer, rounds=2)
     reader = (
         spark.readStream.format("kinesis").option("streamName", stream_name)
         .option("initialPosition", "trim_horizon").option("applicationName", f"an-{stream_name}")
@@ -126,7 +118,7 @@ def test_available_now_reads_everything_across_a_reshard_then_stops(spark, kines
 
 def test_preserve_shard_order_false_reads_children_without_waiting(spark, kinesis: KinesisClient, stream_name: str, tmp_path: Path) -> None:
     producer = KeyedProducer(kinesis, stream_name, keys=10)
-    reshard_offline(kinesis, stream_name, producer)
+    split_then_merge(kinesis, stream_name, producer, rounds=2)
     query = (
         spark.readStream.format("kinesis").option("streamName", stream_name)
         .option("initialPosition", "trim_horizon").option("applicationName", f"po-{stream_name}")

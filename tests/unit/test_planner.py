@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from lineage import ShardGraph
-
 from kinesis_src.positions import Position
 from kinesis_src.spark.offsets import Plan, ShardPlan
 from kinesis_src.spark.planner import (
@@ -12,8 +10,10 @@ from kinesis_src.spark.planner import (
     ShardStatus,
     admit_ready,
     advance,
+    lineage_rank,
     next_plan,
 )
+from lineage import ShardGraph
 
 TOP = 2**128 - 1
 S = "shardId-{:012d}".format
@@ -127,3 +127,7 @@ def test_offsets_are_stable_json() -> None:
     text = json.dumps(p.to_offset())
     assert json.dumps(Plan.from_offset(json.loads(text)).to_offset()) == text
     assert text.index(S(0)) < text.index(S(1)) and text.index(S(5)) < text.index(S(7))
+
+
+def test_lineage_rank_puts_parents_before_children() -> None:
+    assert lineage_rank(merged_graph()) == {S(0): 1, S(1): 1, S(2): 2}
