@@ -6,6 +6,7 @@ Importing this package never imports pyspark.
 
 from .aws import KinesisClient
 from .config import AwsSettings
+from .consumer import BlockingConsumer, Consumer, ConsumerMetrics
 from .drain import drain_stream
 from .errors import KinesisSourceError
 from .lease_table import Checkpoint, Lease, LeaseTable, default_table_name
@@ -19,7 +20,10 @@ from .shard_sync import ShardSync
 
 __all__ = [
     "AwsSettings",
+    "BlockingConsumer",
     "Checkpoint",
+    "Consumer",
+    "ConsumerMetrics",
     "KinesisClient",
     "KinesisDataSource",
     "KinesisSourceError",

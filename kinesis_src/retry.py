@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 from tenacity import (
+    AsyncRetrying,
     RetryCallState,
     Retrying,
     retry_if_exception,
@@ -69,7 +70,30 @@ def call_with_retry(
     shardId-000000000001 of stream orders") for the log line on each retry
     and for the final error, so a user reading either knows what failed.
     """
-    retrying = Retrying(
+    retrying = Retrying(sleep=sleep, **_strategy(what, policy))
+    try:
+        return retrying(fn)
+    except KinesisSourceError as error:
+        if not error.retriable:
+            raise
+        raise _exhausted(error, what, retrying.statistics, policy) from error
+
+
+async def acall_with_retry(
+    fn: Callable[[], Awaitable[T]], what: str, policy: RetryPolicy = RetryPolicy()
+) -> T:
+    """:func:`call_with_retry` for coroutines (the async consumer): same policy, same errors."""
+    retrying = AsyncRetrying(**_strategy(what, policy))
+    try:
+        return await retrying(fn)
+    except KinesisSourceError as error:
+        if not error.retriable:
+            raise
+        raise _exhausted(error, what, retrying.statistics, policy) from error
+
+
+def _strategy(what: str, policy: RetryPolicy) -> dict:
+    return dict(
         retry=retry_if_exception(is_retriable),
         stop=stop_after_attempt(policy.max_attempts) | stop_after_delay(policy.deadline_s),
         wait=wait_exponential_jitter(
@@ -77,19 +101,14 @@ def call_with_retry(
             max=policy.max_backoff_s,
             jitter=policy.initial_backoff_s,
         ),
-        sleep=sleep,
         before_sleep=lambda state: _log_retry(state, what),
         reraise=True,
     )
-    try:
-        return retrying(fn)
-    except KinesisSourceError as error:
-        if not error.retriable:
-            raise
-        attempts = retrying.statistics.get("attempt_number", policy.max_attempts)
-        raise RetriesExhaustedError(
-            f"{what} still failing after {attempts} attempt(s): {error}", error
-        ) from error
+
+
+def _exhausted(error: KinesisSourceError, what: str, stats: dict, policy: RetryPolicy) -> RetriesExhaustedError:
+    attempts = stats.get("attempt_number", policy.max_attempts)
+    return RetriesExhaustedError(f"{what} still failing after {attempts} attempt(s): {error}", error)
 
 
 def _log_retry(state: RetryCallState, what: str) -> None:

@@ -1,0 +1,159 @@
+"""The Kinesis read calls on aiobotocore, for the async consumer.
+
+One event loop can then keep many shards' GetRecords in flight at once
+without a thread per shard. The same rules hold as for the sync client:
+botocore's own retries are off (ours apply, through
+:func:`kinesis_src.retry.acall_with_retry`), errors are translated once by
+:func:`.boundary.translate`, and GetRecords bodies skip botocore's generic
+parser for the fast one in :mod:`.decode` (aiobotocore parses asynchronously,
+so it needs its own subclass; the decoding function is the same).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Awaitable, Callable, TypeVar
+
+from aiobotocore.config import AioConfig
+from aiobotocore.parsers import AioJSONParser, AioResponseParserFactory
+from aiobotocore.session import AioSession, get_session
+
+from ..config import AwsSettings
+from ..errors import ResourceNotFoundError, ShardNotFoundError, StreamNotFoundError
+from ..positions import Position
+from ..records import RecordPage
+from ..retry import acall_with_retry
+from .boundary import translate
+from .decode import PAGE_KEY, decode_get_records
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_GET_RECORDS_OUTPUT = "GetRecordsOutput"
+
+
+class AioFastGetRecordsParser(AioJSONParser):
+    """aiobotocore's JSON parser, except GetRecords success bodies take the fast path."""
+
+    async def _do_parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]:
+        if shape is None or shape.name != _GET_RECORDS_OUTPUT:
+            return await super()._do_parse(response, shape)
+        page = decode_get_records(response["body"])
+        parsed: dict[str, Any] = {PAGE_KEY: page}
+        if page.next_iterator is not None:
+            parsed["NextShardIterator"] = page.next_iterator
+        if page.millis_behind_latest is not None:
+            parsed["MillisBehindLatest"] = page.millis_behind_latest
+        self._inject_response_metadata(parsed, response["headers"])
+        return parsed
+
+
+class AioFastResponseParserFactory(AioResponseParserFactory):
+    def create_parser(self, protocol_name: str) -> Any:
+        if protocol_name == "json":
+            return AioFastGetRecordsParser(**self._defaults)
+        return super().create_parser(protocol_name)
+
+
+def new_aio_session() -> AioSession:
+    session = get_session()
+    session.register_component("response_parser_factory", AioFastResponseParserFactory())
+    return session
+
+
+def aio_client_config(settings: AwsSettings, max_connections: int) -> AioConfig:
+    return AioConfig(
+        region_name=settings.region,
+        connect_timeout=settings.connect_timeout_s,
+        read_timeout=settings.read_timeout_s,
+        retries={"total_max_attempts": 1},
+        max_pool_connections=max_connections,
+        user_agent_appid="kinesis-src",
+    )
+
+
+class AsyncKinesisClient:
+    """GetShardIterator / GetRecords / DescribeStreamSummary on aiobotocore.
+
+    Use as ``async with AsyncKinesisClient(settings) as kinesis:``; the HTTP
+    connection pool lives as long as the context, sized for one request in
+    flight per shard this process reads (``max_connections``).
+    """
+
+    def __init__(self, settings: AwsSettings, max_connections: int = 64) -> None:
+        self.settings = settings
+        self.endpoint = settings.endpoint_url or f"Kinesis in {settings.region}"
+        self._max_connections = max_connections
+        self._context: Any = None
+        self._client: Any = None
+
+    async def __aenter__(self) -> AsyncKinesisClient:
+        self._context = new_aio_session().create_client(
+            "kinesis",
+            region_name=self.settings.region,
+            endpoint_url=self.settings.endpoint_url,
+            config=aio_client_config(self.settings, self._max_connections),
+        )
+        self._client = await self._context.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        context, self._context, self._client = self._context, None, None
+        if context is not None:
+            await context.__aexit__(*exc_info)
+
+    async def _call(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
+        async def attempt() -> T:
+            try:
+                return await fn()
+            except Exception as exc:  # translated, never swallowed
+                raise translate(exc, what, self.endpoint) from exc
+
+        return await acall_with_retry(attempt, what, self.settings.retry)
+
+    async def describe_stream_status(self, stream: str) -> str:
+        what = f"DescribeStreamSummary of stream {stream!r}"
+        try:
+            out = await self._call(what, lambda: self._client.describe_stream_summary(StreamName=stream))
+        except ResourceNotFoundError as exc:
+            raise self._stream_not_found(stream) from exc
+        return str(out["StreamDescriptionSummary"]["StreamStatus"])
+
+    async def get_shard_iterator(self, stream: str, shard_id: str, position: Position) -> str:
+        what = f"GetShardIterator({position}) on shard {shard_id} of stream {stream!r}"
+        try:
+            out = await self._call(
+                what,
+                lambda: self._client.get_shard_iterator(
+                    StreamName=stream, ShardId=shard_id, **position.iterator_args()
+                ),
+            )
+        except ResourceNotFoundError as exc:
+            raise await self._stream_or_shard_missing(stream, shard_id) from exc
+        return str(out["ShardIterator"])
+
+    async def get_records(self, iterator: str, limit: int, shard_id: str, stream: str) -> RecordPage:
+        what = f"GetRecords on shard {shard_id} of stream {stream!r}"
+        try:
+            out = await self._call(
+                what, lambda: self._client.get_records(ShardIterator=iterator, Limit=limit)
+            )
+        except ResourceNotFoundError as exc:
+            raise await self._stream_or_shard_missing(stream, shard_id) from exc
+        return out[PAGE_KEY]
+
+    def _stream_not_found(self, stream: str) -> StreamNotFoundError:
+        return StreamNotFoundError(
+            f"stream {stream!r} does not exist at {self.endpoint} (region {self.settings.region}). "
+            "Check the stream name, region and endpoint_url, or create the stream first."
+        )
+
+    async def _stream_or_shard_missing(self, stream: str, shard_id: str) -> ResourceNotFoundError:
+        try:
+            await self.describe_stream_status(stream)
+        except StreamNotFoundError as missing:
+            return missing
+        return ShardNotFoundError(
+            f"shard {shard_id} is not part of stream {stream!r} at {self.endpoint}. It may have "
+            "been trimmed past retention; its lease is removed at the next shard sync."
+        )

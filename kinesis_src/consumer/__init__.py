@@ -1,0 +1,19 @@
+"""The Python consumer for ETL jobs: :class:`Consumer` (asyncio) and :class:`BlockingConsumer`."""
+
+from .batch import Batch
+from .blocking import BlockingBatch, BlockingConsumer
+from .consumer import Consumer, default_worker_id, parse_initial_position
+from .metrics import ConsumerMetrics, ShardMetrics
+from .pacing import FetchPacing
+
+__all__ = [
+    "Batch",
+    "BlockingBatch",
+    "BlockingConsumer",
+    "Consumer",
+    "ConsumerMetrics",
+    "FetchPacing",
+    "ShardMetrics",
+    "default_worker_id",
+    "parse_initial_position",
+]

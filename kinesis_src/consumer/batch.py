@@ -1,0 +1,55 @@
+"""What ``async for batch in consumer`` yields: one shard's records, in order, and their acknowledgement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+from ..records import Record, RecordPage
+
+
+@dataclass(eq=False)
+class Batch:
+    """Records of one shard from one GetRecords call, in sequence order.
+
+    ``await batch.checkpoint()`` acknowledges this batch *and every earlier
+    batch of the same shard* (a checkpoint is a position, as in the KCL).
+    Checkpointing an older batch after a newer one is a no-op, never a step
+    back. After the lease on the shard was lost (taken over, or released
+    because this worker was shutting down or shedding load) it raises
+    :class:`~kinesis_src.errors.LeaseLostError` and writes nothing; the new
+    owner delivers every record after the last successful checkpoint again.
+    """
+
+    shard_id: str
+    page: RecordPage
+    index: int
+    generation: int
+    millis_behind_latest: int | None
+    _checkpoint: Callable[[Batch], Awaitable[None]] = field(repr=False)
+    _records: list[Record] | None = field(default=None, repr=False)
+
+    @property
+    def records(self) -> list[Record]:
+        """Built on first use: a consumer that only needs the columns (``batch.page``) never pays for them."""
+        if self._records is None:
+            self._records = list(self.page.records(self.shard_id))
+        return self._records
+
+    @property
+    def first_sequence_number(self) -> str:
+        return self.page.sequence_numbers[0]
+
+    @property
+    def last_sequence_number(self) -> str:
+        return self.page.sequence_numbers[-1]
+
+    @property
+    def byte_count(self) -> int:
+        return self.page.byte_count
+
+    def __len__(self) -> int:
+        return len(self.page)
+
+    async def checkpoint(self) -> None:
+        await self._checkpoint(self)

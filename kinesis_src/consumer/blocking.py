@@ -1,0 +1,136 @@
+"""The consumer for scripts without asyncio: the same :class:`Consumer`, its loop on a background thread.
+
+Fetching and lease work carry on while the script processes a batch (the
+loop never waits for the script), so a blocking script reads as fast as an
+async one. ``Ctrl-C`` and SIGTERM end the ``for`` loop and release the leases
+on the way out of the ``with`` block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from types import FrameType
+from typing import Any, Callable, Coroutine, Iterator, TypeVar
+
+from ..records import Record, RecordPage
+from .batch import Batch
+from .consumer import Consumer
+from .metrics import ConsumerMetrics
+
+T = TypeVar("T")
+
+
+class BlockingBatch:
+    """A :class:`Batch` whose ``checkpoint()`` blocks until the checkpoint is written."""
+
+    def __init__(self, batch: Batch, run: Callable[[Coroutine[Any, Any, Any]], Any]) -> None:
+        self.batch = batch
+        self._run = run
+
+    @property
+    def records(self) -> list[Record]:
+        return self.batch.records
+
+    @property
+    def shard_id(self) -> str:
+        return self.batch.shard_id
+
+    @property
+    def page(self) -> RecordPage:
+        return self.batch.page
+
+    @property
+    def millis_behind_latest(self) -> int | None:
+        return self.batch.millis_behind_latest
+
+    @property
+    def last_sequence_number(self) -> str:
+        return self.batch.last_sequence_number
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+    def checkpoint(self) -> None:
+        self._run(self.batch.checkpoint())
+
+
+class BlockingConsumer:
+    """``with BlockingConsumer(...) as consumer: for batch in consumer: ...; batch.checkpoint()``.
+
+    Takes exactly the arguments of :class:`Consumer`.
+    """
+
+    def __init__(self, stream_name: str, **options: Any) -> None:
+        self._handle_signals = options.pop("handle_signals", True)
+        self.consumer = Consumer(stream_name, handle_signals=False, **options)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="kinesis-src-consumer", daemon=True)
+        self._previous: Any = None
+
+    @property
+    def worker_id(self) -> str:
+        return self.consumer.worker_id
+
+    @property
+    def metrics(self) -> ConsumerMetrics:
+        return self.consumer.metrics
+
+    def held_shards(self) -> list[str]:
+        return self.consumer.held_shards()
+
+    def __enter__(self) -> BlockingConsumer:
+        self._thread.start()
+        try:
+            self._run(self.consumer.start())
+        except BaseException:
+            self._shutdown_loop()
+            raise
+        self._install_sigterm()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self._run(self.consumer.close())
+        finally:
+            self._restore_sigterm()
+            self._shutdown_loop()
+
+    def __iter__(self) -> Iterator[BlockingBatch]:
+        while True:
+            try:
+                batch = self._run(self.consumer.__anext__())
+            except StopAsyncIteration:
+                return
+            yield BlockingBatch(batch, self._run)
+
+    def stop(self) -> None:
+        self.consumer.stop()
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # e.g. KeyboardInterrupt while waiting for the next batch
+            raise
+
+    def _shutdown_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        if not self._loop.is_running():
+            self._loop.close()
+
+    def _install_sigterm(self) -> None:
+        if not self._handle_signals or threading.current_thread() is not threading.main_thread():
+            return
+        self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.consumer.stop()
+
+    def _restore_sigterm(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None

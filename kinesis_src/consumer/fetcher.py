@@ -1,0 +1,90 @@
+"""One shard's fetch loop on the event loop: iterator, GetRecords, pacing, expiry, SHARD_END.
+
+It knows nothing of leases or checkpoints: it turns a start position into a
+sequence of pages handed to ``deliver`` (which may block: that is the
+consumer's back-pressure) and ends by calling ``on_end`` with the children
+Kinesis named. Errors the retry helper gave up on are retried here after a
+pause, so a long throttle or outage slows a shard down without stopping the
+consumer; errors no retry can fix propagate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Awaitable, Callable
+
+from ..aws.async_kinesis import AsyncKinesisClient
+from ..errors import IteratorExpiredError, RetriesExhaustedError
+from ..positions import Position
+from ..records import ChildShard, RecordPage
+from .pacing import FetchPacing
+
+log = logging.getLogger(__name__)
+
+OUTAGE_PAUSE_S = 5.0
+
+
+class ShardFetcher:
+    def __init__(
+        self,
+        kinesis: AsyncKinesisClient,
+        stream: str,
+        shard_id: str,
+        start: Position,
+        *,
+        limit: int,
+        pacing: FetchPacing,
+        deliver: Callable[[RecordPage], Awaitable[None]],
+        on_end: Callable[[tuple[ChildShard, ...]], Awaitable[None]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kinesis = kinesis
+        self.stream = stream
+        self.shard_id = shard_id
+        self.position = start
+        self.limit = limit
+        self.pacing = pacing
+        self.deliver = deliver
+        self.on_end = on_end
+        self.clock = clock
+        self.calls = 0
+
+    async def run(self) -> None:
+        iterator = await self._iterator()
+        while True:
+            started = self.clock()
+            try:
+                page = await self.kinesis.get_records(iterator, self.limit, self.shard_id, self.stream)
+            except IteratorExpiredError:
+                log.info("iterator of shard %s expired (slow consumer?); resuming at %s", self.shard_id, self.position)
+                iterator = await self._iterator()
+                continue
+            except RetriesExhaustedError as exc:
+                log.warning("shard %s: %s; trying again in %.0fs", self.shard_id, exc, OUTAGE_PAUSE_S)
+                await asyncio.sleep(OUTAGE_PAUSE_S)
+                iterator = await self._iterator()
+                continue
+            self.calls += 1
+            if len(page):
+                self.position = Position.after_sequence(page.sequence_numbers[-1])
+                await self.deliver(page)
+            elif page.millis_behind_latest is not None:
+                await self.deliver(page)  # empty: only the lag figure is news
+            if page.next_iterator is None:
+                await self.on_end(page.child_shards)
+                return
+            iterator = page.next_iterator
+            wait = self.pacing.delay(len(page), page.byte_count, page.millis_behind_latest, self.clock() - started)
+            if wait > 0:
+                await asyncio.sleep(wait)
+
+    async def _iterator(self) -> str:
+        """An iterator at the current position; outages are waited out, like GetRecords'."""
+        while True:
+            try:
+                return await self.kinesis.get_shard_iterator(self.stream, self.shard_id, self.position)
+            except RetriesExhaustedError as exc:
+                log.warning("shard %s: %s; trying again in %.0fs", self.shard_id, exc, OUTAGE_PAUSE_S)
+                await asyncio.sleep(OUTAGE_PAUSE_S)

@@ -1,0 +1,64 @@
+"""What a consumer reports about itself: a plain object to read, and a periodic log line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass
+class ShardMetrics:
+    """One held shard. ``millis_behind_latest`` is Kinesis' own lag figure from the last GetRecords."""
+
+    shard_id: str
+    millis_behind_latest: int | None = None
+    records: int = 0
+    bytes: int = 0
+    last_sequence_number: str | None = None
+    checkpoint: str | None = None
+
+
+@dataclass
+class ConsumerMetrics:
+    """Counters since the consumer started; ``shards`` covers the leases held now.
+
+    ``records``/``bytes`` count records delivered to the application
+    (redeliveries included); ``checkpoints`` counts successful checkpoint
+    writes. ``leases_taken`` counts acquisitions (including re-acquiring a
+    shard), ``leases_lost`` involuntary losses (taken over, coordinator
+    failure), ``leases_released`` graceful hand-offs and ``shards_ended``
+    shards read and acknowledged to SHARD_END.
+    """
+
+    worker_id: str
+    records: int = 0
+    bytes: int = 0
+    batches: int = 0
+    checkpoints: int = 0
+    leases_taken: int = 0
+    leases_lost: int = 0
+    leases_released: int = 0
+    shards_ended: int = 0
+    shards: dict[str, ShardMetrics] = field(default_factory=dict)
+
+    @property
+    def leases_held(self) -> int:
+        return len(self.shards)
+
+    @property
+    def max_millis_behind_latest(self) -> int | None:
+        lags = [s.millis_behind_latest for s in self.shards.values() if s.millis_behind_latest is not None]
+        return max(lags) if lags else None
+
+    def snapshot(self) -> ConsumerMetrics:
+        """A copy the caller may keep: the live object keeps changing on the consumer's loop."""
+        return replace(self, shards={k: replace(v) for k, v in self.shards.items()})
+
+    def summary(self) -> str:
+        lag = self.max_millis_behind_latest
+        return (
+            f"worker {self.worker_id}: {self.leases_held} lease(s) held "
+            f"(taken {self.leases_taken}, lost {self.leases_lost}, released {self.leases_released}, "
+            f"ended {self.shards_ended}); {self.records} records / {self.bytes} bytes in "
+            f"{self.batches} batches, {self.checkpoints} checkpoints; max lag "
+            f"{'unknown' if lag is None else f'{lag} ms'}"
+        )
