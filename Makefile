@@ -9,7 +9,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ISOLATED := $(PY) localstack/launcher.py isolated --
 
-.PHONY: setup demo demo-library test unit bench emulators clean
+.PHONY: setup demo demo-library demo-consumer test unit bench emulators clean
 
 setup: $(VENV)/.installed localstack/node_modules/.kinesis-src-install-stamp
 
@@ -27,6 +27,9 @@ demo: setup
 
 demo-library: setup
 	$(ISOLATED) $(PY) examples/reshard_demo.py
+
+demo-consumer: setup
+	$(ISOLATED) $(PY) examples/consumer_etl.py
 
 test: setup
 	$(ISOLATED) $(PY) -m pytest
