@@ -21,8 +21,9 @@ before that point redelivers the parent's tail, never skips it.
 
 Graceful hand-off (shedding to a new worker, SIGTERM, leaving the ``async
 with``): the shard's fetcher stops, its undelivered batches are dropped, and
-the release waits (up to ``release_timeout_s``) for the batch the
-application is processing to be checkpointed or passed over; then the lease
+the release waits (up to ``release_timeout_s``, capped at one lease renewal
+interval because the coordinator's heartbeat waits with it) for the batch
+the application is processing to be checkpointed or passed over; then the lease
 is released and the next owner starts right after the last checkpoint.
 """
 
@@ -319,6 +320,11 @@ class Consumer:
             self.metrics.leases_lost += 1
             log.warning("consumer %s lost shard %s: %s", self.worker_id, lease.shard_id, reason)
 
+    def release_wait_s(self) -> float:
+        """How long a hand-off waits for the batch in hand. The coordinator's thread waits too, and
+        must not miss more than one heartbeat, so never longer than one renewal interval."""
+        return min(self.release_timeout_s, self.timing.renew_s)
+
     async def _prepare_release(self, shard_id: str) -> None:
         """Graceful hand-off: stop fetching, then let the application finish the batch it holds."""
         shard = self._shards.get(shard_id)
@@ -326,13 +332,14 @@ class Consumer:
             return
         shard.releasing = True
         await _cancel(shard.task)
+        wait_s = self.release_wait_s()
         try:
-            await asyncio.wait_for(self._until_not_in_flight(shard), self.release_timeout_s)
+            await asyncio.wait_for(self._until_not_in_flight(shard), wait_s)
         except asyncio.TimeoutError:
             log.warning(
                 "consumer %s: releasing shard %s while batch %d is still being processed (not checkpointed "
-                "within %.0fs); its records will be delivered again to the next owner",
-                self.worker_id, shard_id, self._in_flight.index if self._in_flight else 0, self.release_timeout_s,
+                "within %.1fs); its records will be delivered again to the next owner",
+                self.worker_id, shard_id, self._in_flight.index if self._in_flight else 0, wait_s,
             )
         self._forget(shard)
         self.metrics.leases_released += 1
@@ -489,7 +496,7 @@ class _LoopListener:
         if loop is None or loop.is_closed() or _on_loop(loop):
             return
         future = asyncio.run_coroutine_threadsafe(self.consumer._prepare_release(lease.shard_id), loop)
-        future.result(self.consumer.release_timeout_s + 5.0)
+        future.result(self.consumer.release_wait_s() + 5.0)
 
     def _post(self, fn: Any, *args: Any) -> None:
         loop = self.consumer._loop
