@@ -17,6 +17,7 @@ from .reader import ShardRead, ShardReader
 from .records import Record, RecordPage
 from .retry import RetryPolicy
 from .shard_sync import ShardSync
+from .window import read_table
 
 __all__ = [
     "AwsSettings",
@@ -43,6 +44,7 @@ __all__ = [
     "ShardSync",
     "default_table_name",
     "drain_stream",
+    "read_table",
 ]
 __version__ = "0.1.0"
 

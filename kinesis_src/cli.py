@@ -1,4 +1,4 @@
-"""The ``kinesis-src`` command: look at a stream's lineage, read it in lineage order.
+"""The ``kinesis-src`` command: look at a stream's lineage, read it in lineage order, export a window.
 
 The only module that prints or exits. Errors from the library become one
 line on stderr and exit status 2 (bad input) or 1 (anything else).
@@ -10,8 +10,10 @@ import argparse
 import base64
 import json
 import logging
+import os
 import sys
-from typing import Sequence, TextIO
+from pathlib import Path
+from typing import Callable, Sequence, TextIO
 
 from .aws import KinesisClient
 from .config import AwsSettings
@@ -19,6 +21,10 @@ from .discovery import ShardDiscovery
 from .drain import drain_stream
 from .errors import ConfigurationError, KinesisSourceError, ResourceNotFoundError
 from .positions import Position, format_timestamp
+from .records import Record
+from .window import read_table
+
+EXPORT_FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +50,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     read.add_argument("--output", type=argparse.FileType("w"), default=sys.stdout, help="file (default stdout)")
     read.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    export = sub.add_parser(
+        "export", help="write the records that arrived in [start, end) parent-first to Parquet or JSON lines"
+    )
+    export.add_argument("stream")
+    export.add_argument(
+        "--start",
+        default="trim_horizon",
+        help="inclusive: trim_horizon (default), earliest, latest (now), or an ISO-8601 timestamp (no offset = UTC)",
+    )
+    export.add_argument(
+        "--end",
+        default="latest",
+        help="exclusive: latest (default: the moment the export starts) or an ISO-8601 timestamp",
+    )
+    export.add_argument("--output", "-o", required=True, help="file to write (.parquet, .jsonl or .json)")
+    export.add_argument("--format", choices=["parquet", "jsonl"], help="default: from the --output suffix")
+    export.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
 
 
@@ -57,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         kinesis = KinesisClient(AwsSettings.from_env(region=args.region, endpoint_url=args.endpoint_url))
         if args.command == "shards":
             return _shards(kinesis, args.stream, args.json, sys.stdout)
+        if args.command == "export":
+            return _export(kinesis, args)
         return _read(kinesis, args.stream, _start(args.start), args.output, not args.no_progress)
     except (ConfigurationError, ResourceNotFoundError) as exc:
         print(f"kinesis-src: {exc}", file=sys.stderr)
@@ -103,7 +129,81 @@ def _read(kinesis: KinesisClient, stream: str, start: Position, out: TextIO, pro
     return 0
 
 
-def _as_json(record) -> dict:
+def _export(kinesis: KinesisClient, args: argparse.Namespace) -> int:
+    """Read the window into one table, write it, then say what was written (one line on stderr)."""
+    fmt = export_format(args.output, args.format)
+    path = Path(args.output)
+    if not path.parent.is_dir():  # before a long read, not after
+        raise ConfigurationError(f"cannot write {args.output!r}: directory {str(path.parent)!r} does not exist")
+    table = read_table(
+        args.stream, args.start, args.end, kinesis=kinesis, progress=False if args.no_progress else None
+    )
+    try:
+        _write_atomically(path, lambda tmp: _WRITERS[fmt](table, tmp))
+    except OSError as exc:
+        print(f"kinesis-src: cannot write {args.output!r}: {exc}", file=sys.stderr)
+        return 1
+    shards = len(set(table.column("shardId").to_pylist()))
+    print(
+        f"kinesis-src: exported {table.num_rows} records from {shards} shard{'' if shards == 1 else 's'} "
+        f"to {args.output} ({fmt})",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def export_format(output: str, given: str | None) -> str:
+    """``--format`` if given, else from the file suffix; anything else is a usage error."""
+    if given:
+        return given
+    fmt = EXPORT_FORMATS.get(Path(output).suffix.lower())
+    if fmt is None:
+        raise ConfigurationError(
+            f"cannot tell the export format of {output!r} from its suffix: name it .parquet, .jsonl or "
+            ".json, or pass --format parquet|jsonl"
+        )
+    return fmt
+
+
+def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """Write next to the target and rename, so a failed export never leaves a half-written file behind."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_parquet(table, path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path)
+
+
+def _write_jsonl(table, path: Path) -> None:
+    """The same JSON object per record as the ``read`` command."""
+    with open(path, "w") as out:
+        for batch in table.to_batches():
+            for row in batch.to_pylist():
+                out.write(json.dumps(_as_json(_row_record(row))) + "\n")
+
+
+_WRITERS = {"parquet": _write_parquet, "jsonl": _write_jsonl}
+
+
+def _row_record(row: dict) -> Record:
+    return Record(
+        partition_key=row["partitionKey"],
+        data=row["data"],
+        sequence_number=row["sequenceNumber"],
+        sub_sequence_number=row["subSequenceNumber"],
+        shard_id=row["shardId"],
+        approximate_arrival_timestamp=row["approximateArrivalTimestamp"],
+    )
+
+
+def _as_json(record: Record) -> dict:
     ts = record.approximate_arrival_timestamp
     return {
         "shardId": record.shard_id,

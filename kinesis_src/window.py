@@ -1,0 +1,253 @@
+"""Bounded reads: every record that arrived in a time window, as one ``pyarrow.Table``.
+
+The window is half-open in arrival time, ``start <= approximateArrivalTimestamp
+< end``, compared on the microsecond values the table holds, so adjacent
+windows (``[a, b)`` then ``[b, c)``) tile a stream with no record twice and
+none lost. Rows come in lineage order (parents before children, each shard in
+sequence order), which keeps every partition key's records in write order
+across splits and merges.
+
+``end="latest"`` is the moment the call starts, not a moving tip: records
+that arrive while the read runs fall after the cut, so a busy stream cannot
+keep the read going. The walk itself is :func:`kinesis_src.drain.drain_stream`
+with an arrival-time cut; this module adds parsing, the exact window filter,
+Arrow output and the progress bar.
+
+pyarrow and tqdm are imported on first use, so ``import kinesis_src`` stays
+light for callers that never build a table.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from .aws import KinesisClient
+from .config import AwsSettings
+from .drain import DrainState, drain_stream
+from .errors import ConfigurationError, InvalidPositionError
+from .positions import Position, format_timestamp, parse_timestamp
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+Bound = datetime | str
+
+EARLIEST = ("trim_horizon", "earliest")
+LATEST = "latest"
+_TIMESTAMP_FORMS = "an ISO-8601 timestamp such as 2026-01-31T12:00:00Z (no offset = UTC), or a timezone-aware datetime"
+START_ACCEPTS = f"'trim_horizon' (alias 'earliest'), 'latest', {_TIMESTAMP_FORMS}"
+END_ACCEPTS = f"'latest' (the moment the read starts), {_TIMESTAMP_FORMS}"
+
+# GetShardIterator carries milliseconds (botocore truncates the rest), and an
+# endpoint could treat the AT_TIMESTAMP bound as exclusive; starting this much
+# early and cutting exactly on the client keeps the start inclusive either way.
+_SERVER_START_MARGIN = timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True)
+class Window:
+    """``[start, end)`` in arrival time, UTC; ``start`` None means the trim horizon."""
+
+    start: datetime | None
+    end: datetime
+
+    def first_position(self) -> Position:
+        """Where each shard's read begins; slightly early on purpose (see ``_SERVER_START_MARGIN``)."""
+        if self.start is None:
+            return Position.trim_horizon()
+        return Position.at_timestamp(self.start - _SERVER_START_MARGIN)
+
+    def __str__(self) -> str:
+        start = format_timestamp(self.start) if self.start else "trim_horizon"
+        return f"[{start}, {format_timestamp(self.end)})"
+
+
+def resolve_window(start: Bound = "trim_horizon", end: Bound = "latest", now: datetime | None = None) -> Window:
+    """Turn the user's ``start``/``end`` into instants; ``latest`` means ``now`` (default: the clock).
+
+    Raises :class:`ConfigurationError` naming the argument for input it cannot
+    read, and naming both values when ``end`` is before ``start``. ``end ==
+    start`` is allowed: an empty window.
+    """
+    now = now or datetime.now(timezone.utc)
+    lo = _bound("start", start, now, START_ACCEPTS, allow_earliest=True)
+    hi = _bound("end", end, now, END_ACCEPTS, allow_earliest=False)
+    assert hi is not None
+    if lo is not None and hi < lo:
+        raise ConfigurationError(
+            f"end {end!r} ({format_timestamp(hi)}) is before start {start!r} ({format_timestamp(lo)}); "
+            "a window needs start <= end"
+        )
+    return Window(lo, hi)
+
+
+def _bound(name: str, value: object, now: datetime, accepts: str, *, allow_earliest: bool) -> datetime | None:
+    if isinstance(value, datetime):
+        return _aware(name, value)
+    if not isinstance(value, str):
+        raise InvalidPositionError(f"{name}={value!r} has type {type(value).__name__}; expected {accepts}")
+    key = value.strip().lower()
+    if key in EARLIEST and allow_earliest:
+        return None
+    if key == LATEST:
+        return now
+    if key in EARLIEST:
+        raise InvalidPositionError(f"{name}={value!r}: a window cannot end at the trim horizon; expected {accepts}")
+    try:
+        return parse_timestamp(value)
+    except InvalidPositionError:
+        raise InvalidPositionError(f"{name}={value!r} is not a window bound; expected {accepts}") from None
+
+
+def _aware(name: str, value: datetime) -> datetime:
+    """Refuse naive datetimes: ``datetime.now()`` is local time, and taking it as UTC shifts the window silently."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidPositionError(
+            f"{name}={value!r} is a naive datetime, which is ambiguous (local time or UTC?); pass an "
+            "aware one, e.g. datetime.now(timezone.utc) or value.replace(tzinfo=timezone.utc)"
+        )
+    return value.astimezone(timezone.utc)
+
+
+def read_table(
+    stream_name: str,
+    start: Bound = "trim_horizon",
+    end: Bound = "latest",
+    *,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    progress: bool | None = None,
+    kinesis: KinesisClient | None = None,
+    max_records: int | None = None,
+) -> pa.Table:
+    """Read the records that arrived in ``[start, end)`` from every shard of the lineage.
+
+    ``start``: ``"trim_horizon"``/``"earliest"`` (default), ``"latest"``
+    (the call time: only records arriving later), an ISO-8601 string or an
+    aware ``datetime``. ``end``: ``"latest"`` (default, the call time), an
+    ISO-8601 string or an aware ``datetime``; an ``end`` in the future is not
+    waited for, open shards stop once caught up. Rows have the Spark source's
+    columns (:data:`kinesis_src.arrow.ARROW_SCHEMA`) in lineage order;
+    ``max_records`` keeps only the first that many rows of that order.
+    ``progress``: a bar on stderr (None: only if stderr is a terminal).
+    Pass ``kinesis`` to reuse a client, else ``region``/``endpoint_url``
+    (default: the environment) build one.
+    """
+    window = resolve_window(start, end)
+    _check_max_records(max_records)
+    client = _client(kinesis, region, endpoint_url)
+    log.info("reading stream %r, arrival window %s", stream_name, window)
+    import pyarrow as pa
+
+    from .arrow import ARROW_SCHEMA
+
+    with _progress_bar(stream_name, progress) as bar:
+        found = window_batches(client, stream_name, window, on_shard_done=bar.shards_done)
+        batches = _take(found, max_records, bar)
+    return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
+
+
+def _take(batches: Iterator[pa.RecordBatch], limit: int | None, bar: _Bar) -> list[pa.RecordBatch]:
+    """Collect batches, stopping the read as soon as ``limit`` rows are in hand."""
+    out: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        if limit is not None and rows + batch.num_rows > limit:
+            batch = batch.slice(0, limit - rows)
+        out.append(batch)
+        rows += batch.num_rows
+        bar.update(batch.num_rows)
+        if limit is not None and rows >= limit:
+            break
+    return out
+
+
+def window_batches(
+    kinesis: KinesisClient,
+    stream: str,
+    window: Window,
+    *,
+    on_shard_done: Callable[[int], None] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Non-empty Arrow batches of the window's records, in lineage order; lazy, so callers may stop early.
+
+    ``on_shard_done`` gets the number of shards finished so far (drained,
+    caught up, or stopped at the end cut) each time one finishes.
+    """
+    from .arrow import page_to_arrow
+
+    def shard_done(_shard: str, state: DrainState) -> None:
+        if on_shard_done:
+            on_shard_done(len(state.drained) + len(state.caught_up) + len(state.past_end))
+
+    chunks = drain_stream(kinesis, stream, window.first_position(), on_shard_done=shard_done, end=window.end)
+    for chunk in chunks:
+        for page in chunk.pages:
+            batch = _in_window(page_to_arrow(page, stream, chunk.shard_id), window) if len(page) else None
+            if batch is not None and batch.num_rows:
+                yield batch
+
+
+def _in_window(batch: pa.RecordBatch, window: Window) -> pa.RecordBatch:
+    """The exact cut, on the microsecond timestamps the table will hold.
+
+    The reader's own cut keeps records at exactly ``end`` and the start was
+    requested early, so both edges are decided here. A record without an
+    arrival time (no server omits it) is kept, as the reader keeps it.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ts = batch.column("approximateArrivalTimestamp")
+    keep = pc.less(ts, pa.scalar(window.end, ts.type))
+    if window.start is not None:
+        keep = pc.and_(keep, pc.greater_equal(ts, pa.scalar(window.start, ts.type)))
+    return batch.filter(pc.fill_null(keep, True))
+
+
+def _check_max_records(max_records: int | None) -> None:
+    if max_records is None:
+        return
+    if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
+        raise ConfigurationError(f"max_records={max_records!r}; expected None or an integer >= 0")
+
+
+def _client(kinesis: KinesisClient | None, region: str | None, endpoint_url: str | None) -> KinesisClient:
+    if kinesis is None:
+        return KinesisClient(AwsSettings.from_env(region=region, endpoint_url=endpoint_url))
+    if region is not None or endpoint_url is not None:
+        raise ConfigurationError(
+            "pass either kinesis= (a configured client) or region=/endpoint_url=, not both: "
+            "the client's own settings would silently win"
+        )
+    return kinesis
+
+
+class _Bar:
+    """A tqdm bar counting records, with the shards done as its postfix."""
+
+    def __init__(self, bar) -> None:  # bar: tqdm.tqdm
+        self._bar = bar
+
+    def update(self, records: int) -> None:
+        self._bar.update(records)
+
+    def shards_done(self, shards: int) -> None:
+        self._bar.set_postfix_str(f"{shards} shard{'' if shards == 1 else 's'} done")
+
+
+@contextmanager
+def _progress_bar(stream: str, progress: bool | None) -> Iterator[_Bar]:
+    """On stderr when ``progress`` is True, or when it is None and stderr is a terminal."""
+    from tqdm import tqdm
+
+    enabled = sys.stderr.isatty() if progress is None else bool(progress)
+    with tqdm(unit=" rec", desc=stream, file=sys.stderr, disable=not enabled) as bar:
+        yield _Bar(bar)
