@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from ..records import Record, RecordPage
+
+if TYPE_CHECKING:
+    import pyarrow
 
 
 @dataclass(eq=False)
@@ -21,6 +24,7 @@ class Batch:
     owner delivers every record after the last successful checkpoint again.
     """
 
+    stream: str
     shard_id: str
     page: RecordPage
     index: int
@@ -31,7 +35,7 @@ class Batch:
 
     @property
     def records(self) -> list[Record]:
-        """Built on first use: a consumer that only needs the columns (``batch.page``) never pays for them."""
+        """Built on first use: a consumer that only needs columns (``to_arrow``) never pays for them."""
         if self._records is None:
             self._records = list(self.page.records(self.shard_id))
         return self._records
@@ -53,3 +57,9 @@ class Batch:
 
     async def checkpoint(self) -> None:
         await self._checkpoint(self)
+
+    def to_arrow(self) -> pyarrow.RecordBatch:
+        """The batch as Arrow columns, in the schema of the Spark source and ``read_table``."""
+        from ..arrow import page_to_arrow
+
+        return page_to_arrow(self.page, self.stream, self.shard_id)

@@ -52,6 +52,9 @@ class BlockingBatch:
     def __len__(self) -> int:
         return len(self.batch)
 
+    def to_arrow(self) -> Any:
+        return self.batch.to_arrow()
+
     def checkpoint(self) -> None:
         self._run(self.batch.checkpoint())
 

@@ -381,7 +381,7 @@ class Consumer:
         await shard.slots.acquire()
         shard.produced += 1
         batch = Batch(
-            shard.lease.shard_id, page, shard.produced, shard.generation, page.millis_behind_latest, self._checkpoint
+            self.stream, shard.lease.shard_id, page, shard.produced, shard.generation, page.millis_behind_latest, self._checkpoint
         )
         self._queue.put_nowait(batch)
 

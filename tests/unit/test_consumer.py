@@ -299,6 +299,9 @@ def test_stop_ends_the_iteration_and_metrics_count_what_was_delivered() -> None:
         consumer._acquired(lease())
         batch = await consumer.__anext__()
         assert len(batch) == 3 and batch.millis_behind_latest == 250
+        table = batch.to_arrow()
+        assert table.column("sequenceNumber").to_pylist() == ["00001", "00002", "00003"]
+        assert set(table.column("stream").to_pylist()) == {"orders"}
         consumer.stop()
         with pytest.raises(StopAsyncIteration):
             await consumer.__anext__()
