@@ -41,6 +41,8 @@ bench: setup
 	$(PY) benchmarks/bench_decode.py
 	$(PY) benchmarks/bench_lineage.py
 	$(ISOLATED) $(PY) benchmarks/bench_leases.py
+	$(PY) benchmarks/bench_consumer.py --setup-async-kinesis
+	$(ISOLATED) $(PY) benchmarks/bench_consumer.py
 
 emulators: setup
 	$(PY) localstack/launcher.py start

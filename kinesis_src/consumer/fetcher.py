@@ -76,7 +76,9 @@ class ShardFetcher:
                 await self.on_end(page.child_shards)
                 return
             iterator = page.next_iterator
-            wait = self.pacing.delay(len(page), page.byte_count, page.millis_behind_latest, self.clock() - started)
+            wait = self.pacing.delay(
+                len(page), page.byte_count, page.millis_behind_latest, self.clock() - started, self.limit
+            )
             if wait > 0:
                 await asyncio.sleep(wait)
 

@@ -29,13 +29,18 @@ class FetchPacing:
                 f"{self.idle_interval_s}, {self.min_interval_s}, {self.bytes_per_second}"
             )
 
-    def delay(self, records: int, byte_count: int, millis_behind_latest: int | None, elapsed_s: float) -> float:
+    def delay(
+        self, records: int, byte_count: int, millis_behind_latest: int | None, elapsed_s: float, limit: int = 0
+    ) -> float:
         """Seconds to wait before the next call, given what the last one (started ``elapsed_s`` ago) read.
 
         The interval is measured from the start of the last call: a slow
-        response already used part of it.
+        response already used part of it. A full page (``records == limit``)
+        never counts as caught up, whatever the lag figure says: some
+        endpoints (kinesalite) always report 0.
         """
         interval = max(self.min_interval_s, byte_count / self.bytes_per_second)
-        if records == 0 or millis_behind_latest == 0:
+        full = limit > 0 and records >= limit
+        if records == 0 or (millis_behind_latest == 0 and not full):
             interval = max(interval, self.idle_interval_s)
         return max(0.0, interval - elapsed_s)

@@ -357,4 +357,6 @@ def test_pacing_stays_within_kinesis_limits() -> None:
     assert pacing.delay(100, 1000, 5000, elapsed_s=0.05) == pytest.approx(0.15)  # 5 calls/s
     assert pacing.delay(10_000, 4 * 1024 * 1024, 5000, elapsed_s=0.5) == pytest.approx(1.5)  # 2 MB/s
     assert pacing.delay(0, 0, 0, elapsed_s=0.1) == pytest.approx(0.9)  # caught up: idle
+    assert pacing.delay(5, 1000, 0, elapsed_s=0.1, limit=10) == pytest.approx(0.9)
+    assert pacing.delay(10, 1000, 0, elapsed_s=0.1, limit=10) == pytest.approx(0.1)  # a full page is not caught up
     assert pacing.delay(100, 1000, 5000, elapsed_s=3) == 0.0

@@ -1,0 +1,537 @@
+"""Benchmark: one consumer process reading a preloaded stream, three ways; and failover time.
+
+Run inside the isolated namespace (it starts its own emulators)::
+
+    .venv/bin/python localstack/launcher.py isolated -- .venv/bin/python benchmarks/bench_consumer.py
+
+The async-kinesis comparison needs a separate virtualenv (it pins its own
+aiobotocore/botocore, so it never goes into the project's .venv). The script
+creates it on demand at $BENCH_ASYNC_KINESIS_VENV (default
+/tmp/bench-asynckinesis, outside the repository); inside the isolated
+namespace there is no network, so create it first::
+
+    .venv/bin/python benchmarks/bench_consumer.py --setup-async-kinesis
+
+1. Throughput. A kinesalite stream (the fast emulator; it has no ChildShards,
+   which a throughput run does not need), preloaded with --shards x
+   --records-per-shard records of --size bytes, read from TRIM_HORIZON to the
+   last record by one process, each run a fresh subprocess on the same data:
+
+   * kinesis-src ``Consumer`` (asyncio, lease table on DynamoDB Local,
+     ``await batch.checkpoint()`` after every batch, idle_interval_s=0.05,
+     the default pacing within Kinesis' per-shard limits: 5 calls/s and
+     2 MB/s per shard);
+   * the same with pacing off (min interval 0, no byte budget): what the
+     reader can do, not what it does against real Kinesis;
+   * a plain boto3 loop: GetRecords round-robin over the shards, Limit=10000,
+     botocore's standard parser, no leases, no checkpoints;
+   * async-kinesis (PyPI ``async-kinesis``) ``kinesis.Consumer`` with a raw
+     bytes processor and its DynamoDB checkpointer (a checkpoint per batch);
+     see benchmarks/async_kinesis_driver.py for every setting.
+
+   Every reader touches every record the same way (``len(data)``; the
+   kinesis-src Consumer builds its ``Record`` objects via ``batch.records``).
+   records/s and CPU are measured inside the reading process, from the end
+   of its start-up (clients open, leases taken) to the last record:
+   ``time.process_time()`` (all threads of the process). kinesalite's own CPU
+   over the same run comes from /proc, to show who is saturated.
+2. Failover after SIGKILL: two Consumer processes (failover_s=3, renew 1 s,
+   scan 0.25 s) on a fresh 4-shard kinesalite stream with continuous small
+   traffic; once each holds 2 shards, one is SIGKILLed; the time is from the
+   kill until the survivor has delivered a batch from every shard the dead
+   worker held.
+
+About 1 min 25 s. Measured on the 2-core dev box (Python 3.11.7; kinesalite
+and DynamoDB Local from npm; kinesis-src on aiobotocore 3.10 / botocore 1.43;
+async-kinesis 3.0.1 on aiobotocore 2.25.1 / botocore 1.40.61), 4 x 25,000
+records of 200 B, median of 3 rounds (other sessions' tests were running on
+the same 2 cores earlier; single rounds vary by up to +-20 %)::
+
+    reader                               rec/s  CPU s/M  CPU%  kl CPU%  vs boto3       vs async-kinesis
+                                                                        rate   CPU     rate   CPU
+    boto3 GetRecords loop               22,780     14.7    34       57  1.00x  1.00x   1.23x  0.35x
+    kinesis-src Consumer                30,841      6.6    20       79  1.35x  0.45x   1.67x  0.16x
+    kinesis-src Consumer, pacing off    36,993      6.0    22       97  1.62x  0.41x   2.00x  0.14x
+    async-kinesis Consumer              18,514     42.3    78       48  0.81x  2.88x   1.00x  1.00x
+
+    best rounds: boto3 25,191, Consumer 37,204, pacing off 37,366, async-kinesis 19,259 rec/s.
+    kinesalite's ceiling (records / its CPU seconds): 36-41k rec/s.
+
+    failover after SIGKILL (failover 3 s, renew 1 s, scan 0.25 s), kill -> a batch from
+    every shard of the killed worker: min 2.30 s, median 2.59 s, max 2.95 s.
+
+Reading the numbers:
+
+* kinesalite bounds the kinesis-src Consumer: node runs at 79-97 % of one
+  core (it is single-threaded) while the reader uses 20 %; the best runs
+  sit at kinesalite's ceiling, and turning pacing off buys nothing beyond
+  it. The reader's 6.0-6.6 CPU s per million records (measured apart: 1.75 s
+  decoding the bodies, 1.5 s building ``Record`` objects in
+  ``batch.records``, which ``batch.page`` columns skip; the rest HTTP,
+  signing, the event loop and the lease threads) would allow ~150k
+  records/s per core against a faster endpoint.
+  The default pacing keeps each shard within 2 MB/s (10,000 x 200 B per
+  ~0.95 s), so 4 shards can not exceed ~42k records/s here anyway, as on
+  real Kinesis.
+* The boto3 loop waits for each response, then parses it with botocore's
+  generic parser (14.7 CPU s/M, 2.3x the Consumer's): server time and parse
+  time add up instead of overlapping.
+* async-kinesis is bound by neither CPU nor kinesalite alone: cProfile shows
+  its time in per-record asyncio work (``asyncio.wait_for`` around every
+  record's ``queue.put`` and ``queue.get``, a task per call) and botocore's
+  parser (a datetime per record), plus a fixed 0.2 s sleep per cycle of its
+  single fetch task.
+* Failover can be shorter than failover_s: expiry counts from the last
+  heartbeat a survivor saw, which was up to one renewal (1 s) before the kill.
+* kinesalite reports MillisBehindLatest 0 even on full pages, so the
+  Consumer idles idle_interval_s after every call there (0.05 s here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "localstack"))
+
+REGION = "us-east-1"
+ASYNC_KINESIS_VENV = Path(os.environ.get("BENCH_ASYNC_KINESIS_VENV", "/tmp/bench-asynckinesis"))
+ASYNC_KINESIS_REQUIREMENT = "async-kinesis[dynamodb]"
+RUN_TIMEOUT_S = 120.0
+
+FAILOVER = {"failover": 3.0, "renew": 1.0, "scan": 0.25, "idle": 0.1}
+
+# -- async-kinesis virtualenv -------------------------------------------------------------------
+
+
+def async_kinesis_python() -> Path:
+    return ASYNC_KINESIS_VENV / "bin" / "python"
+
+
+def async_kinesis_ready() -> bool:
+    python = async_kinesis_python()
+    if not python.exists():
+        return False
+    probe = subprocess.run([str(python), "-c", "import kinesis, kinesis.dynamodb, aioboto3"],
+                           capture_output=True, text=True, check=False)
+    return probe.returncode == 0
+
+
+def setup_async_kinesis() -> str | None:
+    """Create the separate virtualenv with async-kinesis; None when ready, else why not."""
+    if async_kinesis_ready():
+        return None
+    if os.environ.get("KINESIS_SRC_ISOLATED") == "1":
+        return (f"no usable virtualenv with async-kinesis at {ASYNC_KINESIS_VENV}, and this isolated namespace has "
+                "no network to create one: run `.venv/bin/python benchmarks/bench_consumer.py "
+                "--setup-async-kinesis` outside it first")
+    print(f"creating a separate virtualenv for {ASYNC_KINESIS_REQUIREMENT} at {ASYNC_KINESIS_VENV} "
+          "(it pins its own aiobotocore; the project's .venv is not touched) ...", flush=True)
+    steps = [
+        [sys.executable, "-m", "venv", str(ASYNC_KINESIS_VENV)],
+        [str(async_kinesis_python()), "-m", "pip", "install", "-q", ASYNC_KINESIS_REQUIREMENT],
+    ]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return f"`{' '.join(step)}` failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}"
+    return None if async_kinesis_ready() else f"async-kinesis still not importable in {ASYNC_KINESIS_VENV}"
+
+
+# -- readers (each runs in its own subprocess: `--run METHOD`) ----------------------------------------
+
+
+async def read_with_consumer(args: argparse.Namespace, pacing_off: bool) -> dict[str, Any]:
+    from kinesis_src.consumer import Consumer, FetchPacing
+
+    started = time.perf_counter()
+    consumer = Consumer(
+        args.stream,
+        application_name=f"bench-{uuid.uuid4().hex[:8]}",
+        region=REGION,
+        endpoint_url=args.endpoint,
+        dynamodb_endpoint_url=args.dynamodb,
+        initial_position="trim_horizon",
+        idle_interval_s=0.05,
+        metrics_interval_s=3600,
+        handle_signals=False,
+    )
+    if pacing_off:
+        consumer.pacing = FetchPacing(idle_interval_s=0.05, min_interval_s=0.0, bytes_per_second=1e12)
+    records = nbytes = 0
+    first = None
+    async with consumer:
+        t0, c0 = time.perf_counter(), time.process_time()
+        async for batch in consumer:
+            if first is None:
+                first = time.perf_counter() - t0
+            for record in batch.records:
+                nbytes += len(record.data)
+            records += len(batch)
+            await batch.checkpoint()
+            if records >= args.expect:
+                break
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        checkpoints = consumer.metrics.checkpoints
+    return {"records": records, "bytes": nbytes, "seconds": seconds, "cpu_s": cpu, "start_s": t0 - started,
+            "first_record_s": first, "checkpoints": checkpoints}
+
+
+def read_with_boto3(args: argparse.Namespace) -> dict[str, Any]:
+    """What a user writes by hand: boto3, round-robin GetRecords over the shards."""
+    import boto3
+
+    started = time.perf_counter()
+    client = boto3.client("kinesis", region_name=REGION, endpoint_url=args.endpoint)
+    t0, c0 = time.perf_counter(), time.process_time()
+    shards = [s["ShardId"] for s in client.list_shards(StreamName=args.stream)["Shards"]]
+    iterators = {
+        sid: client.get_shard_iterator(StreamName=args.stream, ShardId=sid, ShardIteratorType="TRIM_HORIZON")[
+            "ShardIterator"]
+        for sid in shards
+    }
+    records = nbytes = calls = 0
+    first = None
+    while iterators and records < args.expect:
+        for sid in list(iterators):
+            out = client.get_records(ShardIterator=iterators[sid], Limit=10000)
+            calls += 1
+            got = out["Records"]
+            if got and first is None:
+                first = time.perf_counter() - t0
+            for record in got:
+                nbytes += len(record["Data"])
+            records += len(got)
+            if not got or out.get("NextShardIterator") is None:
+                del iterators[sid]  # caught up (or closed)
+            else:
+                iterators[sid] = out["NextShardIterator"]
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"records": records, "bytes": nbytes, "seconds": seconds, "cpu_s": cpu, "start_s": t0 - started,
+            "first_record_s": first, "calls": calls}
+
+
+def run_reader(args: argparse.Namespace) -> None:
+    if args.run == "boto3":
+        result = read_with_boto3(args)
+    else:
+        result = asyncio.run(read_with_consumer(args, pacing_off=args.run == "consumer-nopacing"))
+    print(json.dumps({"method": args.run, **result}), flush=True)
+
+
+# -- the parent: emulators, preload, measurements ---------------------------------------------------
+
+
+def cpu_ticks(pid: int) -> float:
+    """utime + stime of a process, in seconds (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def preload(kinesis: Any, stream: str, shards: int, per_shard: int, size: int) -> int:
+    kinesis.create_stream(stream, shards)
+    kinesis.wait_active(stream)
+    payload = os.urandom(size)
+    total = shards * per_shard
+    for start in range(0, total, 500):
+        kinesis.put_records(stream, [(f"key-{i}", payload) for i in range(start, min(total, start + 500))])
+    return total
+
+
+def measure(method: str, endpoint: str, dynamodb: str, stream: str, expect: int, kinesalite_pid: int,
+            na_reason: str | None) -> dict[str, Any]:
+    if method == "async-kinesis":
+        if na_reason:
+            return {"method": method, "error": na_reason}
+        argv = [str(async_kinesis_python()), str(HERE / "async_kinesis_driver.py")]
+    else:
+        argv = [sys.executable, str(Path(__file__).resolve()), "--run", method]
+    argv += ["--endpoint", endpoint, "--dynamodb", dynamodb, "--stream", stream, "--expect", str(expect)]
+    server_cpu = cpu_ticks(kinesalite_pid)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return {"method": method, "error": f"did not read {expect} records within {RUN_TIMEOUT_S:.0f} s"}
+    server_cpu = cpu_ticks(kinesalite_pid) - server_cpu
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["<no output>"])[-1]
+        return {"method": method, "error": f"exit {done.returncode}: {tail}"}
+    result = json.loads(lines[-1])
+    result["method"] = method
+    result["kinesalite_cpu_s"] = server_cpu
+    if result["records"] != expect:
+        result["error"] = f"read {result['records']} records, expected {expect}"
+    return result
+
+
+LABELS = {
+    "consumer": "kinesis-src Consumer",
+    "consumer-nopacing": "kinesis-src Consumer, pacing off",
+    "boto3": "boto3 GetRecords loop",
+    "async-kinesis": "async-kinesis Consumer",
+}
+
+
+def print_table(best: dict[str, dict[str, Any]]) -> None:
+    base, other = best.get("boto3"), best.get("async-kinesis")
+
+    def rate(r: dict[str, Any]) -> float:
+        return r["records"] / r["seconds"]
+
+    def cpu_per_m(r: dict[str, Any]) -> float:
+        return r["cpu_s"] / r["records"] * 1e6
+
+    def ratio(r: dict[str, Any], ref: dict[str, Any] | None, fn: Any) -> str:
+        if ref is None or "error" in ref or "error" in r:
+            return "n/a"
+        return f"{fn(r) / fn(ref):.2f}x"
+
+    print(f"   {'reader':<34}{'rec/s':>9}{'CPU s/M':>9}{'CPU%':>6}{'kl CPU%':>8}{'start s':>8}"
+          f"{'rate/boto3':>11}{'rate/ak':>9}{'CPU/boto3':>10}{'CPU/ak':>8}")
+    for method, r in best.items():
+        if "error" in r:
+            print(f"   {LABELS[method]:<34}{'n/a':>9}   ({r['error']})")
+            continue
+        print(f"   {LABELS[method]:<34}{rate(r):>9,.0f}{cpu_per_m(r):>9.1f}{100 * r['cpu_s'] / r['seconds']:>6.0f}"
+              f"{100 * r['kinesalite_cpu_s'] / r['seconds']:>8.0f}{r['start_s']:>8.2f}"
+              f"{ratio(r, base, rate):>11}{ratio(r, other, rate):>9}"
+              f"{ratio(r, base, cpu_per_m):>10}{ratio(r, other, cpu_per_m):>8}")
+    print("   (CPU s/M: CPU seconds of the reading process per million records; CPU%: of one core, reader; "
+          "kl CPU%: kinesalite (node) over the same run; ratios: rec/s and CPU per record vs boto3 and vs "
+          "async-kinesis (ak))")
+
+
+def throughput(opts: argparse.Namespace, emulators: Any, na_reason: str | None) -> None:
+    from kinesis_src import AwsSettings, KinesisClient
+
+    endpoint, dynamodb = emulators.kinesalite_endpoint, emulators.dynamodb_endpoint
+    kinesis = KinesisClient(AwsSettings(region=REGION, endpoint_url=endpoint))
+    t0 = time.perf_counter()
+    expect = preload(kinesis, "bench", opts.shards, opts.records_per_shard, opts.size)
+    print(f"1. throughput: preloaded {expect:,} records x {opts.size} B into {opts.shards} kinesalite shards "
+          f"in {time.perf_counter() - t0:.1f} s; {opts.rounds} rounds, each reader a fresh process", flush=True)
+    methods = ["boto3", "consumer", "consumer-nopacing", "async-kinesis"]
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
+    pid = emulators.pids["kinesalite"]
+    for rnd in range(opts.rounds):
+        for method in methods:
+            result = measure(method, endpoint, dynamodb, "bench", expect, pid, na_reason)
+            runs[method].append(result)
+            if "error" in result:
+                print(f"   round {rnd + 1} {LABELS[method]:<34} n/a: {result['error']}", flush=True)
+            else:
+                print(f"   round {rnd + 1} {LABELS[method]:<34} {result['records'] / result['seconds']:>8,.0f} rec/s "
+                      f"{result['seconds']:6.2f} s  CPU {result['cpu_s']:5.2f} s  kinesalite CPU "
+                      f"{result['kinesalite_cpu_s']:5.2f} s  start {result['start_s']:.2f} s  first batch after "
+                      f"{result['first_record_s']:.2f} s", flush=True)
+    for label, pick in (("median", lambda good: good[len(good) // 2]), ("best", lambda good: good[-1])):
+        chosen = {}
+        for method, results in runs.items():
+            good = sorted((r for r in results if "error" not in r), key=lambda r: r["records"] / r["seconds"])
+            chosen[method] = pick(good) if good else results[-1]
+        print(f"\n   {label} of {opts.rounds} rounds (the run with the {label} rec/s, per reader):")
+        print_table(chosen)
+    ceiling = [r["records"] / r["kinesalite_cpu_s"] for rs in runs.values() for r in rs if "error" not in r]
+    if ceiling:
+        print(f"   kinesalite's own ceiling (records / its CPU seconds, i.e. node at 100% of one core): "
+              f"{min(ceiling):,.0f}-{max(ceiling):,.0f} rec/s")
+    versions = next((r.get("version") for r in runs["async-kinesis"] if r.get("version")), None)
+    if versions:
+        print(f"   async-kinesis environment: {versions}")
+
+
+# -- failover -----------------------------------------------------------------------------------------
+
+
+class Worker:
+    """A consumer_failover_worker.py subprocess and the events it printed."""
+
+    def __init__(self, name: str, argv: list[str]) -> None:
+        self.name = name
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.held: list[str] = []
+        self.held_history: list[tuple[float, list[str]]] = []
+        self.batches: list[tuple[float, str]] = []
+        self.lock = threading.Lock()
+        self.stderr: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                if event["event"] == "held":
+                    self.held = event["shards"]
+                    self.held_history.append((event["t"], event["shards"]))
+                elif event["event"] == "batch":
+                    self.batches.append((event["t"], event["shard"]))
+
+    def _drain_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr = (self.stderr + [line.rstrip()])[-20:]
+
+    def holding(self) -> list[str]:
+        with self.lock:
+            return list(self.held)
+
+    def delivered_after(self, t: float) -> set[str]:
+        with self.lock:
+            return {shard for when, shard in self.batches if when > t}
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def wait_for(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.02)
+
+
+def failover_once(endpoint: str, dynamodb: str, shards: int, index: int) -> tuple[float, float]:
+    """Seconds from the SIGKILL until the survivor held, and until it delivered from, every shard of the victim."""
+    from kinesis_src import AwsSettings, KinesisClient
+
+    stream, app = f"failover-{index}-{uuid.uuid4().hex[:6]}", f"failover-{uuid.uuid4().hex[:6]}"
+    kinesis = KinesisClient(AwsSettings(region=REGION, endpoint_url=endpoint))
+    kinesis.create_stream(stream, shards)
+    kinesis.wait_active(stream)
+    stop = threading.Event()
+
+    def produce() -> None:  # continuous small traffic: 16 records every 50 ms, keys spread over all shards
+        n = 0
+        while not stop.wait(0.05):
+            kinesis.put_records(stream, [(f"k-{n + i}", b"x" * 100) for i in range(16)])
+            n += 16
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+
+    def argv(name: str) -> list[str]:
+        return [sys.executable, str(HERE / "consumer_failover_worker.py"), "--worker", name, "--stream", stream,
+                "--application", app, "--endpoint", endpoint, "--dynamodb", dynamodb,
+                *[f"--{k}={v}" for k, v in FAILOVER.items()]]
+
+    victim = Worker("a", argv("a"))
+    survivor: Worker | None = None
+    try:
+        wait_for(lambda: len(victim.holding()) == shards, 60, "worker a never held every shard")
+        survivor = Worker("b", argv("b"))
+        half = shards // 2
+        wait_for(lambda: len(victim.holding()) == shards - half and len(survivor.holding()) == half, 60,
+                 "the two workers never split the shards evenly")
+        taken = victim.holding()
+        time.sleep(1.0)  # both reading steadily
+        killed_at = time.monotonic()
+        victim.process.kill()  # SIGKILL: no release, no last heartbeat
+        victim.process.wait()
+        wait_for(lambda: set(taken) <= survivor.delivered_after(killed_at), 60,
+                 f"survivor never delivered from every shard of the killed worker ({taken})")
+        latest = {}
+        with survivor.lock:
+            for when, shard in survivor.batches:
+                if when > killed_at and shard in taken and shard not in latest:
+                    latest[shard] = when
+        with survivor.lock:
+            took = next(t for t, held in survivor.held_history if t > killed_at and set(taken) <= set(held))
+        return took - killed_at, max(latest.values()) - killed_at
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}; worker stderr tails: a={victim.stderr[-3:]} "
+                           f"b={survivor.stderr[-3:] if survivor else None}") from None
+    finally:
+        stop.set()
+        producer.join()
+        for worker in (victim, survivor):
+            if worker is not None:
+                worker.stop()
+
+
+def failover(opts: argparse.Namespace, emulators: Any) -> None:
+    settings = ", ".join(f"{k}={v} s" for k, v in FAILOVER.items())
+    print(f"\n2. failover after SIGKILL: 2 Consumer processes, {opts.failover_shards} kinesalite shards, "
+          f"DynamoDB Local lease table, {settings} (idle = idle_interval_s); traffic 320 records/s", flush=True)
+    times = []
+    for i in range(opts.failover_rounds):
+        took, seconds = failover_once(emulators.kinesalite_endpoint, emulators.dynamodb_endpoint,
+                                      opts.failover_shards, i)
+        times.append(seconds)
+        print(f"   round {i + 1}: {seconds:.2f} s from the kill to a batch from every shard of the killed worker "
+              f"(leases held after {took:.2f} s)", flush=True)
+    print(f"   kill -> batch from every shard: min {min(times):.2f} s, median {statistics.median(times):.2f} s, "
+          f"max {max(times):.2f} s "
+          f"(expiry is failover_s after the last heartbeat seen, which was up to renew before the kill)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--records-per-shard", type=int, default=25_000)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--failover-rounds", type=int, default=3)
+    parser.add_argument("--failover-shards", type=int, default=4)
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-failover", action="store_true")
+    parser.add_argument("--setup-async-kinesis", action="store_true",
+                        help=f"create the async-kinesis virtualenv at {ASYNC_KINESIS_VENV} and exit")
+    # internal: one reader run in this subprocess
+    parser.add_argument("--run", choices=["consumer", "consumer-nopacing", "boto3"], help=argparse.SUPPRESS)
+    parser.add_argument("--endpoint", help=argparse.SUPPRESS)
+    parser.add_argument("--dynamodb", help=argparse.SUPPRESS)
+    parser.add_argument("--stream", help=argparse.SUPPRESS)
+    parser.add_argument("--expect", type=int, help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    if opts.run:
+        run_reader(opts)
+        return
+    if opts.setup_async_kinesis:
+        reason = setup_async_kinesis()
+        print(reason or f"async-kinesis ready in {ASYNC_KINESIS_VENV}")
+        sys.exit(1 if reason else 0)
+
+    import launcher
+
+    na_reason = None if opts.skip_throughput else setup_async_kinesis()
+    with launcher.Emulators(kinesis=False, dynamodb=True, kinesalite=True) as emulators:
+        os.environ.update(emulators.env())
+        print(f"kinesalite at {emulators.kinesalite_endpoint}, DynamoDB Local at {emulators.dynamodb_endpoint}\n",
+              flush=True)
+        started = time.perf_counter()
+        if not opts.skip_throughput:
+            throughput(opts, emulators, na_reason)
+        if not opts.skip_failover:
+            failover(opts, emulators)
+        print(f"\ntotal {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
