@@ -466,7 +466,11 @@ class Consumer:
     # -- signals ------------------------------------------------------------------------------
 
     def _install_signal_handlers(self) -> None:
+        """SIGTERM -> :meth:`stop`, unless the application installed its own SIGTERM handler."""
         if not self.handle_signals or threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            log.info("consumer %s: SIGTERM already has a handler; call consumer.stop() from it", self.worker_id)
             return
         try:
             self._loop.add_signal_handler(signal.SIGTERM, self.stop)  # type: ignore[union-attr]
@@ -475,6 +479,7 @@ class Consumer:
         self._signals.append(signal.SIGTERM)
 
     def _remove_signal_handlers(self) -> None:
+        """Back to the default action, which is what was there before (see above)."""
         while self._signals:
             self._loop.remove_signal_handler(self._signals.pop())  # type: ignore[union-attr]
 
