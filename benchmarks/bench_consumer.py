@@ -49,16 +49,21 @@ the same 2 cores earlier; single rounds vary by up to +-20 %)::
 
     reader                               rec/s  CPU s/M  CPU%  kl CPU%  vs boto3       vs async-kinesis
                                                                         rate   CPU     rate   CPU
-    boto3 GetRecords loop               22,780     14.7    34       57  1.00x  1.00x   1.23x  0.35x
-    kinesis-src Consumer                30,841      6.6    20       79  1.35x  0.45x   1.67x  0.16x
-    kinesis-src Consumer, pacing off    36,993      6.0    22       97  1.62x  0.41x   2.00x  0.14x
-    async-kinesis Consumer              18,514     42.3    78       48  0.81x  2.88x   1.00x  1.00x
+    boto3 GetRecords loop               24,548     16.4    40       64  1.00x  1.00x   1.37x  0.37x
+    kinesis-src Consumer                35,966      6.4    23       99  1.47x  0.39x   2.01x  0.14x
+    kinesis-src Consumer, pacing off    36,877      7.0    26       99  1.50x  0.42x   2.06x  0.16x
+    async-kinesis Consumer              17,905     44.5    80       46  0.73x  2.71x   1.00x  1.00x
 
-    best rounds: boto3 25,191, Consumer 37,204, pacing off 37,366, async-kinesis 19,259 rec/s.
-    kinesalite's ceiling (records / its CPU seconds): 36-41k rec/s.
+    an earlier run (same code): Consumer 38,202 rec/s = 1.51x boto3, 2.08x async-kinesis;
+    CPU per record 0.42x boto3, 0.15x async-kinesis.
+    kinesalite's ceiling (records / its CPU seconds): 33-41k rec/s.
 
     failover after SIGKILL (failover 3 s, renew 1 s, scan 0.25 s), kill -> a batch from
-    every shard of the killed worker: min 2.30 s, median 2.59 s, max 2.95 s.
+    every shard of the killed worker: min 2.28 s, median 2.29 s, max 3.22 s
+    (an earlier run: 2.30 / 2.59 / 2.95 s).
+
+    (Before a full page stopped counting as "caught up", kinesalite's constant
+    MillisBehindLatest=0 made the Consumer idle after every page: 30,841 rec/s.)
 
 Reading the numbers:
 
@@ -461,8 +466,14 @@ def failover_once(endpoint: str, dynamodb: str, shards: int, index: int) -> tupl
             for when, shard in survivor.batches:
                 if when > killed_at and shard in taken and shard not in latest:
                     latest[shard] = when
-        with survivor.lock:
-            took = next(t for t, held in survivor.held_history if t > killed_at and set(taken) <= set(held))
+
+        def lease_times() -> list[float]:
+            with survivor.lock:  # type: ignore[union-attr]
+                return [t for t, held in survivor.held_history if t > killed_at and set(taken) <= set(held)]
+
+        # held_history is polled every 50 ms, so it may trail the first batch a little
+        wait_for(lambda: bool(lease_times()), 10, "survivor's held list never showed the taken shards")
+        took = lease_times()[0]
         return took - killed_at, max(latest.values()) - killed_at
     except TimeoutError as exc:
         raise TimeoutError(f"{exc}; worker stderr tails: a={victim.stderr[-3:]} "
