@@ -262,6 +262,7 @@ class Consumer:
             item = await self._queue.get()
             if item is _STOP:
                 continue
+            await self._until_trusted()
             shard = self._shards.get(item.shard_id)
             if shard is None or shard.generation != item.generation or shard.releasing:
                 continue  # the lease moved on while the batch waited
@@ -269,6 +270,15 @@ class Consumer:
             self._set_in_flight(item)
             self._count_delivery(item)
             return item
+
+    async def _until_trusted(self) -> None:
+        """A worker whose own heartbeat is overdue (paused process, DynamoDB unreachable) may already
+        be declared dead: deliver nothing until it renews, or until its leases are dropped."""
+        coordinator = self._coordinator
+        while coordinator is not None and not coordinator.is_live() and coordinator.failure is None:
+            if self._stopping:
+                return
+            await asyncio.sleep(0.05)
 
     def _set_in_flight(self, batch: Batch | None) -> None:
         self._in_flight = batch

@@ -71,6 +71,10 @@ class RecordingCoordinator:
     writes: list[tuple[str, str]] = field(default_factory=list)
     lost: set[str] = field(default_factory=set)
     failure: BaseException | None = None
+    live: bool = True
+
+    def is_live(self) -> bool:
+        return self.live
 
     def checkpoint(self, shard_id: str, checkpoint: Checkpoint) -> Lease:
         self._check(shard_id)
@@ -278,6 +282,30 @@ def test_release_gives_up_waiting_after_the_timeout() -> None:
         with pytest.raises(LeaseLostError):
             await batch.checkpoint()
         assert coordinator.writes == []
+
+    run(scenario)
+
+
+def test_nothing_is_delivered_while_the_worker_cannot_trust_its_own_leases() -> None:
+    async def scenario() -> None:
+        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1]), page([2])]}), prefetch_batches=2)
+        coordinator.live = False  # heartbeat overdue: others may have declared this worker dead
+        consumer._acquired(lease())
+        await until(lambda: consumer._queue.qsize() == 2, "both batches to be queued")
+        waiting = asyncio.create_task(consumer.__anext__())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        coordinator.live = True  # the heartbeat went through after all
+        batch = await asyncio.wait_for(waiting, 1)
+        assert batch.last_sequence_number == "00001"
+        coordinator.live = False
+        waiting = asyncio.create_task(consumer.__anext__())
+        consumer._lost(lease(), "this worker was declared dead")  # ... or it was declared dead
+        coordinator.live = True
+        consumer.stop()
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(waiting, 1)  # batch 2 belonged to the lost lease: never delivered
 
     run(scenario)
 
