@@ -885,21 +885,44 @@ def _signal_quietly(pid: int, signum: int) -> None:
         os.kill(pid, signum)
 
 
-def _terminate_leftovers(grace: float = 3.0) -> None:
-    """Politely SIGTERM processes the command leaked before the kernel SIGKILLs them."""
+def _describe_pid(pid: int) -> str:
+    """``pid (command line)`` for the leftover warning, so a leak can be traced to its test."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        cmdline = "?"
+    return f"{pid} ({cmdline.strip()[:120]})"
+
+
+def _terminate_leftovers(grace: float = 3.0, settle: float = 2.0) -> None:
+    """Politely SIGTERM processes the command leaked before the kernel SIGKILLs them.
+
+    Processes get ``settle`` seconds to exit on their own first: Spark's JVM,
+    for one, exits by itself once its Python parent is gone, a moment later.
+    """
     leftovers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and int(p.name) != 1]
+    leftovers = _reap_until_gone(leftovers, settle)
     if not leftovers:
         return
-    LOG.warning("command left %d process(es) running in the namespace; terminating them", len(leftovers))
+    LOG.warning(
+        "command left %d process(es) running in the namespace; terminating them: %s",
+        len(leftovers), ", ".join(_describe_pid(pid) for pid in leftovers),
+    )
     for pid in leftovers:
         _signal_quietly(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
+    _reap_until_gone(leftovers, grace)
+
+
+def _reap_until_gone(pids: list[int], seconds: float) -> list[int]:
+    """Reap exited children until every pid is gone or time is up; returns the ones still there."""
+    deadline = time.monotonic() + seconds
+    while True:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
                 pass
-        if not any(Path(f"/proc/{pid}").exists() for pid in leftovers):
-            return
+        alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+        if not alive or time.monotonic() >= deadline:
+            return alive
         time.sleep(0.05)
 
 
