@@ -85,12 +85,13 @@ class BlockingConsumer:
 
     def __enter__(self) -> BlockingConsumer:
         self._thread.start()
+        self._install_sigterm()  # first: a SIGTERM while starting still ends in a graceful close
         try:
             self._run(self.consumer.start())
         except BaseException:
+            self._restore_sigterm()
             self._shutdown_loop()
             raise
-        self._install_sigterm()
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -187,15 +187,16 @@ class Consumer:
     async def start(self) -> None:
         """Open clients, make sure the lease table exists, register, take a first share of leases."""
         self._loop = asyncio.get_running_loop()
+        self._install_signal_handlers()  # first: a SIGTERM while starting still ends in a graceful close
         self._kinesis = await AsyncKinesisClient(self.settings).__aenter__()
         try:
             self._coordinator = await asyncio.to_thread(self._new_coordinator)
             await asyncio.to_thread(self._coordinator.start)
         except BaseException:
+            self._remove_signal_handlers()
             await self._kinesis.__aexit__(None, None, None)
             raise
         self._housekeeping = asyncio.create_task(self._housekeep(), name=f"consumer-{self.worker_id}")
-        self._install_signal_handlers()
         log.info(
             "consumer %s started on stream %r (application %r, lease table %r)",
             self.worker_id, self.stream, self.application, self.table_name,

@@ -758,3 +758,39 @@ def test_a_slow_batch_during_a_shed_costs_only_the_shed_lease(kinesis, table, st
     assert delivered_again() == sequence_numbers
     other.sigterm()
     assert other.wait_exit(20) == 0, other.stderr_tail()
+
+
+_SIGTERM_WHILE_STARTING = """
+import asyncio, os, signal, sys
+from kinesis_src import Consumer
+
+class EarlySigterm(Consumer):
+    def _new_coordinator(self):
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while start() is still running
+        return super()._new_coordinator()
+
+async def main():
+    async with EarlySigterm(sys.argv[1], application_name=sys.argv[2], worker_id="early") as consumer:
+        async for batch in consumer:
+            print("delivered", batch.shard_id, flush=True)
+        print("iteration ended", flush=True)
+    print("closed", consumer.metrics.leases_taken, consumer.metrics.leases_released, flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_sigterm_while_starting_still_closes_gracefully(kinesis, table, stream_name, emulator_env) -> None:
+    """The SIGTERM handler goes in before anything slow: a stop during start must not kill the process
+    (exit -15 with leases held until failover), but end the iteration and release."""
+    make_stream(kinesis, stream_name, 2)
+    result = subprocess.run(
+        [sys.executable, "-c", _SIGTERM_WHILE_STARTING, stream_name, APP],
+        env={**os.environ, **emulator_env, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "delivered" not in result.stdout and "iteration ended" in result.stdout
+    taken, released = map(int, result.stdout.split("closed")[1].split())
+    assert taken == 0 and released == 0  # leases came in while stopping: released by the coordinator itself
+    assert all(lease.owner is None for lease in table.list_leases())
