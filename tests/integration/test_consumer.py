@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import waiting  # tests/waiting.py
 
 from kinesis_src import BlockingConsumer, Consumer, KinesisClient, LeaseTiming, Position
 from kinesis_src.aws.dynamodb import DynamoDBClient
@@ -72,15 +73,10 @@ TIMING = LeaseTiming(failover_s=FAILOVER, renew_interval_s=RENEW, scan_interval_
 RETRY = RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=1.0)
 
 
+
 def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition", poll_s: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.1f}s waiting for {what}")
-        time.sleep(poll_s)
+    """tests/waiting.py's, polling less often: many of these conditions read the lease table."""
+    return waiting.wait_for(condition, timeout_s, what, poll_s)
 
 
 def make_stream(kinesis: KinesisClient, name: str, shards: int) -> None:

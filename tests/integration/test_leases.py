@@ -19,10 +19,11 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import boto3
 import pytest
+from waiting import wait_for  # tests/waiting.py
 
 from kinesis_src import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
@@ -47,16 +48,6 @@ SCAN = 0.25
 RETRY = RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=1.0)
 _ids = itertools.count()
 
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.1f}s waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture

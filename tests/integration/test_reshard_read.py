@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from waiting import wait_for  # tests/waiting.py
 
 from kinesis_src import KinesisClient, Position, drain_stream
 from kinesis_src.discovery import ShardDiscovery
@@ -19,13 +19,6 @@ from kinesis_src.workload import KeyedProducer, check_order
 
 pytestmark = pytest.mark.integration
 
-
-def wait_for(condition, timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def make_stream(kinesis: KinesisClient, name: str, shards: int) -> None:

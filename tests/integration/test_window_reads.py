@@ -5,13 +5,13 @@ from __future__ import annotations
 import base64
 import json
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from waiting import wait_for  # tests/waiting.py
 
 from kinesis_src import KinesisClient, read_table
 from kinesis_src.arrow import ARROW_SCHEMA
@@ -26,13 +26,6 @@ pytestmark = pytest.mark.integration
 KEYS = 20
 ROUNDS = 4  # per phase: before the split, between split and merge, after the merge
 
-
-def wait_for(condition, timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def positions(table: pa.Table) -> list[tuple[str, str]]:
