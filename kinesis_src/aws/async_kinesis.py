@@ -19,33 +19,24 @@ from aiobotocore.parsers import AioJSONParser, AioResponseParserFactory
 from aiobotocore.session import AioSession, get_session
 
 from ..config import AwsSettings
-from ..errors import ResourceNotFoundError, ShardNotFoundError, StreamNotFoundError
+from ..errors import ResourceNotFoundError, StreamNotFoundError
 from ..positions import Position
 from ..records import RecordPage
-from ..retry import acall_with_retry
-from .boundary import translate
-from .decode import PAGE_KEY, decode_get_records
+from .boundary import acall
+from .decode import PAGE_KEY, is_get_records, parse_get_records
+from .kinesis import shard_not_found, stream_not_found
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-_GET_RECORDS_OUTPUT = "GetRecordsOutput"
 
 
 class AioFastGetRecordsParser(AioJSONParser):
     """aiobotocore's JSON parser, except GetRecords success bodies take the fast path."""
 
     async def _do_parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]:
-        if shape is None or shape.name != _GET_RECORDS_OUTPUT:
+        if not is_get_records(shape):
             return await super()._do_parse(response, shape)
-        page = decode_get_records(response["body"])
-        parsed: dict[str, Any] = {PAGE_KEY: page}
-        if page.next_iterator is not None:
-            parsed["NextShardIterator"] = page.next_iterator
-        if page.millis_behind_latest is not None:
-            parsed["MillisBehindLatest"] = page.millis_behind_latest
-        self._inject_response_metadata(parsed, response["headers"])
-        return parsed
+        return parse_get_records(self, response)
 
 
 class AioFastResponseParserFactory(AioResponseParserFactory):
@@ -103,13 +94,7 @@ class AsyncKinesisClient:
             await context.__aexit__(*exc_info)
 
     async def _call(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
-        async def attempt() -> T:
-            try:
-                return await fn()
-            except Exception as exc:  # translated, never swallowed
-                raise translate(exc, what, self.endpoint) from exc
-
-        return await acall_with_retry(attempt, what, self.settings.retry)
+        return await acall(what, self.endpoint, self.settings.retry, fn)
 
     async def describe_stream_status(self, stream: str) -> str:
         what = f"DescribeStreamSummary of stream {stream!r}"
@@ -143,17 +128,11 @@ class AsyncKinesisClient:
         return out[PAGE_KEY]
 
     def _stream_not_found(self, stream: str) -> StreamNotFoundError:
-        return StreamNotFoundError(
-            f"stream {stream!r} does not exist at {self.endpoint} (region {self.settings.region}). "
-            "Check the stream name, region and endpoint_url, or create the stream first."
-        )
+        return stream_not_found(stream, self.endpoint, self.settings.region)
 
     async def _stream_or_shard_missing(self, stream: str, shard_id: str) -> ResourceNotFoundError:
         try:
             await self.describe_stream_status(stream)
         except StreamNotFoundError as missing:
             return missing
-        return ShardNotFoundError(
-            f"shard {shard_id} is not part of stream {stream!r} at {self.endpoint}. It may have "
-            "been trimmed past retention; its lease is removed at the next shard sync."
-        )
+        return shard_not_found(stream, shard_id, self.endpoint)

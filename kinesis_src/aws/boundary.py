@@ -9,7 +9,7 @@ endpoint.
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 import botocore.session
 from botocore.config import Config
@@ -39,7 +39,7 @@ from ..errors import (
     ServiceUnavailableError,
     ThrottledError,
 )
-from ..retry import RetryPolicy, call_with_retry
+from ..retry import RetryPolicy, acall_with_retry, call_with_retry
 from .decode import FastResponseParserFactory
 
 T = TypeVar("T")
@@ -146,3 +146,15 @@ def call(what: str, endpoint: str, policy: RetryPolicy, fn: Callable[[], T]) -> 
             raise translate(exc, what, endpoint) from exc
 
     return call_with_retry(attempt, what, policy)
+
+
+async def acall(what: str, endpoint: str, policy: RetryPolicy, fn: Callable[[], Awaitable[T]]) -> T:
+    """:func:`call` for aiobotocore coroutines: the same translation, the same retry policy."""
+
+    async def attempt() -> T:
+        try:
+            return await fn()
+        except Exception as exc:  # translated, never swallowed
+            raise translate(exc, what, endpoint) from exc
+
+    return await acall_with_retry(attempt, what, policy)

@@ -107,6 +107,27 @@ def page_as_botocore(page: RecordPage) -> dict[str, Any]:
     return out
 
 
+def is_get_records(shape: Any) -> bool:
+    """The one response shape the fast path takes."""
+    return shape is not None and shape.name == _GET_RECORDS_OUTPUT
+
+
+def parse_get_records(parser: parsers.BaseJSONParser, response: dict[str, Any]) -> dict[str, Any]:
+    """A GetRecords success body, parsed the fast way, in the dict shape both botocore parsers return.
+
+    Shared by :class:`FastGetRecordsParser` and aiobotocore's twin in
+    :mod:`.async_kinesis` (whose ``_do_parse`` is a coroutine).
+    """
+    page = decode_get_records(response["body"])
+    parsed: dict[str, Any] = {PAGE_KEY: page}
+    if page.next_iterator is not None:
+        parsed["NextShardIterator"] = page.next_iterator
+    if page.millis_behind_latest is not None:
+        parsed["MillisBehindLatest"] = page.millis_behind_latest
+    parser._inject_response_metadata(parsed, response["headers"])
+    return parsed
+
+
 class FastGetRecordsParser(parsers.JSONParser):
     """botocore's JSON parser, except GetRecords success bodies take the fast path.
 
@@ -115,16 +136,9 @@ class FastGetRecordsParser(parsers.JSONParser):
     """
 
     def _do_parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]:
-        if shape is None or shape.name != _GET_RECORDS_OUTPUT:
+        if not is_get_records(shape):
             return super()._do_parse(response, shape)
-        page = decode_get_records(response["body"])
-        parsed: dict[str, Any] = {PAGE_KEY: page}
-        if page.next_iterator is not None:
-            parsed["NextShardIterator"] = page.next_iterator
-        if page.millis_behind_latest is not None:
-            parsed["MillisBehindLatest"] = page.millis_behind_latest
-        self._inject_response_metadata(parsed, response["headers"])
-        return parsed
+        return parse_get_records(self, response)
 
 
 class FastResponseParserFactory(parsers.ResponseParserFactory):

@@ -35,6 +35,21 @@ class StreamSummary:
     retention_hours: int
 
 
+def stream_not_found(stream: str, endpoint: str, region: str) -> StreamNotFoundError:
+    return StreamNotFoundError(
+        f"stream {stream!r} does not exist at {endpoint} (region {region}). "
+        "Check the stream name, the region and the endpoint (endpointUrl / endpoint_url), or create "
+        "the stream first."
+    )
+
+
+def shard_not_found(stream: str, shard_id: str, endpoint: str) -> ShardNotFoundError:
+    return ShardNotFoundError(
+        f"shard {shard_id} is not part of stream {stream!r} at {endpoint}. It may never "
+        "have existed or may have been trimmed past retention; list the stream's shards."
+    )
+
+
 class KinesisClient:
     """Kinesis calls used by kinesis-src, each retried and translated.
 
@@ -73,10 +88,7 @@ class KinesisClient:
         )
 
     def _stream_not_found(self, stream: str) -> StreamNotFoundError:
-        return StreamNotFoundError(
-            f"stream {stream!r} does not exist at {self.endpoint} (region {self.settings.region}). "
-            "Check the stream name, region and endpointUrl, or create the stream first."
-        )
+        return stream_not_found(stream, self.endpoint, self.settings.region)
 
     def list_shards(
         self,
@@ -131,10 +143,7 @@ class KinesisClient:
             self.describe_stream(stream)
         except StreamNotFoundError as missing:
             return missing
-        return ShardNotFoundError(
-            f"shard {shard_id} is not part of stream {stream!r} at {self.endpoint}. It may never "
-            "have existed or may have been trimmed past retention; list the stream's shards."
-        )
+        return shard_not_found(stream, shard_id, self.endpoint)
 
     def get_records(self, iterator: str, limit: int, shard_id: str, stream: str) -> RecordPage:
         what = f"GetRecords on shard {shard_id} of stream {stream!r}"
