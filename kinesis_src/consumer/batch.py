@@ -29,7 +29,6 @@ class Batch:
     page: RecordPage
     index: int
     generation: int
-    millis_behind_latest: int | None
     _checkpoint: Callable[[Batch], Awaitable[None]] = field(repr=False)
     _records: list[Record] | None = field(default=None, repr=False)
 
@@ -39,6 +38,11 @@ class Batch:
         if self._records is None:
             self._records = list(self.page.records(self.shard_id))
         return self._records
+
+    @property
+    def millis_behind_latest(self) -> int | None:
+        """Kinesis' lag figure from the GetRecords call that fetched this batch."""
+        return self.page.millis_behind_latest
 
     @property
     def first_sequence_number(self) -> str:

@@ -392,7 +392,7 @@ class Consumer:
         await shard.slots.acquire()
         shard.produced += 1
         batch = Batch(
-            self.stream, shard.lease.shard_id, page, shard.produced, shard.generation, page.millis_behind_latest, self._checkpoint
+            self.stream, shard.lease.shard_id, page, shard.produced, shard.generation, self._checkpoint
         )
         self._queue.put_nowait(batch)
 
@@ -452,7 +452,6 @@ class Consumer:
         self.metrics.checkpoints += 1
         self.metrics.shards_ended += 1
         self._forget(shard)
-        shard.end_children = children
 
     # -- housekeeping -----------------------------------------------------------------------
 

@@ -62,8 +62,7 @@ class ShardFetcher:
                 iterator = await self._iterator()
                 continue
             except RetriesExhaustedError as exc:
-                log.warning("shard %s: %s; trying again in %.0fs", self.shard_id, exc, OUTAGE_PAUSE_S)
-                await asyncio.sleep(OUTAGE_PAUSE_S)
+                await self._wait_out(exc)
                 iterator = await self._iterator()
                 continue
             self.calls += 1
@@ -88,5 +87,8 @@ class ShardFetcher:
             try:
                 return await self.kinesis.get_shard_iterator(self.stream, self.shard_id, self.position)
             except RetriesExhaustedError as exc:
-                log.warning("shard %s: %s; trying again in %.0fs", self.shard_id, exc, OUTAGE_PAUSE_S)
-                await asyncio.sleep(OUTAGE_PAUSE_S)
+                await self._wait_out(exc)
+
+    async def _wait_out(self, error: RetriesExhaustedError) -> None:
+        log.warning("shard %s: %s; trying again in %.0fs", self.shard_id, error, OUTAGE_PAUSE_S)
+        await asyncio.sleep(OUTAGE_PAUSE_S)
