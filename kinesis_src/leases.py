@@ -173,8 +173,8 @@ def plan_assignment(
     While a worker is below floor, free leases are left to it (others take
     up to floor only), and if nothing is free the most loaded worker sheds
     one lease to it (graceful); stealing is the fallback. Closed shards that
-    are still draining (a lease names them as parent) are never shed or
-    stolen while an open one is available: moving them only re-reads them.
+    are still draining (a lease names them as parent) are never stolen, and
+    handed over only when no open one is: moving them only re-reads them.
     """
     all_leases = list(leases)
     by_id = {lease.shard_id: lease for lease in all_leases}
@@ -201,7 +201,7 @@ def plan_assignment(
     release = list(blocked)
     steal: tuple[Lease, ...] = ()
     if not free and starving and me not in starving:
-        if _victim(load, closed, starving[0]) == me and len(mine) - len(load[starving[0]]) >= 2:
+        if _victim(load, closed, starving[0], len(load[starving[0]]), draining_too=True) == me:
             release.append(mine[-1])  # hand one over gracefully instead of waiting to be stolen from
     elif held < floor_share and len(take) == len(free):
         steal = _steals(me, load, closed, held, floor_share, max_steals)
@@ -213,9 +213,22 @@ def _movable_last(leases: Sequence[Lease], closed: set[str]) -> list[Lease]:
     return sorted(leases, key=lambda l: (l.shard_id not in closed, _order(l)))
 
 
-def _victim(load: Mapping[str, Sequence[Lease]], closed: set[str], thief: str) -> str | None:
-    """The most loaded worker with an open lease to give (ties: highest id), as the thief sees it."""
-    candidates = [w for w, ls in load.items() if w != thief and any(l.shard_id not in closed for l in ls)]
+def _victim(
+    load: Mapping[str, Sequence[Lease]], closed: set[str], thief: str, held: int, *, draining_too: bool = False
+) -> str | None:
+    """The most loaded worker (ties: highest id) that can give the thief, holding ``held``, a lease
+    and still have at least as many: one with at least two more.
+
+    Only workers with an open lease qualify for a steal: a draining parent's
+    new owner would only re-read from the last checkpoint. A graceful
+    hand-off (``draining_too``) falls back to a draining parent when no able
+    worker has an open lease; otherwise a worker starves for as long as the
+    loaded workers hold only draining parents.
+    """
+    able = [w for w, ls in load.items() if w != thief and len(ls) - held >= 2]
+    candidates = [w for w in able if any(l.shard_id not in closed for l in load[w])]
+    if not candidates and draining_too:
+        candidates = able
     return max(candidates, key=lambda w: (len(load[w]), w)) if candidates else None
 
 
@@ -226,8 +239,8 @@ def _steals(
     owned = {w: _movable_last(ls, closed) for w, ls in load.items()}
     steals: list[Lease] = []
     while held < floor_share and len(steals) < max_steals:
-        victim = _victim(owned, closed, me)
-        if victim is None or len(owned[victim]) - held < 2:
+        victim = _victim(owned, closed, me, held)
+        if victim is None:
             break
         steals.append(owned[victim].pop())  # its newest open shard
         held += 1
