@@ -97,8 +97,8 @@ def main() -> None:
 
     from kinesis_src.aws.dynamodb import DynamoDBClient
     from kinesis_src.config import AwsSettings
-    from kinesis_src.lease_table import LeaseTable
-    from kinesis_src.progress import ProgressStore, ShardProgress
+    from kinesis_src.leases.progress import ProgressStore, ShardProgress
+    from kinesis_src.leases.table import LeaseTable
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")

@@ -9,14 +9,16 @@ from .config import AwsSettings
 from .consumer import BlockingConsumer, Consumer, ConsumerMetrics
 from .drain import drain_stream
 from .errors import KinesisSourceError
-from .lease_table import Checkpoint, Lease, LeaseTable, default_table_name
-from .leases import LeaseCoordinator, LeaseListener, LeaseTiming
+from .leases.coordinator import LeaseCoordinator, LeaseListener, LeaseTiming
+from .leases.model import Checkpoint, Lease
+from .leases.progress import ProgressStore, ShardProgress
+from .leases.shard_sync import ShardSync
+from .leases.table import LeaseTable
+from .names import default_table_name
 from .positions import Position
-from .progress import ProgressStore, ShardProgress
 from .reader import ShardRead, ShardReader
 from .records import Record, RecordPage
 from .retry import RetryPolicy
-from .shard_sync import ShardSync
 from .window import read_table
 
 __all__ = [

@@ -22,14 +22,10 @@ from typing import Any
 from lineage import LineageError, ShardGraph
 
 from .aws import KinesisClient
-from .errors import InvalidRequestError, KinesisSourceError
+from .errors import InvalidRequestError, LineageListingError
 from .positions import Position, PositionKind
 
 log = logging.getLogger(__name__)
-
-
-class LineageListingError(KinesisSourceError):
-    """The stream's listing is not a consistent shard lineage (gap, overlap, conflict)."""
 
 
 @dataclass

@@ -108,6 +108,14 @@ class LineageOrderError(KinesisSourceError):
     """Someone asked to read a child shard before its parents were drained."""
 
 
+class LineageListingError(KinesisSourceError):
+    """The stream's listing is not a consistent shard lineage (gap, overlap, conflict).
+
+    Usually a listing caught mid-reshard: the lease coordinator tries again at
+    its next cycle.
+    """
+
+
 # --- leases --------------------------------------------------------------------
 
 
@@ -167,6 +175,10 @@ class WorkerIdInUseError(KinesisSourceError):
 
 
 # --- Spark ---------------------------------------------------------------------
+
+
+class ProgressMissingError(KinesisSourceError):
+    """A batch's recorded ends are needed to plan the next batch but cannot be read."""
 
 
 class ApplicationInUseError(ConfigurationError):

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Callable
 
 from .aws import KinesisClient
-from .errors import IteratorExpiredError, MalformedResponseError
+from .errors import ConfigurationError, IteratorExpiredError, MalformedResponseError
 from .positions import Position, validate_sequence_number
 from .records import ChildShard, RecordPage
 
@@ -89,7 +89,7 @@ class ShardReader:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not 1 <= max_records_per_fetch <= MAX_RECORDS_PER_FETCH:
-            raise ValueError(
+            raise ConfigurationError(
                 f"max_records_per_fetch must be within 1..{MAX_RECORDS_PER_FETCH}, got {max_records_per_fetch}"
             )
         self.kinesis = kinesis
@@ -111,7 +111,7 @@ class ShardReader:
     def fetch(self, limit: int | None = None) -> RecordPage:
         """One GetRecords call from the current position; moves the position past what it returns."""
         if self.shard_ended:
-            raise ValueError(f"shard {self.shard_id} already reached SHARD_END; nothing more to fetch")
+            raise ConfigurationError(f"shard {self.shard_id} already reached SHARD_END; nothing more to fetch")
         limit = min(limit or self.max_records_per_fetch, self.max_records_per_fetch)
         self._pace()
         if self._iterator is None:

@@ -22,7 +22,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from .errors import KinesisSourceError, RetriesExhaustedError
+from .errors import ConfigurationError, KinesisSourceError, RetriesExhaustedError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -43,9 +43,9 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise ValueError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
+            raise ConfigurationError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
         if self.initial_backoff_s < 0 or self.max_backoff_s < self.initial_backoff_s:
-            raise ValueError(
+            raise ConfigurationError(
                 "RetryPolicy backoff must satisfy 0 <= initial_backoff_s <= max_backoff_s, got "
                 f"{self.initial_backoff_s} and {self.max_backoff_s}"
             )

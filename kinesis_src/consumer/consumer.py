@@ -43,14 +43,21 @@ from typing import Any, AsyncIterator
 from ..aws import DynamoDBClient, KinesisClient
 from ..aws.async_kinesis import AsyncKinesisClient
 from ..config import AwsSettings
-from ..errors import ConfigurationError, KinesisSourceError, LeaseLostError, ShardNotFoundError
-from ..lease_table import Checkpoint, Lease, LeaseTable, default_table_name, validate_name
-from ..leases import LeaseCoordinator, LeaseTiming
+from ..errors import (
+    ConfigurationError,
+    KinesisSourceError,
+    LeaseLostError,
+    ShardNotFoundError,
+)
+from ..leases.coordinator import LeaseCoordinator, LeaseTiming
+from ..leases.model import Checkpoint, Lease
+from ..leases.shard_sync import ShardSync
+from ..leases.table import LeaseTable
+from ..names import default_table_name, validate_name
 from ..positions import Position, PositionKind
 from ..reader import MAX_RECORDS_PER_FETCH
 from ..records import ChildShard, RecordPage
 from ..retry import RetryPolicy
-from ..shard_sync import ShardSync
 from .batch import Batch
 from .fetcher import ShardFetcher
 from .metrics import ConsumerMetrics, ShardMetrics

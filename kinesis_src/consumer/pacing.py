@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import ConfigurationError
+
 CALLS_PER_SECOND = 5
 BYTES_PER_SECOND = 2 * 1024 * 1024
 
@@ -24,7 +26,7 @@ class FetchPacing:
 
     def __post_init__(self) -> None:
         if self.idle_interval_s < 0 or self.min_interval_s < 0 or self.bytes_per_second <= 0:
-            raise ValueError(
+            raise ConfigurationError(
                 "idle_interval_s and min_interval_s must be >= 0 and bytes_per_second > 0, got "
                 f"{self.idle_interval_s}, {self.min_interval_s}, {self.bytes_per_second}"
             )

@@ -21,7 +21,7 @@ from typing import Iterable, Mapping
 
 from lineage import ShardGraph
 
-from ..errors import KinesisSourceError
+from ..errors import ProgressMissingError
 from ..positions import Position
 from .offsets import Plan, ShardPlan
 
@@ -41,10 +41,6 @@ class BatchEnd:
     shard_end: bool
     stop_reason: str
     millis_behind_latest: int | None = None
-
-
-class ProgressMissingError(KinesisSourceError):
-    """A committed batch has no recorded end for one of its shards."""
 
 
 @dataclass(frozen=True)

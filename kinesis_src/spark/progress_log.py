@@ -13,8 +13,8 @@ from typing import Mapping
 
 from ..aws.dynamodb import DynamoDBClient
 from ..config import AwsSettings
-from ..lease_table import LeaseTable
-from ..progress import ProgressStore, ShardProgress
+from ..leases.progress import ProgressStore, ShardProgress
+from ..leases.table import LeaseTable
 from .planner import BatchEnd
 
 

@@ -27,8 +27,9 @@ from pyspark.sql.streaming.datasource import (
 from ..aws import KinesisClient
 from ..discovery import ShardDiscovery
 from ..errors import DataLossError, IteratorExpiredError
+from ..leases.claim import QueryClaim
+from ..leases.progress import ProgressStore
 from ..positions import Position, PositionKind, format_timestamp
-from ..progress import ProgressStore
 from .batch import endpoint_of
 from .offsets import Plan, ShardPlan
 from .options import SourceOptions
@@ -45,7 +46,6 @@ from .planner import (
 )
 from .progress_log import ProgressLog, open_lease_table
 from .tasks import read_stream_partition
-from .tenancy import QueryClaim
 
 log = logging.getLogger(__name__)
 

@@ -59,7 +59,9 @@ from kinesis_src.errors import (
     LeaseTableNotFoundError,
     StreamNotFoundError,
 )
-from kinesis_src.lease_table import Checkpoint, Lease, LeaseTable, default_table_name
+from kinesis_src.leases.model import Checkpoint, Lease
+from kinesis_src.leases.table import LeaseTable
+from kinesis_src.names import default_table_name
 from kinesis_src.retry import RetryPolicy
 from kinesis_src.workload import KeyedProducer, decode
 

@@ -29,13 +29,15 @@ from kinesis_src import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import LeaseTableNotFoundError
-from kinesis_src.lease_table import Checkpoint, Lease, LeaseTable
-from kinesis_src.leases import LeaseCoordinator, LeaseTiming, plan_assignment
+from kinesis_src.leases.assignment import plan_assignment
+from kinesis_src.leases.coordinator import LeaseCoordinator, LeaseTiming
+from kinesis_src.leases.model import Checkpoint, Lease
+from kinesis_src.leases.progress import ProgressStore
+from kinesis_src.leases.shard_sync import ShardSync
+from kinesis_src.leases.table import LeaseTable
 from kinesis_src.positions import Position
-from kinesis_src.progress import ProgressStore
 from kinesis_src.reader import ShardReader
 from kinesis_src.retry import RetryPolicy
-from kinesis_src.shard_sync import ShardSync
 from kinesis_src.workload import KeyedProducer, check_order
 
 pytestmark = pytest.mark.integration

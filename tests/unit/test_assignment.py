@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kinesis_src.lease_table import Checkpoint, Lease
-from kinesis_src.leases import AssignmentPlan, is_assignable, plan_assignment
+from kinesis_src.leases.assignment import AssignmentPlan, is_assignable, plan_assignment
+from kinesis_src.leases.model import Checkpoint, Lease
 from lineage import MAX_HASH_KEY, HashRange
 
 FULL = HashRange(0, MAX_HASH_KEY)

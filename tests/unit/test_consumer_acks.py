@@ -17,10 +17,15 @@ from typing import Any, Awaitable, Callable, TypeVar
 import pytest
 
 from kinesis_src.consumer import Consumer, FetchPacing, parse_initial_position
-from kinesis_src.errors import ConfigurationError, LeaseLostError, MalformedResponseError
-from kinesis_src.lease_table import Checkpoint, HashRange, Lease
+from kinesis_src.errors import (
+    ConfigurationError,
+    LeaseLostError,
+    MalformedResponseError,
+)
+from kinesis_src.leases.model import Checkpoint, Lease
 from kinesis_src.positions import Position, PositionKind
 from kinesis_src.records import ChildShard, RecordPage
+from lineage import HashRange
 
 T = TypeVar("T")
 SHARD = "shardId-000000000001"

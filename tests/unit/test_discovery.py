@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kinesis_src.discovery import LineageListingError, ShardDiscovery
-from kinesis_src.errors import InvalidRequestError
+from kinesis_src.discovery import ShardDiscovery
+from kinesis_src.errors import InvalidRequestError, LineageListingError
 from kinesis_src.positions import Position
 
 TOP = 2**128 - 1

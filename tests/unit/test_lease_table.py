@@ -22,15 +22,10 @@ from kinesis_src.errors import (
     LeaseLostError,
     LeaseTableNotFoundError,
 )
-from kinesis_src.lease_table import (
-    Checkpoint,
-    CheckpointKind,
-    HeartbeatStatus,
-    Lease,
-    LeaseCodec,
-    LeaseTable,
-    default_table_name,
-)
+from kinesis_src.leases.model import Checkpoint, CheckpointKind, HeartbeatStatus, Lease
+from kinesis_src.leases.serializer import LeaseCodec
+from kinesis_src.leases.table import LeaseTable
+from kinesis_src.names import default_table_name
 from kinesis_src.positions import Position
 from kinesis_src.records import ChildShard
 from kinesis_src.retry import RetryPolicy

@@ -9,8 +9,9 @@ from moto import mock_aws
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import CorruptLeaseError, LeaseLostError, WorkerIdInUseError
-from kinesis_src.lease_table import Checkpoint, HeartbeatStatus, Lease, LeaseTable
-from kinesis_src.leases import LeaseCoordinator, LeaseTiming
+from kinesis_src.leases.coordinator import LeaseCoordinator, LeaseTiming
+from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease
+from kinesis_src.leases.table import LeaseTable
 from kinesis_src.records import ChildShard
 from kinesis_src.retry import RetryPolicy
 from lineage import MAX_HASH_KEY, HashRange

@@ -9,9 +9,10 @@ from moto import mock_aws
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import ConfigurationError, CorruptLeaseError, LeaseLostError
-from kinesis_src.lease_table import Checkpoint, Lease, LeaseTable
+from kinesis_src.leases.model import Checkpoint, Lease
+from kinesis_src.leases.progress import ProgressStore, ShardProgress
+from kinesis_src.leases.table import LeaseTable
 from kinesis_src.positions import Position
-from kinesis_src.progress import ProgressStore, ShardProgress
 from kinesis_src.retry import RetryPolicy
 from lineage import MAX_HASH_KEY, HashRange
 
@@ -125,9 +126,9 @@ def test_stop_reason_and_lag_round_trip(dummy_credentials) -> None:
 
     from kinesis_src.aws.dynamodb import DynamoDBClient
     from kinesis_src.config import AwsSettings
-    from kinesis_src.lease_table import LeaseTable
+    from kinesis_src.leases.progress import ProgressStore, ShardProgress
+    from kinesis_src.leases.table import LeaseTable
     from kinesis_src.positions import Position
-    from kinesis_src.progress import ProgressStore, ShardProgress
 
     with mock_aws():
         table = LeaseTable(DynamoDBClient(AwsSettings(region="us-east-1")), "t-progress", "app", "orders")

@@ -9,11 +9,12 @@ from moto import mock_aws
 
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
-from kinesis_src.lease_table import Checkpoint, CheckpointKind, Lease, LeaseTable
-from kinesis_src.leases import plan_assignment
+from kinesis_src.leases.assignment import plan_assignment
+from kinesis_src.leases.model import Checkpoint, CheckpointKind, Lease
+from kinesis_src.leases.shard_sync import ShardSync
+from kinesis_src.leases.table import LeaseTable
 from kinesis_src.positions import Position
 from kinesis_src.retry import RetryPolicy
-from kinesis_src.shard_sync import ShardSync
 from lineage import MAX_HASH_KEY, HashRange
 
 FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002, deadline_s=5)

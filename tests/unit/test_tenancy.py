@@ -8,8 +8,8 @@ from moto import mock_aws
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import ApplicationInUseError
-from kinesis_src.lease_table import LeaseTable
-from kinesis_src.spark.tenancy import QUERY_WORKER_ID, QueryClaim
+from kinesis_src.leases.claim import QUERY_WORKER_ID, QueryClaim
+from kinesis_src.leases.table import LeaseTable
 
 
 @pytest.fixture

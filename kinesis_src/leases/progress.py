@@ -34,20 +34,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from .aws.dynamodb import DynamoDBClient, Item
-from .errors import ConfigurationError, InvalidPositionError
-from .lease_table import (
-    HASH_KEY,
-    LEASE_PREFIX,
-    RANGE_KEY,
-    TTL_ATTRIBUTE,
-    Lease,
-    LeaseCodec,
-    LeaseTable,
-    validate_name,
-    validate_table_name,
-)
-from .positions import Position
+from ..aws.dynamodb import DynamoDBClient, Item
+from ..errors import ConfigurationError, InvalidPositionError
+from ..names import validate_name, validate_table_name
+from ..positions import Position
+from .model import Lease
+from .serializer import HASH_KEY, LEASE_PREFIX, RANGE_KEY, TTL_ATTRIBUTE, LeaseCodec
+from .table import LeaseTable
 
 SHARD_ID = "shardId"
 END_POSITION = "endPosition"

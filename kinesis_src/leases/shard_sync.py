@@ -38,10 +38,12 @@ from typing import Iterable
 
 from lineage import ShardGraph, shard_sort_key
 
-from .aws import KinesisClient
-from .discovery import ShardDiscovery
-from .lease_table import Checkpoint, Lease, LeaseTable
-from .positions import Position, PositionKind
+from ..aws import KinesisClient
+from ..discovery import ShardDiscovery
+from ..errors import ConfigurationError
+from ..positions import Position, PositionKind
+from .model import Checkpoint, Lease
+from .table import LeaseTable
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,7 @@ class ShardSync:
         self.table = table
         self.initial_position = initial_position or Position.trim_horizon()
         if self.initial_position.kind in (PositionKind.AT_SEQUENCE_NUMBER, PositionKind.AFTER_SEQUENCE_NUMBER):
-            raise ValueError("the initial position of a stream is latest, trim_horizon or at_timestamp")
+            raise ConfigurationError("the initial position of a stream is latest, trim_horizon or at_timestamp")
 
     def run(self, leases: Iterable[Lease] | None = None) -> SyncReport:
         """One sync. ``leases`` must have been read before this call lists the stream."""

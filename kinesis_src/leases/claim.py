@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import ApplicationInUseError
-from ..lease_table import HeartbeatStatus, LeaseTable, WorkerHeartbeat
+from .model import HeartbeatStatus, WorkerHeartbeat
+from .table import LeaseTable
 
 log = logging.getLogger(__name__)
 

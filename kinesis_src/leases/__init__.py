@@ -1,0 +1,38 @@
+"""Leases, by role (after the KCL's ``leases`` package).
+
+* :mod:`.model` -- values: :class:`Checkpoint`, :class:`Lease`, worker heartbeats;
+* :mod:`.serializer` -- every item layout and attribute name of the table;
+* :mod:`.table` -- the conditional writes (:class:`LeaseTable`);
+* :mod:`.assignment` -- the pure balancer;
+* :mod:`.expiry` -- the one judge of "has this heartbeat stopped";
+* :mod:`.coordinator` -- heartbeat, take, renew, release (:class:`LeaseCoordinator`);
+* :mod:`.shard_sync` -- the table follows the stream's lineage;
+* :mod:`.progress` -- the Spark source's per-batch ends;
+* :mod:`.claim` -- one running Spark query per application.
+"""
+
+from .assignment import AssignmentPlan, is_assignable, plan_assignment
+from .coordinator import CycleReport, LeaseCoordinator, LeaseListener, LeaseTiming
+from .model import Checkpoint, CheckpointKind, HeartbeatStatus, Lease, WorkerHeartbeat
+from .progress import ProgressStore, ShardProgress
+from .shard_sync import ShardSync
+from .table import LeaseTable
+
+__all__ = [
+    "AssignmentPlan",
+    "Checkpoint",
+    "CheckpointKind",
+    "CycleReport",
+    "HeartbeatStatus",
+    "Lease",
+    "LeaseCoordinator",
+    "LeaseListener",
+    "LeaseTable",
+    "LeaseTiming",
+    "ProgressStore",
+    "ShardProgress",
+    "ShardSync",
+    "WorkerHeartbeat",
+    "is_assignable",
+    "plan_assignment",
+]

@@ -1,0 +1,241 @@
+"""Every DynamoDB item layout of the lease table, and the only place attribute names appear.
+
+One table serves any number of applications and streams. Every item is
+namespaced by its partition key (hash key ``pk``, range key ``sk``, both S):
+
+==========================================  ============================  ===========
+pk                                          sk                            item
+==========================================  ============================  ===========
+``lease#<application>#<stream>``            ``shard#<shardId>``           shard lease
+``lease#<application>#<stream>``            ``worker#<workerId>``         heartbeat
+``claim#<application>#<stream>``            ``query``                     Spark query claim
+``progress#<app>#<stream>#<run>#<batch>``   ``shard#<shardId>``           per-batch progress
+==========================================  ============================  ===========
+
+Leases and heartbeats of one application+stream share a partition, so one
+consistent Query reads the whole coordination state (one request per 1 MB,
+about 3,000 leases). Application and stream names are restricted to
+``[A-Za-z0-9_.-]`` (the characters Kinesis allows in stream names), so ``#``
+cannot make two namespaces collide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from lineage import HashRange
+
+from ..aws.dynamodb import Item
+from ..errors import CorruptLeaseError, InvalidPositionError
+from ..positions import format_timestamp
+from .model import _SENTINELS, Checkpoint, CheckpointKind, Lease, WorkerHeartbeat
+
+# -- key layout -------------------------------------------------------------------
+
+HASH_KEY = "pk"
+RANGE_KEY = "sk"
+TTL_ATTRIBUTE = "ttl"
+EXPECTED_KEY_SCHEMA = ((HASH_KEY, "HASH", "S"), (RANGE_KEY, "RANGE", "S"))
+LEASE_PREFIX = "shard#"
+WORKER_PREFIX = "worker#"
+
+# -- attribute names (leases and heartbeats) ----------------------------------------
+
+SHARD_ID = "shardId"
+LEASE_OWNER = "leaseOwner"
+LEASE_COUNTER = "leaseCounter"
+CHECKPOINT = "checkpoint"
+CHECKPOINT_SUB_SEQUENCE = "checkpointSubSequenceNumber"
+CHECKPOINT_TIMESTAMP = "checkpointTimestamp"
+PARENT_SHARD_IDS = "parentShardIds"
+CHILD_SHARD_IDS = "childShardIds"
+STARTING_HASH_KEY = "startingHashKey"
+ENDING_HASH_KEY = "endingHashKey"
+OWNER_SWITCHES = "ownerSwitchesSinceCheckpoint"
+LAST_UPDATED = "lastUpdated"
+WORKER_ID = "workerId"
+SESSION = "session"
+HEARTBEAT = "heartbeat"
+
+HEARTBEAT_TTL_S = 24 * 3600  # garbage collection of dead workers' items only; never used for expiry
+
+
+
+def lease_partition(application: str, stream: str) -> str:
+    return f"lease#{application}#{stream}"
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _list(values: Sequence[str]) -> dict[str, list[dict[str, str]]]:
+    return {"L": [_s(v) for v in values]}
+
+
+_TYPE_NAMES = {"S": "a string (S)", "N": "a number (N)", "L": "a list (L)", "BOOL": "a boolean (BOOL)"}
+
+
+@dataclass(frozen=True)
+class LeaseCodec:
+    """Item <-> value for one table; every read checks presence and DynamoDB type."""
+
+    table: str
+
+    # -- writing --------------------------------------------------------------------
+
+    def lease_item(self, partition: str, lease: Lease) -> Item:
+        item: Item = {
+            HASH_KEY: _s(partition),
+            RANGE_KEY: _s(LEASE_PREFIX + lease.shard_id),
+            SHARD_ID: _s(lease.shard_id),
+            LEASE_COUNTER: _n(lease.counter),
+            CHECKPOINT: _s(self.checkpoint_text(lease.checkpoint)),
+            CHECKPOINT_SUB_SEQUENCE: _n(lease.checkpoint.sub_sequence_number),
+            PARENT_SHARD_IDS: _list(lease.parent_shard_ids),
+            CHILD_SHARD_IDS: _list(lease.child_shard_ids),
+            STARTING_HASH_KEY: _s(str(lease.hash_range.start)),
+            ENDING_HASH_KEY: _s(str(lease.hash_range.end)),
+            OWNER_SWITCHES: _n(lease.owner_switches_since_checkpoint),
+            LAST_UPDATED: _n(lease.last_updated_ms),
+        }
+        if lease.owner is not None:
+            item[LEASE_OWNER] = _s(lease.owner)
+        if lease.checkpoint.timestamp is not None:
+            item[CHECKPOINT_TIMESTAMP] = _s(format_timestamp(lease.checkpoint.timestamp))
+        return item
+
+    @staticmethod
+    def checkpoint_text(checkpoint: Checkpoint) -> str:
+        return checkpoint.sequence_number or checkpoint.kind.value
+
+    def worker_item(self, partition: str, worker: WorkerHeartbeat) -> Item:
+        return {
+            HASH_KEY: _s(partition),
+            RANGE_KEY: _s(WORKER_PREFIX + worker.worker_id),
+            WORKER_ID: _s(worker.worker_id),
+            SESSION: _s(worker.session),
+            HEARTBEAT: _n(worker.heartbeat),
+            LAST_UPDATED: _n(worker.last_updated_ms),
+            TTL_ATTRIBUTE: _n(worker.last_updated_ms // 1000 + HEARTBEAT_TTL_S),
+        }
+
+    # -- reading --------------------------------------------------------------------
+
+    def lease(self, item: Item) -> Lease:
+        shard_id = self.string(item, SHARD_ID)
+        if self.key_part(item, RANGE_KEY) != LEASE_PREFIX + shard_id:
+            raise self.corrupt(item, SHARD_ID, "the shard id in the sort key", f"is {shard_id!r}")
+        owner = self.string(item, LEASE_OWNER, optional=True)
+        if LEASE_OWNER in item and not owner:
+            raise self.corrupt(item, LEASE_OWNER, "a worker id, or no attribute when unowned", "is empty")
+        return Lease(
+            shard_id=shard_id,
+            checkpoint=self._checkpoint(item),
+            hash_range=self._hash_range(item),
+            counter=self.number(item, LEASE_COUNTER),
+            owner=owner or None,
+            parent_shard_ids=self.strings(item, PARENT_SHARD_IDS),
+            child_shard_ids=self.strings(item, CHILD_SHARD_IDS),
+            owner_switches_since_checkpoint=self.number(item, OWNER_SWITCHES),
+            last_updated_ms=self.number(item, LAST_UPDATED),
+        )
+
+    def worker(self, item: Item) -> WorkerHeartbeat:
+        worker_id = self.string(item, WORKER_ID)
+        if self.key_part(item, RANGE_KEY) != WORKER_PREFIX + worker_id:
+            raise self.corrupt(item, WORKER_ID, "the worker id in the sort key", f"is {worker_id!r}")
+        return WorkerHeartbeat(
+            worker_id=worker_id,
+            session=self.string(item, SESSION),
+            heartbeat=self.number(item, HEARTBEAT),
+            last_updated_ms=self.number(item, LAST_UPDATED),
+        )
+
+    def _checkpoint(self, item: Item) -> Checkpoint:
+        text = self.string(item, CHECKPOINT)
+        sub = self.number(item, CHECKPOINT_SUB_SEQUENCE)
+        kind = _SENTINELS.get(text)
+        try:
+            if kind is CheckpointKind.AT_TIMESTAMP:
+                return Checkpoint.at_timestamp(self.string(item, CHECKPOINT_TIMESTAMP))
+            if kind is not None:
+                return Checkpoint(kind)
+            return Checkpoint.sequence(text, sub)
+        except InvalidPositionError as exc:
+            attribute = CHECKPOINT_TIMESTAMP if kind is CheckpointKind.AT_TIMESTAMP else CHECKPOINT
+            raise self.corrupt(
+                item, attribute,
+                "TRIM_HORIZON, LATEST, AT_TIMESTAMP (with checkpointTimestamp), SHARD_END or a decimal "
+                "sequence number",
+                f"is invalid ({exc})",
+            ) from None
+
+    def _hash_range(self, item: Item) -> HashRange:
+        bounds = []
+        for attribute in (STARTING_HASH_KEY, ENDING_HASH_KEY):
+            text = self.string(item, attribute)
+            if not text.isdigit() or len(text) > 39:
+                raise self.corrupt(item, attribute, "a decimal hash key in 0..2**128-1", f"is {text!r}")
+            bounds.append(int(text))
+        try:
+            return HashRange(bounds[0], bounds[1])
+        except ValueError as exc:
+            raise self.corrupt(item, ENDING_HASH_KEY, "a range start <= end within 0..2**128-1", f"is invalid ({exc})") from None
+
+    def key_part(self, item: Item, attribute: str) -> str:
+        return self.string(item, attribute)
+
+    def string(self, item: Item, attribute: str, optional: bool = False) -> str:
+        value = self._typed(item, attribute, "S", optional)
+        return "" if value is None else value
+
+    def number(self, item: Item, attribute: str) -> int:
+        text = self._typed(item, attribute, "N", False)
+        try:
+            return int(text)
+        except (TypeError, ValueError):
+            raise self.corrupt(item, attribute, "an integer", f"is {text!r}") from None
+
+    def strings(self, item: Item, attribute: str) -> tuple[str, ...]:
+        values = self._typed(item, attribute, "L", False)
+        out = []
+        for i, element in enumerate(values):
+            if not isinstance(element, Mapping) or set(element) != {"S"} or not element["S"]:
+                raise self.corrupt(item, attribute, "a list of non-empty strings", f"has element {i} = {element!r}")
+            out.append(element["S"])
+        return tuple(out)
+
+    def boolean(self, item: Item, attribute: str) -> bool:
+        return bool(self._typed(item, attribute, "BOOL", False))
+
+    def _typed(self, item: Item, attribute: str, type_code: str, optional: bool) -> Any:
+        raw = item.get(attribute)
+        if raw is None:
+            if optional:
+                return None
+            raise self.corrupt(item, attribute, _TYPE_NAMES[type_code], "is missing")
+        if not isinstance(raw, Mapping) or len(raw) != 1 or type_code not in raw:
+            found = ", ".join(raw) if isinstance(raw, Mapping) else type(raw).__name__
+            raise self.corrupt(item, attribute, _TYPE_NAMES[type_code], f"has type {found} (value {_short(raw)})")
+        return raw[type_code]
+
+    def corrupt(self, item: Item, attribute: str, expected: str, found: str) -> CorruptLeaseError:
+        key = {name: _key_text(item.get(name)) for name in (HASH_KEY, RANGE_KEY)}
+        return CorruptLeaseError(self.table, key, attribute, expected, found)
+
+
+def _key_text(raw: Any) -> str:
+    if isinstance(raw, Mapping) and isinstance(raw.get("S"), str):
+        return raw["S"]
+    return f"<{_short(raw)}>"
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,344 @@
+"""The lease table's conditional writes, for one application's stream.
+
+Writes are single conditional requests: coordination writes (create, take,
+steal, renew, release, delete, heartbeat) return None/False when they lose a
+race ("False = lease lost", as in the KCL); writes that only the holder may
+make (checkpoint, SHARD_END) raise :class:`LeaseLostError` because a failure
+there means the caller must stop. Item layouts and attribute names live in
+:mod:`.serializer`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from ..aws.dynamodb import DynamoDBClient, Item, WriteResult
+from ..errors import IncompatibleLeaseTableError, InvalidPositionError, LeaseLostError
+from ..names import validate_name, validate_table_name, validate_worker_id
+from ..positions import format_timestamp
+from .model import (
+    Checkpoint,
+    CheckpointKind,
+    HeartbeatStatus,
+    Lease,
+    ShardEndResult,
+    TableView,
+    WorkerHeartbeat,
+)
+from .serializer import (
+    CHECKPOINT,
+    CHECKPOINT_SUB_SEQUENCE,
+    CHECKPOINT_TIMESTAMP,
+    CHILD_SHARD_IDS,
+    EXPECTED_KEY_SCHEMA,
+    HASH_KEY,
+    HEARTBEAT,
+    HEARTBEAT_TTL_S,
+    LAST_UPDATED,
+    LEASE_COUNTER,
+    LEASE_OWNER,
+    LEASE_PREFIX,
+    OWNER_SWITCHES,
+    RANGE_KEY,
+    SESSION,
+    TTL_ATTRIBUTE,
+    WORKER_PREFIX,
+    LeaseCodec,
+    _list,
+    _n,
+    _s,
+    lease_partition,
+)
+
+log = logging.getLogger(__name__)
+
+_TOKEN = re.compile(r"[#:][A-Za-z0-9_]+")
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+# -- the table ----------------------------------------------------------------------
+
+
+@dataclass
+class LeaseTable:
+    """One application's leases on one stream, in a (possibly shared) DynamoDB table."""
+
+    dynamodb: DynamoDBClient
+    table_name: str
+    application: str
+    stream: str
+    now_ms: Callable[[], int] = field(default=_wall_ms, repr=False)
+
+    def __post_init__(self) -> None:
+        validate_table_name(self.table_name)
+        validate_name(self.application, "applicationName")
+        validate_name(self.stream, "streamName")
+        self.partition = lease_partition(self.application, self.stream)
+        self.codec = LeaseCodec(self.table_name)
+
+    # -- table management ----------------------------------------------------------
+
+    def ensure_table(self, create: bool = True, timeout_s: float = 120.0) -> bool:
+        """Make sure the table exists with the lease key schema; returns True if created now."""
+        if create:
+            description, created = self.dynamodb.create_table_if_missing(
+                self.table_name, HASH_KEY, RANGE_KEY, TTL_ATTRIBUTE, timeout_s
+            )
+        else:
+            description, created = self.dynamodb.describe_table(self.table_name), False
+            if description is None:
+                raise self.dynamodb.table_missing(self.table_name, "DescribeTable")
+        if tuple(description.key_schema) != EXPECTED_KEY_SCHEMA:
+            found = ", ".join(f"{name} {kind} ({typ})" for name, kind, typ in description.key_schema)
+            raise IncompatibleLeaseTableError(
+                f"DynamoDB table {self.table_name!r} at {self.dynamodb.endpoint} exists with key schema "
+                f"[{found}], but a kinesis-src lease table needs [pk HASH (S), sk RANGE (S)]. It was "
+                "probably made by another tool (a KCL application uses leaseKey): set leaseTableName "
+                "to another table, or delete this one."
+            )
+        if created:
+            log.info("created lease table %r at %s", self.table_name, self.dynamodb.endpoint)
+        return created
+
+    # -- reads ------------------------------------------------------------------------
+
+    def scan(self) -> TableView:
+        """Leases and heartbeats of this application+stream: one consistent Query."""
+        leases: dict[str, Lease] = {}
+        workers: dict[str, WorkerHeartbeat] = {}
+        for item in self.dynamodb.query(self.table_name, HASH_KEY, self.partition):
+            sk = self.codec.key_part(item, RANGE_KEY)
+            if sk.startswith(LEASE_PREFIX):
+                lease = self.codec.lease(item)
+                leases[lease.shard_id] = lease
+            elif sk.startswith(WORKER_PREFIX):
+                worker = self.codec.worker(item)
+                workers[worker.worker_id] = worker
+            else:
+                raise self.codec.corrupt(item, RANGE_KEY, "a sort key starting with shard# or worker#", f"is {sk!r}")
+        return TableView(leases, workers)
+
+    def list_leases(self) -> list[Lease]:
+        items = self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, LEASE_PREFIX)
+        return [self.codec.lease(item) for item in items]
+
+    def get_lease(self, shard_id: str) -> Lease | None:
+        item = self.dynamodb.get_item(self.table_name, self._lease_key(shard_id))
+        return None if item is None else self.codec.lease(item)
+
+    # -- lease writes -----------------------------------------------------------------
+
+    def create_lease(self, lease: Lease) -> bool:
+        """Put-if-absent; False when a lease for the shard already exists (idempotent create)."""
+        item = self.codec.lease_item(self.partition, replace(lease, last_updated_ms=self.now_ms()))
+        result = self.dynamodb.put_item(
+            self.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY}
+        )
+        if result.ok:
+            log.debug("created %s", lease.describe())
+        return result.ok
+
+    def take_lease(self, lease: Lease, new_owner: str) -> Lease | None:
+        """Take an unowned or expired lease (or steal a live one): None if it changed meanwhile."""
+        result = self._update_held(
+            lease,
+            "SET #owner = :new, #counter = :next, #switches = #switches + :one, #updated = :now",
+            values={":new": _s(new_owner), ":one": _n(1)},
+        )
+        return self._lease_or_none(result)
+
+    steal_lease = take_lease  # same conditional write; the caller logs it as a steal
+
+    def renew_lease(self, lease: Lease) -> Lease | None:
+        """KCL-style renewal (counter + 1 by the holder). kinesis-src renews by heartbeat instead;
+        this exists for the cost comparison in benchmarks/bench_leases.py."""
+        return self._lease_or_none(self._update_held(lease, "SET #counter = :next, #updated = :now"))
+
+    def release_lease(self, lease: Lease) -> Lease | None:
+        """Give the lease up (graceful hand-off): unowned, counter + 1 so the old holder is fenced."""
+        result = self._update_held(lease, "SET #counter = :next, #updated = :now REMOVE #owner")
+        return self._lease_or_none(result)
+
+    def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
+        """Record progress; only the holder at the lease's counter may. Raises LeaseLostError."""
+        if checkpoint.is_shard_end:
+            raise InvalidPositionError("SHARD_END is recorded with mark_shard_end(), which also creates the children")
+        update, values = self._checkpoint_update(checkpoint)
+        result = self._update_held(lease, update + ", #switches = :zero, #updated = :now", values=values)
+        return self._lease_or_lost(lease, result, f"checkpoint {checkpoint}")
+
+    def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
+        """Create the child leases (put-if-absent), then mark the parent SHARD_END and unowned.
+
+        Children first: if the worker dies between the two writes, the next
+        owner re-reads the parent to its end and repeats this idempotently;
+        the children are not assignable until the parent is SHARD_END. A
+        merge child is created by whichever parent ends first.
+        """
+        created, existing = [], []
+        for child in children:
+            (created if self.create_lease(child) else existing).append(child.shard_id)
+        ids = tuple(c.shard_id for c in children) or lease.child_shard_ids
+        result = self._update_held(
+            lease,
+            "SET #cp = :end, #sub = :zero, #children = :children, #counter = :next, #switches = :zero, "
+            "#updated = :now REMOVE #owner, #cpts",
+            values={":end": _s(CheckpointKind.SHARD_END.value), ":children": _list(ids)},
+        )
+        ended = self._lease_or_lost(lease, result, "SHARD_END")
+        return ShardEndResult(ended, tuple(created), tuple(existing))
+
+    def delete_lease(self, lease: Lease, only_if_shard_end: bool) -> bool:
+        """Delete a drained (or trimmed) lease, unless it changed since ``lease`` was read."""
+        condition = "#counter = :cur"
+        values = {":cur": _n(lease.counter)}
+        if only_if_shard_end:
+            condition += " AND #cp = :end"
+            values[":end"] = _s(CheckpointKind.SHARD_END.value)
+        result = self.dynamodb.delete_item(
+            self.table_name,
+            self._lease_key(lease.shard_id),
+            condition,
+            names={"#counter": LEASE_COUNTER, "#cp": CHECKPOINT} if only_if_shard_end else {"#counter": LEASE_COUNTER},
+            values=values,
+        )
+        return result.ok
+
+    def _update_held(self, lease: Lease, update: str, values: Mapping[str, Any] | None = None) -> WriteResult:
+        """A conditional update on the expected owner and counter (the fencing condition)."""
+        names = {
+            "#owner": LEASE_OWNER, "#counter": LEASE_COUNTER, "#switches": OWNER_SWITCHES,
+            "#updated": LAST_UPDATED, "#cp": CHECKPOINT, "#sub": CHECKPOINT_SUB_SEQUENCE,
+            "#cpts": CHECKPOINT_TIMESTAMP, "#children": CHILD_SHARD_IDS,
+        }
+        all_values: dict[str, Any] = {
+            ":cur": _n(lease.counter), ":now": _n(self.now_ms()), ":zero": _n(0), ":next": _n(lease.counter + 1)
+        }
+        all_values.update(values or {})
+        if lease.owner is None:
+            condition = "#counter = :cur AND attribute_not_exists(#owner)"
+        else:
+            condition = "#counter = :cur AND #owner = :owner"
+            all_values[":owner"] = _s(lease.owner)
+        used = set(_TOKEN.findall(update + " " + condition))
+        return self.dynamodb.update_item(
+            self.table_name,
+            self._lease_key(lease.shard_id),
+            update,
+            condition,
+            names={k: v for k, v in names.items() if k in used},
+            values={k: v for k, v in all_values.items() if k in used},
+        )
+
+    def _checkpoint_update(self, checkpoint: Checkpoint) -> tuple[str, dict[str, Any]]:
+        values = {":cp": _s(self.codec.checkpoint_text(checkpoint)), ":sub": _n(checkpoint.sub_sequence_number)}
+        if checkpoint.timestamp is not None:
+            values[":cpts"] = _s(format_timestamp(checkpoint.timestamp))
+            return "SET #cp = :cp, #sub = :sub, #cpts = :cpts", values
+        return "REMOVE #cpts SET #cp = :cp, #sub = :sub", values
+
+    def _lease_or_none(self, result: WriteResult) -> Lease | None:
+        return self.codec.lease(result.item) if result.ok and result.item else None
+
+    def fence(self, lease: Lease) -> dict[str, Any]:
+        """A TransactWriteItems ConditionCheck: "``lease`` is still held as read".
+
+        Put it next to any write that only the holder may make (fenced
+        progress): the transaction fails as a whole if the lease moved on,
+        and the lease item itself is never written.
+        """
+        if lease.owner is None:
+            raise LeaseLostError(f"lease on shard {lease.shard_id} has no owner: nothing to fence on", lease.shard_id)
+        return {
+            "ConditionCheck": {
+                "TableName": self.table_name,
+                "Key": self._lease_key(lease.shard_id),
+                "ConditionExpression": "#counter = :cur AND #owner = :owner",
+                "ExpressionAttributeNames": {"#counter": LEASE_COUNTER, "#owner": LEASE_OWNER},
+                "ExpressionAttributeValues": {":cur": _n(lease.counter), ":owner": _s(lease.owner)},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def _lease_or_lost(self, lease: Lease, result: WriteResult, what: str) -> Lease:
+        if result.ok and result.item:
+            return self.codec.lease(result.item)
+        raise self.lost_error(lease, result.item, what)
+
+    def lost_error(self, lease: Lease, current: Item | None, what: str) -> LeaseLostError:
+        """The error for a fenced write that failed; ``current`` is the lease item as it stands."""
+        now = "no longer exists" if current is None else self.codec.lease(current).describe()
+        return LeaseLostError(
+            f"{what} on shard {lease.shard_id} of stream {self.stream!r} (application "
+            f"{self.application!r}, table {self.table_name!r}) rejected: the write was fenced on owner "
+            f"{lease.owner} and counter {lease.counter}, but the lease {now}. Stop processing this "
+            "shard; its new owner resumes from the last successful checkpoint.",
+            lease.shard_id,
+        )
+
+    def _lease_key(self, shard_id: str) -> Item:
+        return {HASH_KEY: _s(self.partition), RANGE_KEY: _s(LEASE_PREFIX + shard_id)}
+
+    # -- worker heartbeats --------------------------------------------------------------
+
+    def register_worker(self, worker_id: str) -> WorkerHeartbeat:
+        """Write this process's heartbeat item (a new session); a previous process with the id loses."""
+        worker = WorkerHeartbeat(validate_worker_id(worker_id), uuid.uuid4().hex[:12], 0, self.now_ms())
+        self.dynamodb.put_item(self.table_name, self.codec.worker_item(self.partition, worker))
+        return worker
+
+    def heartbeat(self, worker: WorkerHeartbeat) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        """Increment the heartbeat, conditional on our session and counter.
+
+        ``heartbeat IN (current, next)`` makes a retry of a write that did
+        land succeed instead of looking like someone else's write.
+        """
+        nxt = replace(worker, heartbeat=worker.heartbeat + 1, last_updated_ms=self.now_ms())
+        result = self.dynamodb.update_item(
+            self.table_name,
+            self._worker_key(worker.worker_id),
+            "SET #hb = :next, #updated = :now, #ttl = :ttl",
+            "#session = :session AND (#hb = :cur OR #hb = :next)",
+            names={"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION},
+            values={
+                ":next": _n(nxt.heartbeat), ":cur": _n(worker.heartbeat), ":now": _n(nxt.last_updated_ms),
+                ":ttl": _n(nxt.last_updated_ms // 1000 + HEARTBEAT_TTL_S), ":session": _s(worker.session),
+            },
+        )
+        if result.ok:
+            return HeartbeatStatus.RENEWED, nxt
+        if result.item is not None and self.codec.worker(result.item).session != worker.session:
+            return HeartbeatStatus.REPLACED, worker
+        return HeartbeatStatus.DECLARED_DEAD, worker
+
+    def declare_worker_dead(self, worker: WorkerHeartbeat) -> bool:
+        """Delete a heartbeat observed unchanged for the failover time, if still unchanged."""
+        return self._delete_worker(worker, check_heartbeat=True)
+
+    def deregister_worker(self, worker: WorkerHeartbeat) -> bool:
+        return self._delete_worker(worker, check_heartbeat=False)
+
+    def _delete_worker(self, worker: WorkerHeartbeat, check_heartbeat: bool) -> bool:
+        condition = "#session = :session"
+        names = {"#session": SESSION}
+        values = {":session": _s(worker.session)}
+        if check_heartbeat:
+            condition += " AND #hb = :hb"
+            names["#hb"] = HEARTBEAT
+            values[":hb"] = _n(worker.heartbeat)
+        result = self.dynamodb.delete_item(
+            self.table_name, self._worker_key(worker.worker_id), condition, names=names, values=values
+        )
+        return result.ok
+
+    def _worker_key(self, worker_id: str) -> Item:
+        return {HASH_KEY: _s(self.partition), RANGE_KEY: _s(WORKER_PREFIX + worker_id)}
+
+
