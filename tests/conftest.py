@@ -16,6 +16,15 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis: CI runs a fixed set of examples (derandomized), so a new random
+# counterexample cannot fail a landing. Explore locally with
+# HYPOTHESIS_PROFILE=explore (random seeds, more examples), and pin every
+# counterexample found with @example.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, deadline=None, max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "localstack"))
 import launcher  # noqa: E402  (localstack/ has no __init__.py on purpose)
