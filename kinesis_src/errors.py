@@ -39,6 +39,14 @@ class StreamNotFoundError(ResourceNotFoundError):
     """The stream does not exist in this account/region/endpoint."""
 
 
+class StreamRecreatedError(KinesisSourceError):
+    """A checkpoint or lease table belongs to another stream: deleted and recreated, or renamed.
+
+    Not retriable: the recorded positions name shards and sequence numbers
+    of the old stream. The message says how to start fresh.
+    """
+
+
 class ShardNotFoundError(ResourceNotFoundError):
     """The shard id is not part of the stream (never was, or trimmed)."""
 
