@@ -114,6 +114,23 @@ def admit_ready(
     return Frontier(positions, status, frontier.drained)
 
 
+def for_trigger(previous: Plan, frontier: Frontier, cut: str | None) -> Frontier:
+    """The frontier's statuses as the current trigger sees them.
+
+    FINISHED only means "read up to the cut of the AvailableNow run that planned it". A new
+    AvailableNow run (another cut) reads every shard once more up to its own cut; a run without
+    a cut (processing-time trigger on the same checkpoint) must probe those shards like any idle
+    one, or records that arrived after the old cut would never be read.
+    """
+    if cut is not None and previous.cut != cut:
+        status = {sid: ShardStatus.PENDING for sid in frontier.status}
+    elif cut is None:
+        status = {sid: ShardStatus.IDLE if st is ShardStatus.FINISHED else st for sid, st in frontier.status.items()}
+    else:
+        return frontier
+    return replace(frontier, status=status)
+
+
 def next_plan(
     previous: Plan,
     frontier: Frontier,
@@ -123,10 +140,7 @@ def next_plan(
     cut: str | None,
 ) -> Plan | None:
     """The plan of the next batch, or None when no shard has anything to read."""
-    status = dict(frontier.status)
-    if cut is not None and previous.cut != cut:
-        # A new AvailableNow run: every unfinished shard is read once more, up to the cut.
-        status = {sid: ShardStatus.PENDING for sid in status}
+    status = dict(for_trigger(previous, frontier, cut).status)
     to_read = sorted(
         sid for sid, st in status.items()
         if st is ShardStatus.PENDING or (st is ShardStatus.IDLE and cut is None and has_data.get(sid, False))

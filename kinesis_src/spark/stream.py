@@ -39,6 +39,7 @@ from .planner import (
     Frontier,
     admit_ready,
     advance,
+    for_trigger,
     idle_shards,
     lineage_rank,
     next_plan,
@@ -106,7 +107,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         plan = Plan.from_offset(start)
         driver = self.driver
-        frontier = driver.frontier_after(plan)
+        frontier = for_trigger(plan, driver.frontier_after(plan), self._cut)  # before probing: see its doc
         has_data = driver.probe(idle_shards(frontier), frontier.positions) if self._cut is None else {}
         max_rows = limit.maxRows if isinstance(limit, ReadMaxRows) else None
         nxt = next_plan(plan, frontier, has_data, self.options.max_records_per_shard, max_rows, self._cut)

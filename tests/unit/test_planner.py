@@ -10,6 +10,8 @@ from kinesis_src.spark.planner import (
     ShardStatus,
     admit_ready,
     advance,
+    for_trigger,
+    idle_shards,
     lineage_rank,
     next_plan,
 )
@@ -131,3 +133,78 @@ def test_offsets_are_stable_json() -> None:
 
 def test_lineage_rank_puts_parents_before_children() -> None:
     assert lineage_rank(merged_graph()) == {S(0): 1, S(1): 1, S(2): 2}
+
+
+# -- trigger changes, partial batches, durable ends, exact read limits (issue #9) ------------------
+
+
+CUT = "2026-01-01T00:00:00.000000Z"
+
+
+def finished_by_available_now() -> tuple[Plan, Frontier]:
+    """Two shards read up to an AvailableNow cut: both FINISHED."""
+    first = plan_of(1, {S(0): Position.trim_horizon(), S(1): Position.trim_horizon()}, cut=CUT)
+    frontier = advance(first, {S(0): end("5", "end_timestamp"), S(1): end("6", "caught_up")})
+    assert frontier.status == {S(0): ShardStatus.FINISHED, S(1): ShardStatus.FINISHED}
+    return first, frontier
+
+
+def test_processing_time_after_available_now_probes_and_reads_finished_shards() -> None:
+    previous, frontier = finished_by_available_now()
+    nxt = next_plan(previous, frontier, {S(0): True, S(1): False}, 100, None, None)
+    assert nxt is not None and nxt.read == [S(0)] and nxt.cut is None and nxt.finished == frozenset()
+    assert nxt.shards[S(0)].start == Position.after_sequence("5")
+    assert nxt.shards[S(1)] == ShardPlan(Position.after_sequence("6"), 0)
+
+
+def test_finished_shards_are_idle_under_a_trigger_without_cut() -> None:
+    previous, frontier = finished_by_available_now()
+    assert idle_shards(for_trigger(previous, frontier, None)) == [S(0), S(1)]
+    assert for_trigger(previous, frontier, CUT) == frontier  # the same AvailableNow run: done
+    later = "2026-02-01T00:00:00.000000Z"
+    assert set(for_trigger(previous, frontier, later).status.values()) == {ShardStatus.PENDING}
+
+
+class FakeDriver:
+    """The driver's I/O replaced: recorded ends per batch, probe answers, a fixed listing."""
+
+    def __init__(self, ends: dict[int, dict[str, BatchEnd]], data: dict[str, bool], graph: ShardGraph) -> None:
+        self.ends, self.data, self.probed = ends, data, []
+        self.discovery = type("Discovery", (), {"graph": graph})()
+        self.lag: dict[str, int] = {}
+
+    def frontier_after(self, plan: Plan) -> Frontier:
+        return admit_ready(advance(plan, self.ends.get(plan.batch, {})), self.discovery.graph, True)
+
+    def probe(self, shard_ids, positions) -> dict[str, bool]:
+        self.probed.extend(shard_ids)
+        return {sid: self.data.get(sid, False) for sid in shard_ids}
+
+
+def two_open_shards() -> ShardGraph:
+    g = ShardGraph()
+    g.update([listing(0, 0, TOP // 2), listing(1, TOP // 2 + 1, TOP)])
+    return g
+
+
+def stream_reader(driver: FakeDriver, **options):
+    from kinesis_src.spark.options import parse_options
+    from kinesis_src.spark.stream import KinesisStreamReader
+
+    opts = parse_options({"streamName": "orders", "region": "us-east-1", **options}, batch=False, environ={})
+    reader = KinesisStreamReader(opts)
+    reader._driver = driver
+    return reader
+
+
+def test_latest_offset_after_available_now_probes_finished_shards() -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    previous, _ = finished_by_available_now()
+    ends = {1: {S(0): end("5", "end_timestamp"), S(1): end("6", "caught_up")}}
+    driver = FakeDriver(ends, {S(1): True}, two_open_shards())
+    reader = stream_reader(driver)  # a processing-time run: prepareForTriggerAvailableNow never called
+    start = previous.to_offset()
+    nxt = Plan.from_offset(reader.latestOffset(start, ReadAllAvailable()))
+    assert sorted(driver.probed) == [S(0), S(1)]
+    assert nxt.batch == 2 and nxt.read == [S(1)] and nxt.shards[S(1)].start == Position.after_sequence("6")
