@@ -21,7 +21,6 @@ from typing import Iterable, Mapping
 
 from lineage import ShardGraph
 
-from ..errors import ProgressMissingError
 from ..positions import Position
 from .offsets import Plan, ShardPlan
 
@@ -58,33 +57,41 @@ def advance(plan: Plan, ends: Mapping[str, BatchEnd]) -> Frontier:
     """The frontier after ``plan`` ran: read shards move to their recorded ends.
 
     Batch 0 is the initial plan: nothing was read yet, so every shard is pending.
+    A read shard with no recorded end was in a partition Spark never ran (a foreachBatch
+    that called take(1), show() or isEmpty(), or ignored df). Tasks record their ends before
+    yielding a row, so no attempt delivered anything from it: it keeps its start and stays
+    pending (it may have unread data).
     """
     positions = {sid: sp.start for sid, sp in plan.shards.items()}
     if plan.batch == 0:
         return Frontier(positions, {sid: ShardStatus.PENDING for sid in positions}, plan.drained)
-    status = {sid: ShardStatus.FINISHED if sid in plan.finished else ShardStatus.IDLE for sid in plan.shards}
+    status = {sid: _carried_status(plan, sid) for sid in plan.shards}
     drained = set(plan.drained)
     for sid in plan.read:
         end = ends.get(sid)
         if end is None:
-            raise ProgressMissingError(
-                f"batch {plan.batch} of run {plan.run} has no recorded end for shard {sid}; the lease "
-                "table's progress items were deleted or expired before the batch was committed. Restart "
-                "the query from a new checkpoint or raise the progress TTL."
-            )
-        if end.shard_end:
+            status[sid] = ShardStatus.PENDING
+        elif end.shard_end:
             drained.add(sid)
             positions.pop(sid)
             status.pop(sid)
-            continue
-        positions[sid] = end.next_position
-        if end.stop_reason in LIMIT_STOPS:
-            status[sid] = ShardStatus.PENDING
-        elif plan.cut is not None and end.stop_reason in CUT_STOPS:
-            status[sid] = ShardStatus.FINISHED
         else:
-            status[sid] = ShardStatus.IDLE
+            positions[sid] = end.next_position
+            status[sid] = _status_after_read(plan, end)
     return Frontier(positions, status, frozenset(drained))
+
+
+def _carried_status(plan: Plan, sid: str) -> ShardStatus:
+    """A shard the plan did not read keeps what the plan knew of it."""
+    return ShardStatus.FINISHED if sid in plan.finished else ShardStatus.IDLE
+
+
+def _status_after_read(plan: Plan, end: BatchEnd) -> ShardStatus:
+    if end.stop_reason in LIMIT_STOPS:
+        return ShardStatus.PENDING
+    if plan.cut is not None and end.stop_reason in CUT_STOPS:
+        return ShardStatus.FINISHED
+    return ShardStatus.IDLE
 
 
 def admit_ready(

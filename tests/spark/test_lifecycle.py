@@ -101,3 +101,32 @@ def test_available_now_then_processing_time_then_available_now_reads_everything(
     written += put(kinesis, stream_name, 20, "before-available-now-again")
     run_available_now(spark, stream_name, checkpoint, seen)
     assert sorted(seen.rows) == sorted(written)  # exactly once across the three runs
+
+
+def test_a_batch_that_runs_only_some_partitions_does_not_stop_the_query(
+    spark, kinesis: KinesisClient, stream_name: str, tmp_path: Path
+) -> None:
+    """First foreachBatch calls df.take(1): Spark runs the first partition only (one shard each)."""
+    kinesis.create_stream(stream_name, 3)
+    kinesis.wait_active(stream_name)
+    first = put(kinesis, stream_name, 30, "first")
+    assert len({shard for shard, _ in first}) == 3  # every partition of the first batch has rows
+    seen, taken = Seen(), []
+
+    def handler(df, batch_id: int) -> None:
+        if not taken:
+            taken.extend((r.shardId, r.sequenceNumber) for r in df.take(1))
+        else:
+            seen.collect_all(df, batch_id)
+
+    query = start(spark, stream_name, tmp_path / "cp", handler, {"processingTime": "200 milliseconds"}, shardsPerTask="1")
+    try:
+        until(query, lambda: seen.batches >= 1, "a batch after the partial one")
+        second = put(kinesis, stream_name, 30, "second")
+        consumed = {(s, q) for s, q in first if s == taken[0][0]}  # the shard take(1) ran: read, and dropped
+        expected = sorted(set(first + second) - consumed)
+        until(query, lambda: seen.count() >= len(expected), f"the {len(expected)} records not consumed by take(1)")
+    finally:
+        query.stop()
+    assert taken[0] in consumed
+    assert sorted(seen.rows) == expected  # the two shards take(1) never ran are read from where they were

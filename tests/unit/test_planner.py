@@ -208,3 +208,22 @@ def test_latest_offset_after_available_now_probes_finished_shards() -> None:
     nxt = Plan.from_offset(reader.latestOffset(start, ReadAllAvailable()))
     assert sorted(driver.probed) == [S(0), S(1)]
     assert nxt.batch == 2 and nxt.read == [S(1)] and nxt.shards[S(1)].start == Position.after_sequence("6")
+
+
+def test_a_shard_without_recorded_end_is_carried_forward_pending() -> None:
+    """foreachBatch ran only some partitions (take(1), show(), isEmpty()): the others yielded nothing."""
+    p1 = plan_of(1, {S(0): Position.trim_horizon(), S(1): Position.after_sequence("3"), S(2): Position.trim_horizon()})
+    frontier = advance(p1, {S(0): end("5", "caught_up")})
+    assert frontier.positions == {S(0): Position.after_sequence("5"), S(1): Position.after_sequence("3"), S(2): Position.trim_horizon()}
+    assert frontier.status == {S(0): ShardStatus.IDLE, S(1): ShardStatus.PENDING, S(2): ShardStatus.PENDING}
+    nxt = next_plan(p1, frontier, {}, 100, None, None)
+    assert nxt.read == [S(1), S(2)] and nxt.shards[S(1)].start == Position.after_sequence("3")
+
+
+def test_a_batch_whose_partitions_never_ran_is_carried_forward_whole() -> None:
+    """foreachBatch ignored df: no shard recorded an end; the next batch reads the same ranges."""
+    p1 = plan_of(1, {S(0): Position.trim_horizon()}, {S(1): Position.after_sequence("9")}, cut=CUT)
+    frontier = advance(p1, {})
+    assert frontier.status == {S(0): ShardStatus.PENDING, S(1): ShardStatus.IDLE}
+    nxt = next_plan(p1, frontier, {}, 100, None, CUT)
+    assert nxt.read == [S(0)] and nxt.shards[S(0)].start == Position.trim_horizon()
