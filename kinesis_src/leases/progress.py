@@ -8,23 +8,27 @@ end position it reached and whether the shard hit SHARD_END; the first
 writer wins (put-if-absent), and a re-run or speculative task reads back
 what was recorded instead of writing its own.
 
-Items live in the lease table (see :mod:`kinesis_src.lease_table`):
+Items live in the lease table (see :mod:`kinesis_src.leases.table`):
 
 * pk ``progress#<application>#<stream>#<run id>#<batch id>``, sk ``shard#<shardId>``
 * ``endPosition`` (S, the Position as canonical JSON), ``shardEnded`` (BOOL),
   ``childShardIds`` (L of S), ``records`` (N), ``recordedAt`` (N, epoch ms),
-  ``ttl`` (N, epoch s: DynamoDB deletes old runs' items by itself),
   ``stopReason`` (S: record_limit, time_limit, caught_up, end_timestamp,
   end_sequence, shard_end -- whether the shard has more to read now),
   ``millisBehindLatest`` (N, optional: lag when the read stopped).
+
+No ``ttl`` attribute, on purpose: the ends of a run's last committed batch
+are the only record of where its next batch starts, and a query may be
+stopped for any length of time before it resumes. Older batches are deleted
+explicitly (:meth:`ProgressStore.purge_batch`, called when Spark commits the
+next batch), so a run keeps the items of at most its last two batches.
 
 Request cost of one micro-batch over N shards: N PutItem (one per shard,
 from the tasks) or one TransactWriteItems per task (:meth:`record_many`,
 up to 100 shards); one consistent Query for the driver's read-back
 (~5 KB per 25 shards, one request per 1 MB); ceil(N/25) BatchWriteItem to
-purge it after commit, or none when left to TTL. For N = 100 with one shard
-per task: 100 + 1 + 4 = 105 requests (101 without purge); with tasks of 10
-shards: 10 + 1 + 4 = 15.
+purge it after commit. For N = 100 with one shard per task: 100 + 1 + 4 =
+105 requests; with tasks of 10 shards: 10 + 1 + 4 = 15.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from ..errors import ConfigurationError, InvalidPositionError
 from ..names import validate_name, validate_table_name
 from ..positions import Position
 from .model import Lease
-from .serializer import HASH_KEY, LEASE_PREFIX, RANGE_KEY, TTL_ATTRIBUTE, LeaseCodec
+from .serializer import HASH_KEY, LEASE_PREFIX, RANGE_KEY, LeaseCodec
 from .table import LeaseTable
 
 SHARD_ID = "shardId"
@@ -51,7 +55,6 @@ RECORDED_AT = "recordedAt"
 STOP_REASON = "stopReason"
 MILLIS_BEHIND_LATEST = "millisBehindLatest"
 
-DEFAULT_TTL_S = 7 * 24 * 3600
 _TRANSACT_MAX = 100
 
 
@@ -88,7 +91,6 @@ class ProgressStore:
     table_name: str
     application: str
     stream: str
-    ttl_s: int = DEFAULT_TTL_S
     leases: LeaseTable | None = None
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000), repr=False)
 
@@ -99,9 +101,9 @@ class ProgressStore:
         self.codec = LeaseCodec(self.table_name)
 
     @classmethod
-    def of(cls, leases: LeaseTable, ttl_s: int = DEFAULT_TTL_S) -> ProgressStore:
+    def of(cls, leases: LeaseTable) -> ProgressStore:
         """The store sharing a lease table (needed for fenced writes)."""
-        return cls(leases.dynamodb, leases.table_name, leases.application, leases.stream, ttl_s, leases)
+        return cls(leases.dynamodb, leases.table_name, leases.application, leases.stream, leases=leases)
 
     def partition(self, run_id: str, batch_id: int) -> str:
         validate_name(run_id, "run id")
@@ -194,7 +196,6 @@ class ProgressStore:
         return {HASH_KEY: {"S": self.partition(run_id, batch_id)}, RANGE_KEY: {"S": LEASE_PREFIX + shard_id}}
 
     def _item(self, run_id: str, batch_id: int, progress: ShardProgress) -> Item:
-        now = self.now_ms()
         item: Item = {
             **self._key(run_id, batch_id, progress.shard_id),
             SHARD_ID: {"S": progress.shard_id},
@@ -202,8 +203,7 @@ class ProgressStore:
             SHARD_ENDED: {"BOOL": progress.shard_ended},
             CHILD_SHARD_IDS: {"L": [{"S": c} for c in progress.child_shard_ids]},
             RECORDS: {"N": str(progress.records)},
-            RECORDED_AT: {"N": str(now)},
-            TTL_ATTRIBUTE: {"N": str(now // 1000 + self.ttl_s)},
+            RECORDED_AT: {"N": str(self.now_ms())},
             STOP_REASON: {"S": progress.stop_reason},
         }
         if progress.millis_behind_latest is not None:

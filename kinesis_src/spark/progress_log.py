@@ -1,7 +1,7 @@
 """The Spark source's view of per-batch progress: planner ``BatchEnd`` <-> lease-table items.
 
 The store itself (item layout, first-writer-wins writes, one-Query reads) is
-:mod:`kinesis_src.progress`; this module only translates, and caches one
+:mod:`kinesis_src.leases.progress`; this module only translates, and caches one
 store per endpoint and table in each process (Python workers are reused
 across tasks).
 """
@@ -32,7 +32,11 @@ class ProgressLog:
         return {sid: to_batch_end(result.progress) for sid, result in results.items()}
 
     def purge_before(self, run: str, batch: int, shard_ids: list[str] | None = None) -> None:
-        """Delete the batch before ``batch``: committed, so nothing will read it again."""
+        """Delete the batch before ``batch``: nothing plans from it again once ``batch`` is committed.
+
+        This is the only clean-up (progress items have no TTL: a restart after any time away
+        needs the last committed batch's ends), so a run keeps at most its last two batches.
+        """
         if batch >= 2:
             self.store.purge_batch(run, batch - 1, shard_ids)
 

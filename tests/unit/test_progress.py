@@ -95,12 +95,40 @@ def test_fenced_progress_needs_the_lease_as_held(store: ProgressStore, leases: L
     assert store.record_fenced(stolen, RUN, 2, at(0, 7)).recorded
 
 
-def test_items_carry_a_ttl(store: ProgressStore) -> None:
-    store.now_ms = lambda: 1_800_000_000_000
+DAY_MS = 24 * 3600 * 1000
+
+
+def sweep_expired(now_s: int) -> int:
+    """What DynamoDB's TTL sweeper does (moto does not): delete items whose ``ttl`` has passed."""
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    expired = [i for i in client.scan(TableName="progress-unit")["Items"] if "ttl" in i and int(i["ttl"]["N"]) <= now_s]
+    for item in expired:
+        client.delete_item(TableName="progress-unit", Key={"pk": item["pk"], "sk": item["sk"]})
+    return len(expired)
+
+
+def test_items_carry_no_ttl(store: ProgressStore) -> None:
+    """The ends of a run's last batches are the only record of where it resumes: never expire them."""
     store.record(RUN, 1, at(0, 1))
-    item = boto3.client("dynamodb", region_name="us-east-1").get_item(
-        TableName="progress-unit", Key=store._key(RUN, 1, sid(0)))["Item"]
-    assert int(item["ttl"]["N"]) == 1_800_000_000 + 7 * 24 * 3600
+    store.record_many(RUN, 2, [at(1, 2)])
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    items = client.scan(TableName="progress-unit")["Items"]
+    assert len(items) == 2 and all("ttl" not in item for item in items)
+
+
+def test_a_restart_finds_its_ends_however_long_the_query_was_stopped(store: ProgressStore, leases: LeaseTable) -> None:
+    from kinesis_src.spark.offsets import Plan, ShardPlan
+    from kinesis_src.spark.planner import BatchEnd, advance
+    from kinesis_src.spark.progress_log import ProgressLog
+
+    stopped_at = 1_800_000_000_000
+    store.now_ms = lambda: stopped_at
+    ProgressLog(store).record_many(RUN, 5, {sid(i): BatchEnd(Position.after_sequence(str(40 + i)), 3, False, "caught_up") for i in range(3)})
+    sweep_expired((stopped_at + 365 * DAY_MS) // 1000)
+    restarted = ProgressLog(ProgressStore.of(leases))  # a new driver, a year later
+    plan = Plan(run=RUN, batch=5, shards={sid(i): ShardPlan(Position.trim_horizon(), 10) for i in range(3)})
+    frontier = advance(plan, restarted.ends(RUN, 5))
+    assert frontier.positions == {sid(i): Position.after_sequence(str(40 + i)) for i in range(3)}
 
 
 def test_corrupt_progress_items_name_the_attribute(store: ProgressStore) -> None:
