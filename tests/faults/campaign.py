@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Run the fault campaign and write the table to docs/reliability.md.
+
+    make campaign
+    # which is:
+    .venv/bin/python localstack/launcher.py isolated -- .venv/bin/python tests/faults/campaign.py
+
+Options: ``--only NAME[,NAME]`` (scenario names), ``--engine consumer|spark``,
+``--fast`` (only the `make test` subset), ``--output PATH`` (default
+docs/reliability.md; ``-`` prints the table only), ``--json PATH`` (raw
+results). Starts its own emulators (kinesis-mock, DynamoDB Local) and stops
+them by PID; must run inside the private network namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO / "localstack"))
+
+import launcher  # noqa: E402
+import scenarios  # noqa: E402
+
+COMMAND = "make campaign"
+RAW_COMMAND = ".venv/bin/python localstack/launcher.py isolated -- .venv/bin/python tests/faults/campaign.py"
+
+
+def fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def table(results: list[scenarios.Result]) -> str:
+    lines = [
+        "| scenario | engine | fault | injected | produced | delivered | lost | duplicated | "
+        "out of order | recover s | catch-up s | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        injected = sum(r.injected.values())
+        dup = str(r.duplicated)
+        if r.engine == "consumer":
+            dup = f"{r.duplicated} ({r.dup_acked} after ack)"
+        ooo = str(r.out_of_order) + ("" if r.order_required else " (not required)")
+        lines.append(f"| {r.scenario} | {r.engine} | {r.fault} | {injected} | {r.produced} | {r.delivered} | "
+                     f"{r.lost} | {dup} | {ooo} | {fmt(r.recover_s)} | {fmt(r.catchup_s)} | **{r.verdict}** |")
+    return "\n".join(lines)
+
+
+def details(results: list[scenarios.Result]) -> str:
+    out = []
+    for r in results:
+        if r.verdict == "ok" and not r.failures:
+            continue
+        out.append(f"- **{r.scenario} / {r.engine}: {r.verdict}.**")
+        for failure in r.failures:
+            out.append(f"  - {failure}")
+        for note in r.notes:
+            if "Traceback" in note:
+                continue
+            out.append(f"  - {note}")
+    return "\n".join(out) if out else "Every scenario passed."
+
+
+def document(results: list[scenarios.Result], elapsed_s: float, partial: bool) -> str:
+    fast = ", ".join(f"{s.name} ({'/'.join(s.fast)})" for s in scenarios.SCENARIOS if s.fast)
+    return f"""# Reliability: the fault campaign
+
+This page is generated: `{COMMAND}` reruns every scenario and rewrites it
+(about {elapsed_s / 60:.0f} minutes on a 2-core machine; the command is
+`{RAW_COMMAND}`, which the Makefile target runs inside the private network
+namespace). Last run: {time.strftime('%Y-%m-%d %H:%M')}, {platform.python_implementation()}
+{platform.python_version()}, {os.cpu_count()} CPUs{', **partial run**' if partial else ''}.
+
+## How it works
+
+A fault-injecting HTTP/1.1 proxy (`tests/faults/proxy.py`) sits between the
+engine and each emulator (kinesis-mock for Kinesis, DynamoDB Local for the
+lease table): the engine's `KINESIS_SRC_ENDPOINT_URL` and
+`KINESIS_SRC_DYNAMODB_ENDPOINT_URL` point at the proxies, so every AWS call
+of the Spark driver, its executors and every consumer worker passes through
+them. The proxy matches on `X-Amz-Target` and can answer with an AWS JSON
+error, a 5xx, reset the connection in the middle of the body, truncate the
+body (full `Content-Length` announced, connection closed early), delay the
+call, or forward the call and then reset the connection instead of
+answering ("lost response": the write landed, the client does not know).
+Each fault fires with a probability, for the next N calls, or for a burst
+of T seconds, and is counted (`injected`).
+
+Each scenario (`tests/faults/scenarios.py`) runs on one engine: the Spark
+streaming query (`tests/faults/spark_job.py`, its own process, Parquet sink
+with a checkpoint, processing-time trigger 500 ms unless said otherwise) or
+three consumer workers (`tests/faults/fault_worker.py`, one process each,
+failover 3 s, a checkpoint after every batch). A 2-shard stream gets 100
+records, then 100 records/s (20 partition keys, each record `key:counter`)
+while the fault is on; shard 0 is split 1.5 s into the fault and its upper
+child merged with shard 1 at 3.5 s, so every scenario goes through a split
+and a merge (restart scenarios reshard while the engine is down). The test's
+producer and the reshards bypass the proxies.
+
+Columns:
+- **produced**: records Kinesis acknowledged; **delivered**: distinct ones
+  the engine delivered (Spark: in committed output, read through the file
+  sink's own log); **lost**: produced, never delivered (must be 0).
+- **duplicated**: Spark: extra copies of a `(shardId, sequenceNumber)` in the
+  committed output (must be 0). Consumer: extra deliveries (at-least-once
+  allows the unacknowledged tail); "after ack" counts deliveries of a
+  record after an earlier delivery of it had been checkpointed (must be 0).
+- **out of order**: per-key counter regressions, each record counted at its
+  first delivery (parents before children: must be 0 while
+  `preserveShardOrder` is on).
+- **recover s**: from the end of the fault to the first delivery after it;
+  for a killed or stopped consumer worker, from the kill/stop to the first
+  delivery of one of its shards by another worker; for restarts, from the
+  restart. **catch-up s**: from the last record produced to the moment every
+  record was delivered.
+- A Spark query that dies is restarted once per death (as an operator or a
+  job scheduler would) so loss and duplicates are still measured; the
+  death is reported as a failure.
+
+## Results
+
+{table(results)}
+
+## Failures and findings
+
+{details(results)}
+
+## In `make test`
+
+`make test` runs `tests/faults/test_fault_proxy.py` (the proxy itself, a few
+seconds) and `tests/faults/test_fault_scenarios.py`, the fast subset of these
+scenarios: {fast}. The whole table above is `{COMMAND}` only.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="comma-separated scenario names")
+    parser.add_argument("--engine", choices=sorted(scenarios.ENGINES))
+    parser.add_argument("--fast", action="store_true", help="only the scenarios `make test` runs")
+    parser.add_argument("--output", default=str(REPO / "docs" / "reliability.md"))
+    parser.add_argument("--json", help="also write the raw results here")
+    args = parser.parse_args(argv)
+    if os.environ.get(launcher.ENV_ISOLATED) != "1":
+        print(f"campaign: run inside the private network namespace: {RAW_COMMAND}", file=sys.stderr)
+        return 2
+    only = set(args.only.split(",")) if args.only else None
+    unknown = (only or set()) - {s.name for s in scenarios.SCENARIOS}
+    if unknown:
+        parser.error(f"unknown scenario(s) {sorted(unknown)}; known: {[s.name for s in scenarios.SCENARIOS]}")
+    plan = [(s, e) for s in scenarios.SCENARIOS for e in s.engines
+            if (only is None or s.name in only) and (args.engine is None or e == args.engine)
+            and (not args.fast or e in s.fast)]
+    partial = bool(only or args.engine or args.fast)
+    began = time.monotonic()
+    results: list[scenarios.Result] = []
+    workdir = Path(tempfile.mkdtemp(prefix="kinesis-src-campaign-"))
+    scenarios.log(f"{len(plan)} runs; work directory {workdir}")
+    with launcher.Emulators(kinesis=True, dynamodb=True) as emulators:
+        os.environ.update(emulators.env())  # dummy credentials and region for this process's own clients
+        for scenario, engine in plan:
+            results.append(scenarios.run(scenario, engine, emulators.env(), workdir))
+            if args.json:
+                Path(args.json).write_text(json.dumps([r.to_json() for r in results], indent=1, default=str))
+    elapsed = time.monotonic() - began
+    text = document(results, elapsed, partial)
+    if args.output == "-":
+        print(table(results))
+    else:
+        Path(args.output).write_text(text)
+        print(table(results))
+        scenarios.log(f"wrote {args.output} ({elapsed:.0f}s)")
+    return 0 if all(r.verdict == "ok" for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
