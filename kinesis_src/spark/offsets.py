@@ -41,6 +41,7 @@ class Plan:
     drained: frozenset[str] = frozenset()
     finished: frozenset[str] = frozenset()  # reached the AvailableNow cut; not read again in this run
     cut: str | None = None  # AvailableNow: ISO-8601 arrival-time cut
+    pending: frozenset[str] = frozenset()  # not read (read limit) but known to have data: no probe needed
 
     @property
     def read(self) -> list[str]:
@@ -59,6 +60,7 @@ class Plan:
             "drained": sorted(self.drained),
             "finished": sorted(self.finished),
             "cut": self.cut,
+            "pending": sorted(self.pending),  # last: offsets written before it existed keep their prefix
         }
 
     @classmethod
@@ -80,6 +82,7 @@ class Plan:
                 drained=frozenset(offset["drained"]),
                 finished=frozenset(offset.get("finished", ())),
                 cut=offset.get("cut"),
+                pending=frozenset(offset.get("pending", ())),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             if isinstance(exc, ConfigurationError):

@@ -15,9 +15,8 @@ recorded progress of that offset's batch.
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from lineage import ShardGraph
 
@@ -83,6 +82,8 @@ def advance(plan: Plan, ends: Mapping[str, BatchEnd]) -> Frontier:
 
 def _carried_status(plan: Plan, sid: str) -> ShardStatus:
     """A shard the plan did not read keeps what the plan knew of it."""
+    if sid in plan.pending:
+        return ShardStatus.PENDING
     return ShardStatus.FINISHED if sid in plan.finished else ShardStatus.IDLE
 
 
@@ -147,25 +148,44 @@ def next_plan(
     cut: str | None,
 ) -> Plan | None:
     """The plan of the next batch, or None when no shard has anything to read."""
-    status = dict(for_trigger(previous, frontier, cut).status)
-    to_read = sorted(
-        sid for sid, st in status.items()
+    status = for_trigger(previous, frontier, cut).status
+    wanting = [
+        sid for sid, st in sorted(status.items())
         if st is ShardStatus.PENDING or (st is ShardStatus.IDLE and cut is None and has_data.get(sid, False))
-    )
-    if not to_read:
+    ]
+    if not wanting:
         return None
-    cap = max_records_per_shard
-    if max_rows is not None:
-        cap = max(1, min(cap, math.ceil(max_rows / len(to_read))))
-    finished = frozenset(sid for sid, st in status.items() if st is ShardStatus.FINISHED and sid not in to_read)
+    batch = previous.batch + 1
+    quota = split_read_limit(wanting, sorted(frontier.positions), batch, max_records_per_shard, max_rows)
     return Plan(
         run=previous.run,
-        batch=previous.batch + 1,
-        shards={sid: ShardPlan(pos, cap if sid in to_read else 0) for sid, pos in frontier.positions.items()},
+        batch=batch,
+        shards={sid: ShardPlan(pos, quota.get(sid, 0)) for sid, pos in frontier.positions.items()},
         drained=frontier.drained,
-        finished=finished,
+        finished=frozenset(sid for sid, st in status.items() if st is ShardStatus.FINISHED),
         cut=cut,
+        pending=frozenset(sid for sid in wanting if quota[sid] == 0),
     )
+
+
+def split_read_limit(
+    wanting: Sequence[str], frontier: Sequence[str], batch: int, per_shard: int, max_rows: int | None
+) -> dict[str, int]:
+    """Records per shard: ``max_rows`` split exactly (a hard cap), each share capped by ``per_shard``.
+
+    Each shard gets ``max_rows // n``; the remainder goes one record each to shards taken in
+    frontier order from a start that moves by the remainder every batch. So below one record
+    per shard, every shard with data is read within ceil(frontier size / max_rows) batches,
+    whatever the others do, and the same inputs always give the same split (replay).
+    """
+    if max_rows is None:
+        return {sid: per_shard for sid in wanting}
+    base, extra = divmod(max_rows, len(wanting))
+    start = (batch - 1) * extra % len(frontier)
+    want = set(wanting)
+    rotated = [sid for sid in frontier[start:] + frontier[:start] if sid in want]
+    lucky = set(rotated[:extra])
+    return {sid: min(per_shard, base + (sid in lucky)) for sid in wanting}
 
 
 def idle_shards(frontier: Frontier) -> list[str]:

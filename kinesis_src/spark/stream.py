@@ -109,7 +109,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         driver = self.driver
         frontier = for_trigger(plan, driver.frontier_after(plan), self._cut)  # before probing: see its doc
         has_data = driver.probe(idle_shards(frontier), frontier.positions) if self._cut is None else {}
-        max_rows = limit.maxRows if isinstance(limit, ReadMaxRows) else None
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         nxt = next_plan(plan, frontier, has_data, self.options.max_records_per_shard, max_rows, self._cut)
         if nxt is None:
             return start

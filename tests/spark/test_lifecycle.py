@@ -130,3 +130,24 @@ def test_a_batch_that_runs_only_some_partitions_does_not_stop_the_query(
         query.stop()
     assert taken[0] in consumed
     assert sorted(seen.rows) == expected  # the two shards take(1) never ran are read from where they were
+
+
+def test_max_records_per_trigger_is_a_hard_cap_below_the_shard_count(
+    spark, kinesis: KinesisClient, stream_name: str, tmp_path: Path
+) -> None:
+    kinesis.create_stream(stream_name, 4)
+    kinesis.wait_active(stream_name)
+    written = put(kinesis, stream_name, 12, "capped")
+    sizes: list[int] = []
+    seen = Seen()
+
+    def handler(df, batch_id: int) -> None:
+        before = seen.count()
+        seen.collect_all(df, batch_id)
+        sizes.append(seen.count() - before)
+
+    query = start(spark, stream_name, tmp_path / "cp", handler, {"availableNow": True}, maxRecordsPerTrigger="3")
+    assert query.awaitTermination(120), "AvailableNow query did not stop by itself"
+    assert query.exception() is None
+    assert sorted(seen.rows) == sorted(written)
+    assert max(sizes) <= 3 and len(sizes) >= 4, sizes  # 4 shards, yet never more than 3 rows a batch

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import math
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from kinesis_src.positions import Position
 from kinesis_src.spark.offsets import Plan, ShardPlan
 from kinesis_src.spark.planner import (
@@ -99,7 +105,7 @@ def test_max_rows_is_split_across_shards() -> None:
     p0 = plan_of(0, {}, {S(i): Position.trim_horizon() for i in range(4)})
     frontier = advance(p0, {})
     nxt = next_plan(p0, frontier, {}, 1000, 10, None)
-    assert [nxt.shards[S(i)].max_records for i in range(4)] == [3, 3, 3, 3]
+    assert [nxt.shards[S(i)].max_records for i in range(4)] == [3, 3, 2, 2]  # exactly 10
     assert next_plan(p0, frontier, {}, 2, 10, None).shards[S(0)].max_records == 2
 
 
@@ -227,3 +233,110 @@ def test_a_batch_whose_partitions_never_ran_is_carried_forward_whole() -> None:
     assert frontier.status == {S(0): ShardStatus.PENDING, S(1): ShardStatus.IDLE}
     nxt = next_plan(p1, frontier, {}, 100, None, CUT)
     assert nxt.read == [S(0)] and nxt.shards[S(0)].start == Position.trim_horizon()
+
+
+def all_pending(n: int) -> tuple[Plan, Frontier]:
+    p0 = plan_of(0, {}, {S(i): Position.trim_horizon() for i in range(n)})
+    return p0, advance(p0, {})
+
+
+def test_max_records_per_trigger_below_the_shard_count_is_a_hard_cap() -> None:
+    p0, frontier = all_pending(50)
+    nxt = next_plan(p0, frontier, {}, 1000, 10, None)
+    assert sum(sp.max_records for sp in nxt.shards.values()) == 10
+    assert len(nxt.read) == 10 and nxt.pending == frozenset(nxt.shards) - set(nxt.read)
+    after = advance(nxt, {sid: end("7", "record_limit") for sid in nxt.read})
+    assert set(after.status.values()) == {ShardStatus.PENDING}  # the 40 unread still have data: no probe
+
+
+def test_max_records_per_trigger_is_split_exactly() -> None:
+    p0, frontier = all_pending(30)
+    nxt = next_plan(p0, frontier, {}, 1000, 100, None)
+    quotas = sorted(sp.max_records for sp in nxt.shards.values())
+    assert quotas == [3] * 20 + [4] * 10 and sum(quotas) == 100
+    capped = next_plan(p0, frontier, {}, 3, 100, None)
+    assert {sp.max_records for sp in capped.shards.values()} == {3}
+
+
+def test_pending_survives_the_offset_and_old_offsets_still_parse() -> None:
+    p0, frontier = all_pending(5)
+    nxt = next_plan(p0, frontier, {}, 1000, 2, None)
+    text = json.dumps(nxt.to_offset())
+    back = Plan.from_offset(json.loads(text))
+    assert back == nxt and back.pending == frozenset(S(i) for i in range(2, 5))
+    assert json.dumps(back.to_offset()) == text
+    old = json.loads(text)
+    del old["pending"]  # written before "pending" existed
+    assert Plan.from_offset(old).pending == frozenset()
+    assert list(nxt.to_offset()) == ["version", "run", "batch", "shards", "drained", "finished", "cut", "pending"]
+
+
+def test_quota_rotates_by_batch_number() -> None:
+    p0, frontier = all_pending(5)
+    reads, plan = [], p0
+    for _ in range(5):
+        plan = next_plan(plan, frontier, {}, 1000, 2, None)
+        frontier = advance(plan, {sid: end(str(plan.batch), "record_limit") for sid in plan.read})
+        reads.append(plan.read)
+    assert reads == [[S(0), S(1)], [S(2), S(3)], [S(0), S(4)], [S(1), S(2)], [S(3), S(4)]]
+
+
+READ_LIMIT = settings(max_examples=100, deadline=None)  # derandomized by the "ci" profile (tests/conftest.py)
+
+
+def exact_split(max_rows: int, shards: int, per_shard: int) -> int:
+    """The records a batch may plan: max_rows split as evenly as integers allow, each share capped."""
+    base, extra = divmod(max_rows, shards)
+    return extra * min(per_shard, base + 1) + (shards - extra) * min(per_shard, base)
+
+
+@READ_LIMIT
+@given(
+    busy=st.integers(1, 40),
+    idle=st.integers(0, 8),
+    max_rows=st.integers(1, 90),
+    per_shard=st.integers(1, 60),
+    idle_first=st.booleans(),
+)
+@example(busy=50, idle=0, max_rows=10, per_shard=1000, idle_first=False)
+@example(busy=30, idle=0, max_rows=100, per_shard=1000, idle_first=False)
+@example(busy=7, idle=5, max_rows=3, per_shard=1, idle_first=True)
+def test_read_limit_is_a_hard_cap_and_every_pending_shard_progresses(
+    busy: int, idle: int, max_rows: int, per_shard: int, idle_first: bool
+) -> None:
+    """Busy shards always have more data (every read stops on its limit); idle shards never do."""
+    shards = [S(i) for i in range(busy + idle)]
+    idle_ids = set(shards[:idle] if idle_first else shards[busy:])
+    busy_ids = set(shards) - idle_ids
+    p1 = plan_of(1, {sid: Position.trim_horizon() for sid in shards})
+    plan, frontier = p1, advance(p1, {sid: end("1", "caught_up" if sid in idle_ids else "record_limit") for sid in shards})
+    bound = math.ceil(len(shards) / max_rows)
+    last_read = {sid: 1 for sid in busy_ids}
+    for batch in range(2, 3 * bound + 4):
+        nxt = next_plan(plan, frontier, {sid: False for sid in idle_ids}, per_shard, max_rows, None)
+        assert nxt is not None and nxt.batch == batch
+        planned = sum(nxt.shards[sid].max_records for sid in nxt.read)
+        assert planned <= max_rows
+        assert planned == exact_split(max_rows, busy, per_shard)
+        assert set(nxt.read) <= busy_ids and nxt.pending == busy_ids - set(nxt.read)
+        last_read.update((sid, batch) for sid in nxt.read)
+        starved = sorted(sid for sid, last in last_read.items() if batch - last >= bound)
+        assert not starved, f"batch {batch}: {starved} unread for {bound} batches"
+        plan, frontier = nxt, advance(nxt, {sid: end(str(batch), "record_limit") for sid in nxt.read})
+
+
+def test_latest_offset_plans_at_most_max_records_per_trigger() -> None:
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    g = ShardGraph()
+    quarter = (TOP + 1) // 4
+    g.update([listing(i, i * quarter, (i + 1) * quarter - 1) for i in range(4)])
+    reader = stream_reader(FakeDriver({}, {}, g), maxRecordsPerTrigger="2")
+    p0 = plan_of(0, {}, {S(i): Position.trim_horizon() for i in range(4)})
+    first = Plan.from_offset(reader.latestOffset(p0.to_offset(), reader.getDefaultReadLimit()))
+    assert first.read == [S(0), S(1)] and first.pending == {S(2), S(3)}
+    assert sum(sp.max_records for sp in first.shards.values()) == 2
+    reader.driver.ends[1] = {S(0): end("4", "record_limit"), S(1): end("5", "caught_up")}
+    second = Plan.from_offset(reader.latestOffset(first.to_offset(), ReadMaxRows(2)))
+    assert second.read == [S(2), S(3)] and second.pending == {S(0)}
+    assert reader.driver.probed == [S(1)]  # only the shard that reached the tip; unread ones need no probe
