@@ -9,7 +9,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ISOLATED := $(PY) localstack/launcher.py isolated --
 
-.PHONY: setup demo demo-library demo-consumer test unit bench emulators clean
+.PHONY: setup demo demo-library demo-consumer test unit bench campaign emulators clean
 
 setup: $(VENV)/.installed localstack/node_modules/.kinesis-src-install-stamp
 
@@ -43,6 +43,10 @@ bench: setup
 	$(ISOLATED) $(PY) benchmarks/bench_leases.py
 	$(PY) benchmarks/bench_consumer.py --setup-async-kinesis
 	$(ISOLATED) $(PY) benchmarks/bench_consumer.py
+
+# Every fault scenario on both engines (~25 min); rewrites docs/reliability.md.
+campaign: setup
+	$(ISOLATED) $(PY) tests/faults/campaign.py
 
 emulators: setup
 	$(PY) localstack/launcher.py start
