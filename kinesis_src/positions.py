@@ -159,26 +159,56 @@ def validate_sequence_number(value: str) -> str:
     return value
 
 
+_ACCEPTED_TIMESTAMPS = (
+    "ISO-8601 (e.g. 2026-01-31T12:00:00Z or 2026-01-31T12:00:00.250+01:00; no offset means UTC) "
+    "or epoch seconds (0 up to 253402300799, i.e. 9999-12-31)"
+)
+
+
 def parse_timestamp(value: datetime | str | float | int) -> datetime:
     """Parse ISO-8601 text, epoch seconds or a datetime into an aware UTC datetime.
 
     A naive datetime or ISO string without offset is taken as UTC: Kinesis
     stores arrival times in UTC, and guessing the machine's zone would make
-    the same option mean different instants on different executors.
+    the same option mean different instants on different executors. Anything
+    else, including values outside datetime's range, raises
+    InvalidPositionError: a user's typo must never surface as OverflowError.
     """
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value) or value < 0:
-            raise InvalidPositionError(f"timestamp {value!r} is not a valid epoch time in seconds")
-        parsed = datetime.fromtimestamp(value, timezone.utc)
+        parsed = _from_epoch(value, value)
     elif isinstance(value, str):
         parsed = _parse_iso(value)
     else:
-        raise InvalidPositionError(f"timestamp {value!r} must be ISO-8601 text, epoch seconds or datetime")
+        raise _invalid_timestamp(value, "is neither text, a number nor a datetime")
+    return _as_utc(parsed, value)
+
+
+def _invalid_timestamp(shown: object, why: str) -> InvalidPositionError:
+    return InvalidPositionError(f"timestamp {shown!r} {why}; expected {_ACCEPTED_TIMESTAMPS}")
+
+
+def _from_epoch(seconds: float | int, shown: object) -> datetime:
+    """Epoch seconds to UTC; huge, negative or non-finite numbers are the user's input error."""
+    try:
+        in_range = math.isfinite(seconds) and seconds >= 0
+        parsed = datetime.fromtimestamp(seconds, timezone.utc) if in_range else None
+    except (OverflowError, ValueError, OSError):  # past year 9999, or past the platform's time_t
+        parsed = None
+    if parsed is None:
+        raise _invalid_timestamp(shown, "is out of range as epoch seconds")
+    return parsed
+
+
+def _as_utc(parsed: datetime, shown: object) -> datetime:
+    """Naive means UTC; an offset that moves the instant past year 1 or 9999 is out of range."""
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+    try:
+        return parsed.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        raise _invalid_timestamp(shown, "is outside the dates UTC can express (years 1 to 9999)") from None
 
 
 def _parse_iso(text: str) -> datetime:
@@ -190,12 +220,10 @@ def _parse_iso(text: str) -> datetime:
     except ValueError:
         pass
     try:
-        return parse_timestamp(float(cleaned))
+        seconds = float(cleaned)
     except ValueError:
-        raise InvalidPositionError(
-            f"timestamp {text!r} is not ISO-8601 (e.g. 2026-01-31T12:00:00Z or "
-            "2026-01-31T12:00:00.250+01:00) nor epoch seconds"
-        ) from None
+        raise _invalid_timestamp(text, "is not ISO-8601 nor epoch seconds") from None
+    return _from_epoch(seconds, text)
 
 
 def format_timestamp(value: datetime) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from kinesis_src.errors import InvalidPositionError
 from kinesis_src.positions import Position, PositionKind, parse_timestamp
@@ -70,3 +72,65 @@ def test_dict_round_trip_is_exact(pos: Position) -> None:
 def test_from_dict_rejects_garbage() -> None:
     with pytest.raises(InvalidPositionError, match="kind"):
         Position.from_dict({"kind": "SOMEWHERE"})
+
+
+# -- out-of-range input: always InvalidPositionError, never a raw OverflowError/ValueError ------------
+
+OUT_OF_RANGE = [
+    "1e20",  # epoch seconds past datetime's range: OverflowError from fromtimestamp
+    "1e12",  # year 33658: ValueError from fromtimestamp
+    "99999-01-01T00:00:00Z",
+    "9999-12-31T23:59:59-01:00",  # valid text, but UTC is in year 10000: OverflowError from astimezone
+    "0001-01-01T00:00:00+01:00",  # UTC is in year 0
+]
+
+
+@pytest.mark.parametrize("bad", OUT_OF_RANGE)
+def test_out_of_range_text_names_the_value_and_the_accepted_forms(bad: str) -> None:
+    with pytest.raises(InvalidPositionError) as info:
+        parse_timestamp(bad)
+    message = str(info.value)
+    assert repr(bad) in message
+    assert "ISO-8601" in message and "epoch seconds" in message
+
+
+@pytest.mark.parametrize("bad", [1e20, 1e12, pytest.param(10**400, id="10**400"), float("inf"), -1])
+def test_out_of_range_numbers_raise_invalid_position(bad: float) -> None:
+    with pytest.raises(InvalidPositionError, match="epoch seconds"):
+        parse_timestamp(bad)
+
+
+def test_out_of_range_datetime_raises_invalid_position() -> None:
+    edge = datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-1)))
+    with pytest.raises(InvalidPositionError, match="9999-12-31"):
+        parse_timestamp(edge)
+
+
+def _fixed_offsets() -> st.SearchStrategy[timezone]:
+    return st.builds(timezone, st.timedeltas(min_value=timedelta(hours=-23, minutes=-59), max_value=timedelta(hours=23, minutes=59)))
+
+
+_ANY_INPUT = st.one_of(
+    st.text(),
+    st.from_regex(r"\A[0-9]{1,6}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2})?(Z|[+-][0-9]{2}:[0-9]{2})?\Z"),
+    st.floats(),
+    st.integers(),
+    st.floats().map(repr),
+    st.integers().map(str),
+    st.datetimes(timezones=st.one_of(st.none(), _fixed_offsets())),
+)
+
+
+@settings(max_examples=300)
+@given(value=_ANY_INPUT)
+@example(value="1e20")
+@example(value=1e20)
+@example(value="9999-12-31T23:59:59-01:00")
+@example(value=10**400)
+def test_parse_timestamp_returns_utc_or_raises_invalid_position(value: object) -> None:
+    """The only outcomes a caller must handle: an aware UTC datetime, or InvalidPositionError."""
+    try:
+        parsed = parse_timestamp(value)  # type: ignore[arg-type]
+    except InvalidPositionError:
+        return
+    assert parsed.tzinfo is not None and parsed.utcoffset() == timedelta(0)
