@@ -4,14 +4,17 @@ Spark hands options over as a case-insensitive map of strings. Every option
 is checked here, by name, with the accepted values in the message, so a typo
 fails at ``load()`` instead of deep inside a task. Unknown options are
 errors too (a misspelt ``maxRecordsPerShard`` silently ignored would be a
-production incident), unless they start with ``spark.`` or ``aws.`` which
-other layers own.
+production incident), unless they start with ``spark.``, which Spark owns.
+``aws.*`` options are refused: credentials come from botocore's default
+chain on every process, and an option value would be pickled in plain text
+into every partition.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
@@ -109,7 +112,9 @@ def parse_options(
     """
     env = os.environ if environ is None else environ
     opts = {str(k).lower(): str(v) for k, v in options.items()}
+    _reject_aws_options(opts)
     _reject_unknown(opts)
+    _reject_untrimmed(opts)
     stream = _required_name(opts, "streamname", "streamName")
     region = opts.get("region") or region_from_env(env)
     if not region:
@@ -127,7 +132,7 @@ def parse_options(
         ending_latest=_ending_latest(opts, bool(batch)),
         application_name=application,
         lease_table_name=_name(opts.get("leasetablename") or f"kinesis-src-{application}", "leaseTableName"),
-        extra={k: v for k, v in opts.items() if k.startswith(("spark.", "aws."))},
+        extra={k: v for k, v in opts.items() if k.startswith("spark.")},
     )
     for key, (name, low, high) in _INT_OPTIONS.items():
         if key in opts:
@@ -142,17 +147,45 @@ def parse_options(
 
 
 def _display(key: str) -> str:
-    return next(name for name in KNOWN_OPTIONS if name.lower() == key)
+    return next((name for name in KNOWN_OPTIONS if name.lower() == key), key)
+
+
+def _reject_aws_options(opts: Mapping[str, str]) -> None:
+    """``aws.*`` options (keys, secrets) would travel in plain text to every executor: refuse them.
+
+    The message names the keys only, never the values.
+    """
+    given = sorted(k for k in opts if k.startswith("aws."))
+    if given:
+        raise ConfigurationError(
+            f"option(s) {', '.join(repr(k) for k in given)} not supported by format 'kinesis': AWS "
+            "credentials come from botocore's default chain on the driver and on every executor "
+            "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, AWS_PROFILE with the shared "
+            "config files, or an instance/container role); remove the option(s). Accepted options: "
+            f"{', '.join(KNOWN_OPTIONS)}"
+        )
 
 
 def _reject_unknown(opts: Mapping[str, str]) -> None:
     known = _STRING_OPTIONS | set(_INT_OPTIONS) | set(_BOOL_OPTIONS) | {"path"}
-    unknown = sorted(k for k in opts if k not in known and not k.startswith(("spark.", "aws.")))
+    unknown = sorted(k for k in opts if k not in known and not k.startswith("spark."))
     if unknown:
         raise ConfigurationError(
             f"unknown option(s) {', '.join(repr(u) for u in unknown)} for format 'kinesis'; "
             f"accepted options: {', '.join(KNOWN_OPTIONS)}"
         )
+
+
+def _reject_untrimmed(opts: Mapping[str, str]) -> None:
+    """Refuse rather than strip: ``"orders\\n"`` read from a file is a bug the user should see."""
+    for key, value in opts.items():
+        if key.startswith("spark."):
+            continue  # Spark's, not ours to judge
+        if value != value.strip() or any(unicodedata.category(c) == "Cc" for c in value):
+            raise ConfigurationError(
+                f"option '{_display(key)}' = {value!r} has leading/trailing whitespace or a control "
+                "character (newline, tab, NUL...); pass the value without them"
+            )
 
 
 def _required_name(opts: Mapping[str, str], key: str, display: str) -> str:
