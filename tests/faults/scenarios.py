@@ -370,7 +370,9 @@ class ConsumerEngine:
         out = []
         for w in self.all_workers:
             for e in w.of("failed"):
-                out.append(f"worker {w.worker_id} died: {e['error']}: {e['message'][:300]}")
+                frames = [line.strip() for line in e.get("trace", "").splitlines() if line.strip().startswith("File ")]
+                inner = frames[-1].replace(str(REPO) + "/", "") if frames else "?"
+                out.append(f"worker {w.worker_id} died: {e['error']}: {e['message'][:300]} (raised at {inner})")
         return out
 
     def account(self, result: Result, produced: set[tuple[str, int]], fault_end: float,
@@ -455,12 +457,13 @@ class SparkEngine:
         self.runs += 1
         self.args = list(args)
         env = {**os.environ, **self.ctx.proxied_env(), "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SPARK_JOB), "--stream", self.ctx.stream, "--out", str(self.out),
-             "--application", self.app, *args],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(self.log_path, "w"),
-            start_new_session=True,
-        )
+        with open(self.log_path, "w") as stderr:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, str(SPARK_JOB), "--stream", self.ctx.stream, "--out", str(self.out),
+                 "--application", self.app, *args],
+                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                start_new_session=True,
+            )
         return time.monotonic()
 
     def signal(self, sig: int) -> float:
@@ -864,7 +867,7 @@ SCENARIOS: list[Scenario] = [
                               lambda: aws_error("ddb-pte", ALL_D, "ProvisionedThroughputExceededException",
                                                 probability=1 / 3),
                               seconds=6)),
-             fast=("spark",)),
+             fast=("consumer",)),
     Scenario("dynamodb-transactions", ("spark",),  # the consumer makes no TransactWriteItems call
              "8 s burst: TransactWriteItems cancelled (TransactionConflict) 40% / TransactionInProgressException 30%",
              during_run(burst(lambda: transaction_canceled("conflict", "TransactionConflict", probability=0.4),
