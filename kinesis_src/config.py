@@ -78,6 +78,18 @@ def region_from_env(environ: Mapping[str, str]) -> str:
 
 
 def check_endpoint_url(url: str, option: str) -> str:
+    """Validate an endpoint URL before any client exists, so a typo fails at configuration time.
+
+    Credentials in the URL (``user:password@``, a query or fragment) are
+    refused, never redacted: endpoints are shown in logs and every error
+    message, and a secret there would leak into all of them. The check runs
+    first, so no later message echoes such a URL.
+    """
+    _reject_secrets_in_url(url, option)
+    if url != url.strip() or any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise ConfigurationError(
+            f"{option} {url!r} has leading/trailing whitespace or a control character; pass the URL without them"
+        )
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigurationError(
@@ -88,3 +100,15 @@ def check_endpoint_url(url: str, option: str) -> str:
     except ValueError:
         raise ConfigurationError(f"{option} {url!r} has an invalid port") from None
     return url
+
+
+def _reject_secrets_in_url(url: str, option: str) -> None:
+    parts = urlsplit(url)
+    if "@" not in parts.netloc and not parts.query and not parts.fragment:
+        return
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment="").geturl()
+    raise ConfigurationError(
+        f"{option} must not contain credentials (user:password@), a query or a fragment; use just "
+        f"{bare!r}. AWS credentials come from botocore's default chain: AWS_ACCESS_KEY_ID / "
+        "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or an instance/container role (any dummy values for an emulator)."
+    )

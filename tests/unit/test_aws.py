@@ -172,3 +172,40 @@ def test_region_is_required_and_read_from_env() -> None:
     settings = AwsSettings.from_env(environ={"AWS_DEFAULT_REGION": "eu-west-1", "KINESIS_SRC_ENDPOINT_URL": "http://127.0.0.1:4567"})
     assert settings.region == "eu-west-1"
     assert settings.effective_dynamodb_endpoint_url == "http://127.0.0.1:4567"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://AKIACANARYUSER:canary-s3cr3t@127.0.0.1:4566",
+        "https://AKIACANARYUSER@kinesis.us-east-1.amazonaws.com",
+        "http://:canary-s3cr3t@127.0.0.1:4566",
+        "ftp://AKIACANARYUSER:canary-s3cr3t@127.0.0.1",  # the scheme check must not echo it either
+        "http://127.0.0.1:4566/?X-Amz-Security-Token=canary-s3cr3t",
+        "http://127.0.0.1:4566/#canary-s3cr3t",
+    ],
+)
+def test_credentials_in_endpoint_urls_are_rejected_without_echoing_them(url: str) -> None:
+    for build in (
+        lambda: AwsSettings(region="us-east-1", endpoint_url=url),
+        lambda: AwsSettings(region="us-east-1", dynamodb_endpoint_url=url),
+        lambda: AwsSettings.from_env(environ={"AWS_REGION": "us-east-1", "KINESIS_SRC_ENDPOINT_URL": url}),
+    ):
+        with pytest.raises(ConfigurationError) as info:
+            build()
+        message = str(info.value)
+        assert "endpoint_url" in message
+        assert "canary-s3cr3t" not in message and "AKIACANARYUSER" not in message
+
+
+def test_endpoint_url_with_userinfo_says_where_credentials_belong() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        AwsSettings(region="us-east-1", endpoint_url="http://user:pw@127.0.0.1:4566")
+    message = str(info.value)
+    assert "http://127.0.0.1:4566" in message  # what to use instead
+    assert "AWS_ACCESS_KEY_ID" in message
+
+
+def test_endpoint_urls_with_whitespace_are_rejected() -> None:
+    with pytest.raises(ConfigurationError, match="whitespace"):
+        AwsSettings.from_env(environ={"AWS_REGION": "us-east-1", "KINESIS_SRC_ENDPOINT_URL": "http://127.0.0.1:4566\n"})

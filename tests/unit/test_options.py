@@ -61,3 +61,12 @@ def test_aws_options_are_rejected_pointing_at_the_credential_chain(option: str) 
     assert "streamName" in message  # the supported options are listed
     assert secret not in message
 
+
+
+@pytest.mark.parametrize("option", ["endpointUrl", "dynamodbEndpointUrl"])
+def test_endpoint_options_with_credentials_are_rejected_without_echoing_them(option: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        _parse(**{option: "http://AKIACANARYUSER:canary-s3cr3t@127.0.0.1:4566"})
+    message = str(info.value)
+    assert f"'{option}'" in message
+    assert "canary-s3cr3t" not in message and "AKIACANARYUSER" not in message
