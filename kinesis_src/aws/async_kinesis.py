@@ -19,7 +19,7 @@ from aiobotocore.parsers import AioJSONParser, AioResponseParserFactory
 from aiobotocore.session import AioSession, get_session
 
 from ..config import AwsSettings
-from ..errors import ResourceNotFoundError, StreamNotFoundError
+from ..errors import MalformedResponseError, ResourceNotFoundError, StreamNotFoundError
 from ..positions import Position
 from ..records import RecordPage
 from .boundary import acall
@@ -125,6 +125,8 @@ class AsyncKinesisClient:
             )
         except ResourceNotFoundError as exc:
             raise await self._stream_or_shard_missing(stream, shard_id) from exc
+        except MalformedResponseError as exc:  # the decoder cannot know the shard: name it here
+            raise MalformedResponseError(f"{what} at {self.endpoint}: {exc}") from exc
         return out[PAGE_KEY]
 
     def _stream_not_found(self, stream: str) -> StreamNotFoundError:

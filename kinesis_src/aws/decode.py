@@ -29,28 +29,42 @@ PAGE_KEY = "Page"
 _GET_RECORDS_OUTPUT = "GetRecordsOutput"
 
 
+_DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, binascii.Error)
+
+
 def decode_get_records(body: bytes | str) -> RecordPage:
-    """Decode a GetRecords JSON body into a columnar page."""
+    """Decode a GetRecords JSON body into a columnar page.
+
+    On a malformed body the error names the field and the problem, never the
+    body: record data and partition keys are the user's data and end up in
+    logs with the error. The error is raised outside the ``except`` block so
+    the original exception (whose text may quote the body) is not chained.
+    """
     try:
-        doc = json.loads(body)
-        records = doc.get("Records") or ()
-        a2b = binascii.a2b_base64
-        page = RecordPage(
-            partition_keys=[r.get("PartitionKey") for r in records],
-            data=[a2b(r["Data"]) for r in records],
-            sequence_numbers=[r["SequenceNumber"] for r in records],
-            arrival_epoch=[r.get("ApproximateArrivalTimestamp") for r in records],
-            encryption_types=[r.get("EncryptionType") for r in records],
-            next_iterator=doc.get("NextShardIterator"),
-            millis_behind_latest=doc.get("MillisBehindLatest"),
-            child_shards=tuple(_child_shard(c) for c in doc.get("ChildShards") or ()),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
-        raise MalformedResponseError(
-            f"GetRecords response body is not the documented shape ({type(exc).__name__}: {exc}); "
-            f"first bytes: {_preview(body)}"
-        ) from exc
-    return page
+        return _decode(body)
+    except _DECODE_ERRORS as exc:
+        problem = _diagnose(body) or f"unexpected shape ({type(exc).__name__})"
+    raise MalformedResponseError(
+        f"GetRecords response body ({len(body)} bytes) does not have the documented shape: {problem} "
+        "(record contents are not shown)"
+    )
+
+
+def _decode(body: bytes | str) -> RecordPage:
+    """The fast path: no per-field checks, only what json and base64 enforce anyway."""
+    doc = json.loads(body)
+    records = doc.get("Records") or ()
+    a2b = binascii.a2b_base64
+    return RecordPage(
+        partition_keys=[r.get("PartitionKey") for r in records],
+        data=[a2b(r["Data"]) for r in records],
+        sequence_numbers=[r["SequenceNumber"] for r in records],
+        arrival_epoch=[r.get("ApproximateArrivalTimestamp") for r in records],
+        encryption_types=[r.get("EncryptionType") for r in records],
+        next_iterator=doc.get("NextShardIterator"),
+        millis_behind_latest=doc.get("MillisBehindLatest"),
+        child_shards=tuple(_child_shard(c) for c in doc.get("ChildShards") or ()),
+    )
 
 
 def _child_shard(raw: dict[str, Any]) -> ChildShard:
@@ -63,9 +77,91 @@ def _child_shard(raw: dict[str, Any]) -> ChildShard:
     )
 
 
-def _preview(body: bytes | str) -> str:
-    text = body if isinstance(body, str) else body[:120].decode("utf-8", "replace")
-    return repr(text[:120])
+# -- diagnosis of a body the fast path rejected (slow, runs once, names fields only) -----------------
+
+
+def _diagnose(body: bytes | str) -> str | None:
+    """The first problem in ``body`` as "field problem", or None if none is found."""
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        return f"not JSON ({_json_problem(exc)})"
+    if not isinstance(doc, dict):
+        return f"top level is a JSON {_kind(doc)}, not an object"
+    return _records_problem(doc.get("Records")) or _children_problem(doc.get("ChildShards"))
+
+
+def _json_problem(exc: ValueError) -> str:
+    """Position and reason only: JSONDecodeError.doc and UnicodeDecodeError.object hold the body."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg}: character {exc.pos} of {len(exc.doc)}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"invalid {exc.encoding} at byte {exc.start}"
+    return type(exc).__name__
+
+
+def _kind(value: object) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
+
+
+def _records_problem(records: object) -> str | None:
+    if not records:
+        return None
+    if not isinstance(records, list):
+        return f"'Records' is a JSON {_kind(records)}, not an array"
+    for i, record in enumerate(records):
+        problem = _record_problem(record)
+        if problem:
+            return f"Records[{i}]{problem}"
+    return None
+
+
+def _record_problem(record: object) -> str | None:
+    if not isinstance(record, dict):
+        return f" is a JSON {_kind(record)}, not an object"
+    for field in ("SequenceNumber", "Data"):
+        if field not in record:
+            return f".{field} is missing"
+    data = record["Data"]
+    if not isinstance(data, str):
+        return f".Data is a JSON {_kind(data)}, not a base64 string"
+    if not data.isascii():
+        return ".Data is not base64 (non-ASCII characters)"
+    try:
+        binascii.a2b_base64(data)
+    except binascii.Error:
+        return ".Data is not valid base64 (bad length or padding)"
+    return None
+
+
+def _children_problem(children: object) -> str | None:
+    if not children:
+        return None
+    if not isinstance(children, list):
+        return f"'ChildShards' is a JSON {_kind(children)}, not an array"
+    for i, child in enumerate(children):
+        if not isinstance(child, dict):
+            return f"ChildShards[{i}] is a JSON {_kind(child)}, not an object"
+        for field in ("ShardId", "HashKeyRange"):
+            if field not in child:
+                return f"ChildShards[{i}].{field} is missing"
+        problem = _hash_range_problem(child["HashKeyRange"])
+        if problem:
+            return f"ChildShards[{i}].HashKeyRange{problem}"
+    return None
+
+
+def _hash_range_problem(hash_range: object) -> str | None:
+    if not isinstance(hash_range, dict):
+        return f" is a JSON {_kind(hash_range)}, not an object"
+    for field in ("StartingHashKey", "EndingHashKey"):
+        value = hash_range.get(field)
+        if value is None:
+            return f".{field} is missing"
+        if not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
+            return f".{field} is not a decimal integer"
+    return None
 
 
 def page_as_botocore(page: RecordPage) -> dict[str, Any]:

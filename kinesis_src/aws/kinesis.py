@@ -12,6 +12,7 @@ import botocore.session
 from ..config import AwsSettings
 from ..errors import (
     KinesisSourceError,
+    MalformedResponseError,
     ResourceNotFoundError,
     ShardNotFoundError,
     StreamNotFoundError,
@@ -151,6 +152,8 @@ class KinesisClient:
             out = self._call(what, lambda: self._client.get_records(ShardIterator=iterator, Limit=limit))
         except ResourceNotFoundError as exc:
             raise self._stream_or_shard_missing(stream, shard_id) from exc
+        except MalformedResponseError as exc:  # the decoder cannot know the shard: name it here
+            raise MalformedResponseError(f"{what} at {self.endpoint}: {exc}") from exc
         return out[PAGE_KEY]
 
     # -- writing and administration (demo, tests, CLI) -----------------------------

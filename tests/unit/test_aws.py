@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import http.server
+import json
 import socket
+import threading
+import traceback
 
 import boto3
 import pytest
@@ -10,12 +15,14 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from kinesis_src.aws import KinesisClient
+from kinesis_src.aws.async_kinesis import AsyncKinesisClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import (
     AccessDeniedError,
     ConfigurationError,
     EndpointUnreachableError,
     InvalidRequestError,
+    MalformedResponseError,
     RetriesExhaustedError,
     ShardNotFoundError,
     StreamNotFoundError,
@@ -209,3 +216,54 @@ def test_endpoint_url_with_userinfo_says_where_credentials_belong() -> None:
 def test_endpoint_urls_with_whitespace_are_rejected() -> None:
     with pytest.raises(ConfigurationError, match="whitespace"):
         AwsSettings.from_env(environ={"AWS_REGION": "us-east-1", "KINESIS_SRC_ENDPOINT_URL": "http://127.0.0.1:4566\n"})
+
+
+CANARY = "CANARY-s3cret-payload"
+
+
+@pytest.fixture
+def malformed_endpoint(dummy_credentials: None):
+    """An HTTP endpoint answering every call with a 200 GetRecords body whose record is malformed."""
+    body = json.dumps({"Records": [{"SequenceNumber": "1", "Data": CANARY, "PartitionKey": CANARY}]}).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-amz-json-1.1")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield AwsSettings(region="us-east-1", endpoint_url=f"http://127.0.0.1:{server.server_address[1]}", retry=FAST)
+    server.shutdown()
+    server.server_close()
+
+
+def _assert_names_shard_not_data(error: BaseException) -> None:
+    message = str(error)
+    assert "shardId-000000000007" in message and "'orders'" in message and "Records[0].Data" in message
+    assert CANARY not in "".join(traceback.format_exception(error))
+
+
+def test_malformed_get_records_names_shard_stream_and_field_never_data(malformed_endpoint: AwsSettings) -> None:
+    kinesis = KinesisClient(malformed_endpoint)
+    with pytest.raises(MalformedResponseError) as info:
+        kinesis.get_records("iterator", 10, "shardId-000000000007", "orders")
+    _assert_names_shard_not_data(info.value)
+
+
+def test_malformed_get_records_names_shard_stream_and_field_async(malformed_endpoint: AwsSettings) -> None:
+    async def read() -> None:
+        async with AsyncKinesisClient(malformed_endpoint) as kinesis:
+            await kinesis.get_records("iterator", 10, "shardId-000000000007", "orders")
+
+    with pytest.raises(MalformedResponseError) as info:
+        asyncio.run(read())
+    _assert_names_shard_not_data(info.value)

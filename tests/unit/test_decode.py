@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import traceback
 
 import botocore.session
 import pytest
@@ -135,3 +136,45 @@ def test_other_operations_and_errors_use_botocore() -> None:
 def test_malformed_bodies_raise_a_named_error(body: bytes) -> None:
     with pytest.raises(MalformedResponseError, match="GetRecords response body"):
         decode_get_records(body)
+
+
+CANARY = "CANARY-s3cret-payload"
+_CANARY_B64 = base64.b64encode(CANARY.encode()).decode()
+
+
+def _one_record(**fields: object) -> bytes:
+    record = {"SequenceNumber": "1", "Data": _CANARY_B64, "PartitionKey": CANARY, **fields}
+    return json.dumps({"Records": [record], "NextShardIterator": "AAAA"}).encode()
+
+
+MALFORMED = {
+    "not json": (f"{CANARY} is not json".encode(), "not JSON"),
+    "truncated": (_one_record()[:-20], "not JSON"),
+    "not utf-8": (b'{"Records": [{"PartitionKey": "' + CANARY.encode() + b'\xff"}]}', "not JSON"),
+    "top level array": (json.dumps([CANARY]).encode(), "top level"),
+    "records not a list": (json.dumps({"Records": {CANARY: 1}}).encode(), "'Records'"),
+    "record not an object": (json.dumps({"Records": [CANARY]}).encode(), "Records[0]"),
+    "data not base64": (_one_record(Data=CANARY), "Records[0].Data"),
+    "data not ascii": (_one_record(Data=CANARY + "é"), "Records[0].Data"),
+    "data not a string": (_one_record(Data={CANARY: 1}), "Records[0].Data"),
+    "data missing": (json.dumps({"Records": [{"SequenceNumber": "1", "PartitionKey": CANARY}]}).encode(), "Records[0].Data"),
+    "sequence number missing": (json.dumps({"Records": [{"Data": _CANARY_B64, "PartitionKey": CANARY}]}).encode(), "Records[0].SequenceNumber"),
+    "child hash key not a number": (
+        json.dumps(
+            {"Records": [], "ChildShards": [{"ShardId": "shardId-000000000001", "ParentShards": [],
+                                             "HashKeyRange": {"StartingHashKey": CANARY, "EndingHashKey": "1"}}]}
+        ).encode(),
+        "ChildShards[0].HashKeyRange.StartingHashKey",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_body_errors_name_the_field_never_the_record_data(name: str) -> None:
+    body, field = MALFORMED[name]
+    with pytest.raises(MalformedResponseError) as info:
+        decode_get_records(body)
+    message = str(info.value)
+    assert field in message
+    rendered = "".join(traceback.format_exception(info.value))  # chained causes too: what a log shows
+    assert CANARY not in rendered and _CANARY_B64 not in rendered
