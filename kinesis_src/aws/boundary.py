@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Awaitable, Callable, TypeVar
 
 import botocore.session
+from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -77,6 +78,26 @@ def new_session() -> botocore.session.Session:
     session = botocore.session.get_session()
     session.register_component("response_parser_factory", FastResponseParserFactory())
     return session
+
+
+def use_fast_parser(client: BaseClient) -> BaseClient:
+    """Make this one client parse GetRecords the fast way, whichever session created it.
+
+    A caller may pass its own plain botocore session (a profile, assumed-role
+    credentials); registering our parser factory on that session would change
+    what *its* other clients return. So the factory goes on the endpoint of the
+    client kinesis-src created and owns. botocore has no public per-client
+    hook for this; it is pinned exactly in setup.cfg and
+    tests/unit/test_aws.py covers the attribute. The session's parser defaults
+    (e.g. a timestamp parser) carry over.
+    """
+    endpoint = client._endpoint
+    current = endpoint._response_parser_factory
+    if not isinstance(current, FastResponseParserFactory):
+        fast = FastResponseParserFactory()
+        fast.set_parser_defaults(**getattr(current, "_defaults", {}))
+        endpoint._response_parser_factory = fast
+    return client
 
 
 def client_config(settings: AwsSettings) -> Config:

@@ -7,8 +7,9 @@ call whose body grows with throughput, so only it takes the fast path; every
 other operation, and every error response, is parsed by botocore as usual.
 
 The hook is a botocore ``ResponseParserFactory`` registered as the session's
-``response_parser_factory`` component, so signing, endpoints, checksums and
-error handling all stay botocore's. tests/unit/test_decode.py checks that
+``response_parser_factory`` component (and put on the client's endpoint by
+:func:`.boundary.use_fast_parser` when a caller brings its own session), so
+signing, endpoints, checksums and error handling all stay botocore's. tests/unit/test_decode.py checks that
 both paths produce the same records on the same bodies.
 """
 

@@ -20,7 +20,7 @@ from ..errors import (
 )
 from ..positions import Position
 from ..records import RecordPage
-from .boundary import call, client_config, new_session
+from .boundary import call, client_config, new_session, use_fast_parser
 from .decode import PAGE_KEY
 
 log = logging.getLogger(__name__)
@@ -55,18 +55,21 @@ class KinesisClient:
     """Kinesis calls used by kinesis-src, each retried and translated.
 
     Holds one botocore client; safe to share between threads (botocore
-    clients are), not picklable: create one per process, lazily.
+    clients are), not picklable: create one per process, lazily. ``session``
+    may be any botocore session (a profile, assumed-role credentials); it is
+    not modified.
     """
 
     def __init__(self, settings: AwsSettings, session: botocore.session.Session | None = None) -> None:
         self.settings = settings
         self.endpoint = settings.endpoint_url or f"Kinesis in {settings.region}"
-        self._client = (session or new_session()).create_client(
+        client = (session or new_session()).create_client(
             "kinesis",
             region_name=settings.region,
             endpoint_url=settings.endpoint_url,
             config=client_config(settings),
         )
+        self._client = use_fast_parser(client)  # a caller's plain session lacks our parser
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         return call(what, self.endpoint, self.settings.retry, fn)

@@ -10,6 +10,7 @@ import threading
 import traceback
 
 import boto3
+import botocore.session
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
@@ -267,3 +268,20 @@ def test_malformed_get_records_names_shard_stream_and_field_async(malformed_endp
     with pytest.raises(MalformedResponseError) as info:
         asyncio.run(read())
     _assert_names_shard_not_data(info.value)
+
+
+def test_a_callers_plain_botocore_session_reads_records(dummy_credentials: None) -> None:
+    """GetRecords must not depend on the session having our parser registered (it failed with KeyError('Page'))."""
+    session = botocore.session.get_session()
+    factory_before = session.get_component("response_parser_factory")
+    with mock_aws():
+        kinesis = KinesisClient(AwsSettings(region="us-east-1", retry=FAST), session=session)
+        kinesis.create_stream("orders", 1)
+        kinesis.put_records("orders", [("k", b"one"), ("k", b"two")])
+        iterator = kinesis.get_shard_iterator("orders", "shardId-000000000000", Position.trim_horizon())
+        page = kinesis.get_records(iterator, 10, "shardId-000000000000", "orders")
+        assert page.data == [b"one", b"two"]
+        plain = session.create_client("kinesis", region_name="us-east-1")
+        untouched = plain.get_records(ShardIterator=iterator, Limit=10)
+    assert session.get_component("response_parser_factory") is factory_before  # the caller's session is left alone
+    assert [r["Data"] for r in untouched["Records"]] == [b"one", b"two"]
