@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +72,20 @@ def details(results: list[scenarios.Result]) -> str:
     return "\n".join(out) if out else "Every scenario passed."
 
 
+def code_version() -> str:
+    """The commit measured: CAMPAIGN_COMMIT (set when running from an exported snapshot), else git's HEAD."""
+    if os.environ.get("CAMPAIGN_COMMIT"):
+        return os.environ["CAMPAIGN_COMMIT"]
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "kinesis_src", "lineage"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + (" plus uncommitted changes to kinesis_src/" if dirty else "")
+
+
 def document(results: list[scenarios.Result], elapsed_s: float, partial: bool) -> str:
     fast = ", ".join(f"{s.name} ({'/'.join(s.fast)})" for s in scenarios.SCENARIOS if s.fast)
     return f"""# Reliability: the fault campaign
@@ -78,8 +93,10 @@ def document(results: list[scenarios.Result], elapsed_s: float, partial: bool) -
 This page is generated: `{COMMAND}` reruns every scenario and rewrites it
 (about {elapsed_s / 60:.0f} minutes on a 2-core machine; the command is
 `{RAW_COMMAND}`, which the Makefile target runs inside the private network
-namespace). Last run: {time.strftime('%Y-%m-%d %H:%M')}, {platform.python_implementation()}
-{platform.python_version()}, {os.cpu_count()} CPUs{', **partial run**' if partial else ''}.
+namespace). Last run: {time.strftime('%Y-%m-%d %H:%M')} on commit {code_version()},
+{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs shared with other
+work{', **partial run**' if partial else ''}. Timings vary with the machine's load; the
+lost/duplicated/order columns must not.
 
 ## How it works
 
@@ -165,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     results: list[scenarios.Result] = []
     workdir = Path(tempfile.mkdtemp(prefix="kinesis-src-campaign-"))
-    scenarios.log(f"{len(plan)} runs; work directory {workdir}")
+    import kinesis_src
+
+    scenarios.log(f"{len(plan)} runs; work directory {workdir}; measuring {kinesis_src.__file__} ({code_version()})")
     with launcher.Emulators(kinesis=True, dynamodb=True) as emulators:
         os.environ.update(emulators.env())  # dummy credentials and region for this process's own clients
         for scenario, engine in plan:

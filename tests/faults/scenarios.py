@@ -801,10 +801,11 @@ def spark_option_changes(ctx: Context, engine: SparkEngine, result: Result) -> N
     restarted = time.monotonic()
     last_put = restarted
     for args, reshard in zip(phases, reshards):
+        committed = len(engine.batches())
         restarted = engine.start(*args)
         ctx.start_producing()
-        poll(lambda: engine.first_delivery() or engine.died(), 180, 0.5)
-        ctx.sleep_until(time.monotonic() + 3.0)
+        poll(lambda: len(engine.batches()) > committed or engine.died(), 180, 0.5)  # this run committed a batch
+        ctx.sleep_until(time.monotonic() + 2.0)
         last_put = ctx.stop_producing()
         engine.kill()  # mid-run: whatever was in flight is replayed by the next configuration
         if reshard is not None:
