@@ -10,7 +10,13 @@ filter hid), and then:
    deliberately skipped by a LATEST start). On an empty table the initial
    position decides: TRIM_HORIZON and AT_TIMESTAMP lease every listed shard
    at that position (closed ones are read first, parent-first); LATEST
-   leases only the open shards. Later, new shards (splits, merges,
+   leases only the open shards, each at AT_TIMESTAMP *now* (the moment of
+   this sync). LATEST is never written into a lease: it means "whatever is
+   newest when an iterator is asked for", so a lease that changed owner
+   before its first checkpoint (a crash, a hand-off) would make the next
+   owner skip every record put in between. Pinned, "latest" means
+   "arrived after the application first started", for every owner (the
+   Spark source pins it the same way in ``initialOffset``). Later, new shards (splits, merges,
    UpdateShardCount) start at TRIM_HORIZON, like child leases created at
    SHARD_END. Creation is put-if-absent, in shard-id order (parents first),
    so concurrent syncs and SHARD_END handlers create each lease once. This
@@ -34,7 +40,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterable
+from datetime import datetime, timezone
+from typing import Callable, Iterable
 
 from lineage import ShardGraph, shard_sort_key
 
@@ -63,10 +70,18 @@ class SyncReport:
 class ShardSync:
     """Discovery -> lease creation and repair for one application's stream."""
 
-    def __init__(self, kinesis: KinesisClient, table: LeaseTable, initial_position: Position | None = None) -> None:
+    def __init__(
+        self,
+        kinesis: KinesisClient,
+        table: LeaseTable,
+        initial_position: Position | None = None,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    ) -> None:
         self.kinesis = kinesis
         self.table = table
         self.initial_position = initial_position or Position.trim_horizon()
+        self.clock = clock
         if self.initial_position.kind in (PositionKind.AT_SEQUENCE_NUMBER, PositionKind.AFTER_SEQUENCE_NUMBER):
             raise ConfigurationError("the initial position of a stream is latest, trim_horizon or at_timestamp")
 
@@ -92,11 +107,12 @@ class ShardSync:
     def _create(self, graph: ShardGraph, current: dict[str, Lease]) -> tuple[str, ...]:
         fresh_table = not current
         consumed = _with_leased_descendant(graph, current)
+        start = self._pinned_start()
         created = []
         for shard_id in graph.shard_ids():
             if shard_id in current or shard_id in consumed:
                 continue
-            checkpoint = self._initial_checkpoint(graph, shard_id) if fresh_table else Checkpoint.trim_horizon()
+            checkpoint = self._initial_checkpoint(graph, shard_id, start) if fresh_table else Checkpoint.trim_horizon()
             if checkpoint is None:
                 continue
             lease = Lease.for_shard(graph.shard(shard_id), checkpoint)
@@ -105,11 +121,17 @@ class ShardSync:
             current[shard_id] = lease
         return tuple(created)
 
-    def _initial_checkpoint(self, graph: ShardGraph, shard_id: str) -> Checkpoint | None:
-        """First lease of a shard in an empty table: None = not leased (closed shard, LATEST start)."""
+    def _pinned_start(self) -> Checkpoint:
+        """The initial position as a lease can store it: LATEST becomes this sync's instant (one for all)."""
         if self.initial_position.kind is PositionKind.LATEST:
-            return Checkpoint.latest() if graph.is_open(shard_id) else None
+            return Checkpoint.at_timestamp(self.clock())
         return Checkpoint.from_position(self.initial_position)
+
+    def _initial_checkpoint(self, graph: ShardGraph, shard_id: str, start: Checkpoint) -> Checkpoint | None:
+        """First lease of a shard in an empty table: None = not leased (closed shard, LATEST start)."""
+        if self.initial_position.kind is PositionKind.LATEST and not graph.is_open(shard_id):
+            return None
+        return start
 
     # -- 2. trimmed -----------------------------------------------------------------
 

@@ -644,6 +644,38 @@ def test_uncheckpointed_batches_are_redelivered_to_the_next_worker(kinesis, tabl
     assert [d for d in given_second if d.shard == acked] == []  # checkpointed by u1: not delivered again
 
 
+def test_a_latest_start_loses_nothing_when_the_first_owner_dies_before_its_first_checkpoint(
+    kinesis, table, stream_name, spawn
+) -> None:
+    """initial_position="latest": the lease is created when the application first starts, and names that
+    instant. Its first owner dies before any checkpoint; the next owner must deliver every record put
+    after the lease was created (a lease still saying LATEST would make it skip them), and none put before."""
+    make_stream(kinesis, stream_name, 1)
+    shard = "shardId-000000000000"
+    producer = KeyedProducer(kinesis, stream_name, keys=8)
+    producer.put_rounds(1)  # before the application exists: "latest" excludes these
+    early = producer.expected()
+    first = spawn("l1", stream_name, "--initial-position", "latest", "--no-checkpoint-shards", shard)
+    wait_for(lambda: first.started() and first.held() == {shard}, 60, "l1 to start with the lease")
+    # A round at a time until l1 delivers one: then it is certainly reading (a LATEST iterator taken
+    # after a put would skip it, so without this the old behaviour fails here, not at the hand-over).
+    wait_for(lambda: producer.put_round() or deliveries([first]), 30, "l1 to deliver a first record", poll_s=0.5)
+    reading = producer.expected()
+    producer.put_rounds(2)
+    late = producer.expected() - early
+    wait_for(lambda: seen_keys(deliveries([first])) >= producer.expected() - reading, 30, "l1 to receive more records")
+    assert leases_by_shard(table)[shard].checkpoint.sequence_number is None  # l1 never checkpointed
+    first.sigkill()
+    assert first.wait_exit(10) == -signal.SIGKILL
+
+    second = spawn("l2", stream_name, "--initial-position", "latest")
+    wait_for(lambda: seen_keys(deliveries([second])) >= late, FAILOVER + 30,
+             "l2 to deliver the records l1 received but never acknowledged")
+    assert seen_keys(deliveries([second])) == late  # and nothing from before the application started
+    second.sigterm()
+    assert second.wait_exit(20) == 0, second.stderr_tail()
+
+
 # -- e. the blocking consumer -----------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 
 import pytest
 from moto import mock_aws
@@ -97,12 +98,27 @@ def test_fresh_table_at_latest_leases_open_shards_only_and_later_children_at_tri
     ShardSync(kinesis, table, Position.latest()).run()
     leases = leases_of(table)
     assert sorted(leases) == [sid(1), sid(3), sid(4)]
-    assert all(l.checkpoint.kind is CheckpointKind.LATEST for l in leases.values())
+    assert all(l.checkpoint.kind is CheckpointKind.AT_TIMESTAMP for l in leases.values())
     kinesis.shards = [*SPLIT_TWICE[:1], shard(1, 0, HALF - 1, (0,), closed=True), *SPLIT_TWICE[2:],
                       shard(5, 0, HALF // 2, (1,)), shard(6, HALF // 2 + 1, HALF - 1, (1,))]
     report = ShardSync(kinesis, table, Position.latest()).run()
     assert report.created == (sid(5), sid(6))  # closed ancestors 0 and 2 are never leased
     assert leases_of(table)[sid(5)].checkpoint == Checkpoint.trim_horizon()
+
+
+def test_a_latest_start_is_pinned_to_the_time_the_leases_were_created(table: LeaseTable) -> None:
+    """A lease that still said LATEST when its first owner died (or handed it over) before checkpointing
+    would make the next owner skip every record put in between: LATEST is pinned, as the Spark side does."""
+    before = datetime.now(timezone.utc)
+    ShardSync(FakeKinesis(SPLIT_ONCE), table, Position.latest()).run()
+    after = datetime.now(timezone.utc)
+    leases = leases_of(table)
+    assert sorted(leases) == [sid(1), sid(2)]
+    checkpoints = {l.checkpoint for l in leases.values()}
+    assert len(checkpoints) == 1, f"one instant for every lease of one sync, got {checkpoints}"
+    (pinned,) = checkpoints
+    assert pinned.kind is CheckpointKind.AT_TIMESTAMP and before <= pinned.timestamp <= after  # type: ignore[operator]
+    assert pinned.resume_position() == Position.at_timestamp(pinned.timestamp)  # type: ignore[arg-type]
 
 
 def test_fresh_table_at_timestamp(table: LeaseTable) -> None:
