@@ -1,7 +1,10 @@
 """The ``kinesis-src`` command: look at a stream's lineage, read it in lineage order, export a window.
 
 The only module that prints or exits. Errors from the library become one
-line on stderr and exit status 2 (bad input) or 1 (anything else).
+line on stderr and exit status 2 (bad input) or 1 (anything else). A reader
+that goes away early (``kinesis-src read STREAM | head``) ends any command
+quietly with status 141, what a shell reports for a process stopped by
+SIGPIPE, instead of a BrokenPipeError traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from .records import Record
 from .window import read_table
 
 EXPORT_FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +76,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a closed stdout is a normal way for a pipeline to end, not an error."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # here, not at interpreter exit, where EPIPE cannot be caught
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """Point stdout at /dev/null so the interpreter's final flush of what is buffered stays silent."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # a replaced sys.stdout (in-process callers) has no fd
+        pass
+    finally:
+        os.close(devnull)
+    return EXIT_CLOSED_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],

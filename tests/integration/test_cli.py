@@ -64,3 +64,60 @@ def test_missing_stream_and_bad_timestamp_exit_2_with_a_message(emulator_env: di
     bad = run_cli("read", "whatever", "--from", "last tuesday", env=emulator_env)
     assert bad.returncode == 2
     assert "'last tuesday'" in bad.stderr and "ISO-8601" in bad.stderr
+
+
+def run_cli_into_closed_pipe(*args: str, env: dict[str, str], lines: int) -> tuple[int, str]:
+    """Run the CLI with stdout on a pipe whose reader goes away after ``lines`` lines, like ``| head``.
+
+    With ``lines=0`` the reader is closed before the process starts, so even
+    a short output (or the flush at exit) meets a closed pipe, deterministically.
+    """
+    if lines == 0:
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        with subprocess.Popen(
+            [sys.executable, "-m", "kinesis_src.cli", *args],
+            env={**os.environ, **env}, stdout=write_end, stderr=subprocess.PIPE, text=True,
+        ) as proc:
+            os.close(write_end)
+            _, stderr = proc.communicate(timeout=120)
+        return proc.returncode, stderr
+    with subprocess.Popen(
+        [sys.executable, "-m", "kinesis_src.cli", *args],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as proc:
+        for _ in range(lines):
+            assert proc.stdout.readline()
+        proc.stdout.close()
+        stderr = proc.stderr.read()
+        proc.wait(timeout=120)
+    return proc.returncode, stderr
+
+
+def _assert_quiet_exit(status: int, stderr: str) -> None:
+    assert status in (0, 141), stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "Exception ignored" not in stderr, stderr
+
+
+def test_help_into_a_closed_pipe_exits_quietly() -> None:
+    _assert_quiet_exit(*run_cli_into_closed_pipe("--help", env={}, lines=0))
+
+
+def test_read_into_a_pipe_closed_after_one_line_exits_quietly(
+    kinesis: KinesisClient, stream_name: str, emulator_env: dict[str, str]
+) -> None:
+    """``kinesis-src read STREAM | head -1``: far more output than a pipe buffer holds, reader gone after one line."""
+    kinesis.create_stream(stream_name, 1)
+    kinesis.wait_active(stream_name)
+    kinesis.put_records(stream_name, [(f"k{i % 8}", b"x" * 600) for i in range(500)])  # ~450 kB of JSON lines
+    _assert_quiet_exit(*run_cli_into_closed_pipe("read", stream_name, "--no-progress", env=emulator_env, lines=1))
+
+
+@pytest.mark.parametrize("flags", [(), ("--json",)])
+def test_shards_into_a_closed_pipe_exits_quietly(
+    kinesis: KinesisClient, stream_name: str, emulator_env: dict[str, str], flags: tuple[str, ...]
+) -> None:
+    """Output smaller than a pipe buffer: the broken pipe shows only when stdout is flushed."""
+    kinesis.create_stream(stream_name, 2)
+    kinesis.wait_active(stream_name)
+    _assert_quiet_exit(*run_cli_into_closed_pipe("shards", stream_name, *flags, env=emulator_env, lines=0))
