@@ -189,7 +189,7 @@ def _invalid_timestamp(shown: object, why: str) -> InvalidPositionError:
     return InvalidPositionError(f"timestamp {shown!r} {why}; expected {_ACCEPTED_TIMESTAMPS}")
 
 
-def _from_epoch(seconds: float | int, shown: object) -> datetime:
+def _from_epoch(seconds: float, shown: object) -> datetime:
     """Epoch seconds to UTC; huge, negative or non-finite numbers are the user's input error."""
     try:
         in_range = math.isfinite(seconds) and seconds >= 0

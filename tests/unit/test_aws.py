@@ -228,7 +228,7 @@ def malformed_endpoint(dummy_credentials: None):
     body = json.dumps({"Records": [{"SequenceNumber": "1", "Data": CANARY, "PartitionKey": CANARY}]}).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
             self.send_response(200)
             self.send_header("Content-Type", "application/x-amz-json-1.1")
