@@ -1,0 +1,74 @@
+"""The one judge of "has this heartbeat stopped": shared by the coordinator and the query claim.
+
+A heartbeat value (session, counter) is expired once it has stayed the same
+for ``failover_s``, measured on the observer's own clock from the moment the
+observer first saw that value (the KCL's rule). Wall clocks are never
+compared, so a worker whose clock is wrong by years is judged like any
+other. The judge is pure: it does no I/O, and the clock is injected, so the
+tests drive it with a fake one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Hashable, Iterable
+
+from ..errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one look at a heartbeat says.
+
+    ``changed``: the value differs from the one seen before (or is seen for
+    the first time), so its owner was alive recently. ``expires_at``: the
+    observer's clock reading at which the value, if still unchanged, expires.
+    """
+
+    changed: bool
+    unchanged_s: float
+    expires_at: float
+    expired: bool
+
+
+@dataclass(frozen=True)
+class _Sighting:
+    value: Hashable
+    first_seen: float
+
+
+class ExpiryJudge:
+    """Remembers, per key (a worker id, the query claim), when its current value was first seen."""
+
+    def __init__(self, failover_s: float, clock: Callable[[], float]) -> None:
+        if failover_s <= 0:
+            raise ConfigurationError(f"failover_s must be > 0, got {failover_s}")
+        self.failover_s = failover_s
+        self.clock = clock
+        self._seen: dict[str, _Sighting] = {}
+
+    def observe(self, key: str, value: Hashable) -> Observation:
+        """Record that ``key`` holds ``value`` now; expired if it held it for failover_s already."""
+        now = self.clock()
+        sighting = self._seen.get(key)
+        changed = sighting is None or sighting.value != value
+        if sighting is None or changed:
+            sighting = self._seen[key] = _Sighting(value, now)
+        unchanged = now - sighting.first_seen
+        expires_at = sighting.first_seen + self.failover_s
+        return Observation(changed, unchanged, expires_at, now >= expires_at)
+
+    def forget(self, key: str) -> None:
+        """Drop a key (declared dead, or gone): its next value is seen afresh."""
+        self._seen.pop(key, None)
+
+    def retain(self, keys: Iterable[str]) -> None:
+        """Forget every key not in ``keys`` (the heartbeats the last scan returned)."""
+        keep = set(keys)
+        for key in [k for k in self._seen if k not in keep]:
+            del self._seen[key]
+
+    def next_expiry(self) -> float:
+        """The earliest clock reading at which a watched value would expire (inf: none watched)."""
+        return min((s.first_seen + self.failover_s for s in self._seen.values()), default=math.inf)
