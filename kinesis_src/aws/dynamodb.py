@@ -11,21 +11,30 @@ item as it stood (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), never
 retried. Throttling, 5xx and connection errors are retried by the one retry
 policy; a transaction conflict counts as throttling. Transactions carry a
 ``ClientRequestToken`` so a retry of one that did land is answered as a
-success instead of failing its own conditions.
+success instead of failing its own conditions; a retry that arrives while
+the first attempt is still running gets TransactionInProgressException,
+which is retried like throttling.
+
+Every answer's HTTP ``Date`` header is kept (:meth:`DynamoDBClient.server_time_s`):
+TTL values are computed on DynamoDB's clock, not on a host clock that may be
+wrong.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import botocore.session
 from botocore.exceptions import ClientError
 
+from ..clock import since_boot
 from ..config import AwsSettings
 from ..errors import (
     AccessDeniedError,
@@ -39,9 +48,11 @@ from .boundary import call, client_config, new_session
 
 T = TypeVar("T")
 Item = dict[str, dict[str, Any]]
+log = logging.getLogger(__name__)
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _TRANSACTION_CANCELED = "TransactionCanceledException"
+_TRANSACTION_IN_PROGRESS = "TransactionInProgressException"
 _RETRIABLE_CANCEL_REASONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
 )
@@ -112,11 +123,29 @@ class DynamoDBClient:
         )
         self._count_lock = threading.Lock()
         self.requests: Counter[str] = Counter()
+        self._server_time: tuple[float, float] | None = None  # (Date header, since_boot() on arrival)
         self._client.meta.events.register("before-call.dynamodb", self._count)
+        self._client.meta.events.register("after-call.dynamodb", self._note_server_time)
 
     def _count(self, event_name: str = "", **_: Any) -> None:
         with self._count_lock:
             self.requests[event_name.rsplit(".", 1)[-1]] += 1
+
+    def _note_server_time(self, parsed: Mapping[str, Any] | None = None, **_: Any) -> None:
+        headers = ((parsed or {}).get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
+        try:
+            server_s = parsedate_to_datetime(headers["date"]).timestamp()
+        except (KeyError, TypeError, ValueError):  # no Date header (a stub), or an unreadable one
+            return
+        with self._count_lock:
+            self._server_time = (server_s, since_boot())
+
+    def server_time_s(self) -> float | None:
+        """DynamoDB's time now (epoch seconds, +-1 s): the Date header of its last answer plus
+        the time elapsed here since. None before the first answer."""
+        with self._count_lock:
+            seen = self._server_time
+        return None if seen is None else seen[0] + (since_boot() - seen[1])
 
     def request_total(self) -> int:
         with self._count_lock:
@@ -163,15 +192,14 @@ class DynamoDBClient:
         table: str,
         hash_key: str,
         range_key: str,
-        ttl_attribute: str | None = None,
         timeout_s: float = 120.0,
     ) -> tuple[TableDescription, bool]:
         """Create an on-demand table unless it exists; wait until ACTIVE.
 
         Returns (description, created). Idempotent and safe to race: a
         ResourceInUseException from a concurrent creator means "exists".
-        TTL is enabled only on a table this call created; an existing
-        table's TTL settings are the operator's.
+        TTL is the caller's next step (:meth:`ensure_ttl`), once it has
+        checked that an existing table is its own.
         """
         existing = self.describe_table(table)
         if existing is not None:
@@ -198,17 +226,40 @@ class DynamoDBClient:
                 raise
 
         created = self._call("CreateTable", table, attempt)
-        description = self.wait_active(table, timeout_s)
-        if created and ttl_attribute:
+        return self.wait_active(table, timeout_s), created
+
+    def ensure_ttl(self, table: str, attribute: str) -> None:
+        """Enable TTL on ``attribute`` unless it is on already; warn when that cannot be done.
+
+        Checked on every start, not only right after CreateTable: a creator
+        that died between CreateTable and UpdateTimeToLive leaves a table
+        whose dead workers' items never expire. TTL is garbage collection
+        only, so a missing permission or a TTL on another attribute (the
+        operator's choice) is a warning, not a failure.
+        """
+        try:
+            found = self._call(
+                "DescribeTimeToLive", table, lambda: self._client.describe_time_to_live(TableName=table)
+            ).get("TimeToLiveDescription") or {}
+            status, current = found.get("TimeToLiveStatus"), found.get("AttributeName")
+            if status in ("ENABLED", "ENABLING") and current == attribute:
+                return
+            if status != "DISABLED":  # on another attribute, or still being disabled: not ours to change
+                log.warning(
+                    "table %r: TTL is %s on attribute %r, not enabled on %r: items of dead workers are "
+                    "not cleaned up", table, status, current, attribute,
+                )
+                return
             self._call(
                 "UpdateTimeToLive",
                 table,
                 lambda: self._client.update_time_to_live(
-                    TableName=table,
-                    TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute},
+                    TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": attribute}
                 ),
             )
-        return description, created
+            log.info("table %r: enabled TTL on attribute %r", table, attribute)
+        except (AccessDeniedError, InvalidRequestError) as exc:  # denied, or a concurrent starter enabled it
+            log.warning("table %r: could not check or enable TTL on %r: %s", table, attribute, exc)
 
     def wait_active(self, table: str, timeout_s: float = 120.0, poll_s: float = 0.2) -> TableDescription:
         deadline = time.monotonic() + timeout_s
@@ -311,6 +362,8 @@ class DynamoDBClient:
             try:
                 return self._client.transact_write_items(**request)
             except ClientError as exc:
+                if _code(exc) == _TRANSACTION_IN_PROGRESS:  # our own earlier attempt, still running
+                    raise ThrottledError(f"DynamoDB TransactWriteItems on table {table!r}: {exc}") from exc
                 if _code(exc) != _TRANSACTION_CANCELED:
                     raise
                 return _cancellation(exc, table)

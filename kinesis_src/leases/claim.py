@@ -3,28 +3,33 @@
 Two queries sharing an ``applicationName`` would share per-batch progress
 items and plan from each other's ends. The driver therefore claims the name
 with a heartbeat item in the lease table (the same liveness mechanism the
-lease coordinator uses) and renews it from a daemon thread. A second query
-that finds the claim watches it: if the heartbeat moves, the owner is alive
-and the second query fails naming the option; if it stays unchanged for the
-failover time (the owner crashed, e.g. a killed driver being restarted), the
-claim is taken over.
+lease coordinator uses) and renews it from a daemon thread. The claim has a
+key of its own (``claim#<application>#<stream>``, see :mod:`.serializer`):
+in the lease partition, a plain-Python consumer sharing the name would count
+it as a live worker. A second query that finds the claim watches it with the
+coordinator's :class:`~.expiry.ExpiryJudge`: if the heartbeat moves, the
+owner is alive and the second query fails naming the option; if it stays
+unchanged for the failover time (the owner crashed, e.g. a killed driver
+being restarted), the claim is taken over.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..clock import since_boot
 from ..errors import ApplicationInUseError
+from .expiry import ExpiryJudge
 from .model import HeartbeatStatus, WorkerHeartbeat
 from .table import LeaseTable
 
 log = logging.getLogger(__name__)
 
 QUERY_WORKER_ID = "spark-query"
+_CLAIM = "query-claim"  # the judge's key
 
 
 @dataclass
@@ -32,16 +37,16 @@ class QueryClaim:
     table: LeaseTable
     failover_s: float = 10.0
     renew_s: float = 3.0
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = since_boot
     lost: bool = False
-    _worker: WorkerHeartbeat | None = field(default=None, repr=False)
+    _claim: WorkerHeartbeat | None = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def acquire(self) -> None:
-        existing = self.table.scan().workers.get(QUERY_WORKER_ID)
+        existing = self.table.read_claim()
         if existing is not None:
             self._wait_out(existing)
-        self._worker = self.table.register_worker(QUERY_WORKER_ID)
+        self._claim = self.table.register_claim(QUERY_WORKER_ID)
         threading.Thread(target=self._renew, name="kinesis-src-query-claim", daemon=True).start()
 
     def _wait_out(self, seen: WorkerHeartbeat) -> None:
@@ -50,16 +55,18 @@ class QueryClaim:
             "applicationName %r on stream %r is claimed; checking for up to %.0fs whether its query is alive",
             self.table.application, self.table.stream, self.failover_s,
         )
-        deadline = self.clock() + self.failover_s
-        while self.clock() < deadline:
-            if self._stop.wait(min(0.5, self.renew_s / 2)):
+        judge = ExpiryJudge(self.failover_s, self.clock)
+        verdict = judge.observe(_CLAIM, (seen.session, seen.heartbeat))
+        while not verdict.expired:
+            if self._stop.wait(max(0.01, min(0.5, self.renew_s / 2, verdict.expires_at - self.clock()))):
                 return
-            now = self.table.scan().workers.get(QUERY_WORKER_ID)
+            now = self.table.read_claim()
             if now is None:
                 return
-            if (now.session, now.heartbeat) != (seen.session, seen.heartbeat):
+            verdict = judge.observe(_CLAIM, (now.session, now.heartbeat))
+            if verdict.changed:
                 raise self._in_use()
-        if not self.table.declare_worker_dead(seen):
+        if not self.table.take_over_claim(seen):
             raise self._in_use()
         log.warning(
             "took over applicationName %r on stream %r from a query that stopped renewing its claim",
@@ -75,9 +82,9 @@ class QueryClaim:
 
     def _renew(self) -> None:
         while not self._stop.wait(self.renew_s):
-            assert self._worker is not None
+            assert self._claim is not None
             try:
-                status, self._worker = self.table.heartbeat(self._worker)
+                status, self._claim = self.table.renew_claim(self._claim)
             except Exception as exc:  # keep renewing through transient failures; the next beat retries
                 log.warning("could not renew the query claim on %r: %s", self.table.application, exc)
                 continue
@@ -91,6 +98,6 @@ class QueryClaim:
 
     def release(self) -> None:
         self._stop.set()
-        if self._worker is not None:
-            self.table.deregister_worker(self._worker)
-            self._worker = None
+        if self._claim is not None:
+            self.table.release_claim(self._claim)
+            self._claim = None

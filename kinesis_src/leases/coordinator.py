@@ -13,9 +13,12 @@ ownership changes or a checkpoint is written.
   SHARD_END, fenced progress) is conditional on (owner, counter), so a
   replaced holder can never write (:class:`~kinesis_src.errors.LeaseLostError`).
 * **Expiry** is judged as the KCL does, by observation on the local
-  monotonic clock: a worker is expired when its heartbeat (session, counter)
-  has not changed for ``failover_s`` since this worker first saw that value.
-  Wall clocks are never compared, so clock skew cannot expire a live worker.
+  clock (:class:`~.expiry.ExpiryJudge`): a worker is expired when its
+  heartbeat (session, counter) has not changed for ``failover_s`` since this
+  worker first saw that value. Wall clocks are never compared, so clock skew
+  cannot expire a live worker. The local clock is CLOCK_BOOTTIME
+  (:func:`kinesis_src.clock.since_boot`), which keeps counting while the
+  host is suspended.
 * **Declaring dead** is itself a conditional write: the observer deletes the
   heartbeat item only if it still holds the value observed. A heartbeat that
   lands late makes the delete fail, so a slow-but-alive worker is never
@@ -47,12 +50,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol, Sequence
 
 from lineage import shard_sort_key
 
+from ..clock import since_boot
 from ..errors import (
     ConfigurationError,
     KinesisSourceError,
@@ -65,6 +68,7 @@ from ..names import validate_worker_id
 from ..positions import Position
 from ..records import ChildShard
 from .assignment import plan_assignment
+from .expiry import ExpiryJudge
 from .model import (
     Checkpoint,
     HeartbeatStatus,
@@ -203,7 +207,7 @@ class LeaseCoordinator:
         shard_sync: SyncsShards | None = None,
         listener: LeaseListener | None = None,
         on_cycle: Callable[[CycleReport], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = since_boot,
     ) -> None:
         self.table = table
         self.worker_id = validate_worker_id(worker_id)
@@ -219,7 +223,7 @@ class LeaseCoordinator:
         self._renewed_at = float("-inf")  # send time of the last acknowledged heartbeat
         self._next_heartbeat = float("-inf")
         self._next_sync = float("-inf")
-        self._seen: dict[str, tuple[tuple[str, int], float]] = {}
+        self._judge = ExpiryJudge(timing.failover_s, clock)
         self._steal_wanted_since: float | None = None
         self._last_scan = float("-inf")
         self._stop = threading.Event()
@@ -382,9 +386,7 @@ class LeaseCoordinator:
 
     def _next_wake(self) -> float:
         """Next heartbeat, next scan, or the moment a watched worker would expire: the first."""
-        deadlines = [self._next_heartbeat, self._last_scan + self.timing.scan_s]
-        deadlines.extend(first + self.timing.failover_s for _, first in self._seen.values())
-        return min(deadlines)
+        return min(self._next_heartbeat, self._last_scan + self.timing.scan_s, self._judge.next_expiry())
 
     def _heartbeat_if_due(self, report: CycleReport) -> HeartbeatStatus | None:
         now = self.clock()
@@ -411,29 +413,23 @@ class LeaseCoordinator:
 
     def _judge_workers(self, view: TableView, report: CycleReport) -> set[str]:
         """Live workers; expired ones are declared dead (a conditional delete) here."""
-        now = self.clock()
         live = {self.worker_id}
+        self._judge.retain(view.workers)
         for worker_id, beat in view.workers.items():
             if worker_id == self.worker_id:
                 continue
-            value = (beat.session, beat.heartbeat)
-            seen = self._seen.get(worker_id)
-            if seen is None or seen[0] != value:
-                self._seen[worker_id] = (value, now)
-                live.add(worker_id)
-            elif now - seen[1] < self.timing.failover_s:
+            seen = self._judge.observe(worker_id, (beat.session, beat.heartbeat))
+            if not seen.expired:
                 live.add(worker_id)
             elif self.table.declare_worker_dead(beat):
                 log.info(
                     "worker %s declared worker %s dead: heartbeat %d unchanged for %.1fs",
-                    self.worker_id, worker_id, beat.heartbeat, now - seen[1],
+                    self.worker_id, worker_id, beat.heartbeat, seen.unchanged_s,
                 )
                 report.declared_dead.append(worker_id)
-                del self._seen[worker_id]
+                self._judge.forget(worker_id)
             else:
                 live.add(worker_id)  # it renewed after our scan
-        for gone in set(self._seen) - set(view.workers):
-            del self._seen[gone]
         return live
 
     def _reconcile(self, view: TableView, report: CycleReport) -> None:

@@ -216,6 +216,12 @@ class TableView:
 
 @dataclass(frozen=True)
 class ShardEndResult:
+    """The parent as marked SHARD_END, and which child leases this call created.
+
+    When the call was a retry of a SHARD_END that had landed already, every
+    child is reported as existing: they were created by that first attempt.
+    """
+
     lease: Lease
     created_children: tuple[str, ...]
     existing_children: tuple[str, ...]

@@ -14,9 +14,15 @@ pk                                          sk                            item
 
 Leases and heartbeats of one application+stream share a partition, so one
 consistent Query reads the whole coordination state (one request per 1 MB,
-about 3,000 leases). Application and stream names are restricted to
-``[A-Za-z0-9_.-]`` (the characters Kinesis allows in stream names), so ``#``
-cannot make two namespaces collide.
+about 3,000 leases). The Spark query claim is a heartbeat too, but under a
+partition of its own: in the lease partition, a plain-Python consumer that
+shares the applicationName would count it as a live worker and leave its
+share of the leases unowned. Heartbeat and claim items carry ``ttl``
+(garbage collection of items whose writer died; never used for expiry).
+
+Application and stream names are restricted to ``[A-Za-z0-9_.-]`` (the
+characters Kinesis allows in stream names), so ``#`` cannot make two
+namespaces collide.
 """
 
 from __future__ import annotations
@@ -58,12 +64,26 @@ WORKER_ID = "workerId"
 SESSION = "session"
 HEARTBEAT = "heartbeat"
 
-HEARTBEAT_TTL_S = 24 * 3600  # garbage collection of dead workers' items only; never used for expiry
+CLAIM_RANGE_KEY = "query"
 
+HEARTBEAT_TTL_S = 24 * 3600  # garbage collection of dead workers' items only; never used for expiry
 
 
 def lease_partition(application: str, stream: str) -> str:
     return f"lease#{application}#{stream}"
+
+
+def lease_key(partition: str, shard_id: str) -> Item:
+    return {HASH_KEY: _s(partition), RANGE_KEY: _s(LEASE_PREFIX + shard_id)}
+
+
+def worker_key(partition: str, worker_id: str) -> Item:
+    return {HASH_KEY: _s(partition), RANGE_KEY: _s(WORKER_PREFIX + worker_id)}
+
+
+def claim_key(application: str, stream: str) -> Item:
+    """The Spark query claim: its own partition, so no lease-partition Query ever returns it."""
+    return {HASH_KEY: _s(f"claim#{application}#{stream}"), RANGE_KEY: _s(CLAIM_RANGE_KEY)}
 
 
 def _s(value: str) -> dict[str, str]:
@@ -114,15 +134,15 @@ class LeaseCodec:
     def checkpoint_text(checkpoint: Checkpoint) -> str:
         return checkpoint.sequence_number or checkpoint.kind.value
 
-    def worker_item(self, partition: str, worker: WorkerHeartbeat) -> Item:
+    def heartbeat_item(self, key: Item, worker: WorkerHeartbeat, ttl_s: int) -> Item:
+        """A worker heartbeat or the query claim, under ``key`` (:func:`worker_key`, :func:`claim_key`)."""
         return {
-            HASH_KEY: _s(partition),
-            RANGE_KEY: _s(WORKER_PREFIX + worker.worker_id),
+            **key,
             WORKER_ID: _s(worker.worker_id),
             SESSION: _s(worker.session),
             HEARTBEAT: _n(worker.heartbeat),
             LAST_UPDATED: _n(worker.last_updated_ms),
-            TTL_ATTRIBUTE: _n(worker.last_updated_ms // 1000 + HEARTBEAT_TTL_S),
+            TTL_ATTRIBUTE: _n(ttl_s),
         }
 
     # -- reading --------------------------------------------------------------------
@@ -150,6 +170,20 @@ class LeaseCodec:
         worker_id = self.string(item, WORKER_ID)
         if self.key_part(item, RANGE_KEY) != WORKER_PREFIX + worker_id:
             raise self.corrupt(item, WORKER_ID, "the worker id in the sort key", f"is {worker_id!r}")
+        return self._heartbeat(item, worker_id)
+
+    def claim(self, item: Item) -> WorkerHeartbeat:
+        if self.key_part(item, RANGE_KEY) != CLAIM_RANGE_KEY:
+            raise self.corrupt(item, RANGE_KEY, repr(CLAIM_RANGE_KEY), f"is {self.key_part(item, RANGE_KEY)!r}")
+        return self._heartbeat(item, self.string(item, WORKER_ID))
+
+    def session(self, item: Item) -> str:
+        return self.string(item, SESSION)
+
+    def heartbeat_value(self, item: Item) -> int:
+        return self.number(item, HEARTBEAT)
+
+    def _heartbeat(self, item: Item, worker_id: str) -> WorkerHeartbeat:
         return WorkerHeartbeat(
             worker_id=worker_id,
             session=self.string(item, SESSION),

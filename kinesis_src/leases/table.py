@@ -1,11 +1,12 @@
 """The lease table's conditional writes, for one application's stream.
 
-Writes are single conditional requests: coordination writes (create, take,
-steal, renew, release, delete, heartbeat) return None/False when they lose a
-race ("False = lease lost", as in the KCL); writes that only the holder may
-make (checkpoint, SHARD_END) raise :class:`LeaseLostError` because a failure
-there means the caller must stop. Item layouts and attribute names live in
-:mod:`.serializer`.
+Writes are conditional requests: coordination writes (create, take, steal,
+renew, release, delete, heartbeat) return None/False when they lose a race
+("False = lease lost", as in the KCL); writes that only the holder may make
+(checkpoint, SHARD_END) raise :class:`LeaseLostError` because a failure
+there means the caller must stop. SHARD_END and the child leases are one
+transaction, fenced like a checkpoint. Item layouts and attribute names
+live in :mod:`.serializer`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..aws.dynamodb import DynamoDBClient, Item, WriteResult
-from ..errors import IncompatibleLeaseTableError, InvalidPositionError, LeaseLostError
+from ..errors import (
+    IncompatibleLeaseTableError,
+    InvalidPositionError,
+    KinesisSourceError,
+    LeaseLostError,
+)
 from ..names import validate_name, validate_table_name, validate_worker_id
 from ..positions import format_timestamp
 from .model import (
@@ -52,7 +58,10 @@ from .serializer import (
     _list,
     _n,
     _s,
+    claim_key,
+    lease_key,
     lease_partition,
+    worker_key,
 )
 
 log = logging.getLogger(__name__)
@@ -86,10 +95,15 @@ class LeaseTable:
     # -- table management ----------------------------------------------------------
 
     def ensure_table(self, create: bool = True, timeout_s: float = 120.0) -> bool:
-        """Make sure the table exists with the lease key schema; returns True if created now."""
+        """Make sure the table exists with the lease key schema; returns True if created now.
+
+        With ``create``, TTL is enabled on ``ttl`` if it is off, on an existing
+        table too (its creator may have died before enabling it), but only
+        once the key schema shows the table is a kinesis-src one.
+        """
         if create:
             description, created = self.dynamodb.create_table_if_missing(
-                self.table_name, HASH_KEY, RANGE_KEY, TTL_ATTRIBUTE, timeout_s
+                self.table_name, HASH_KEY, RANGE_KEY, timeout_s
             )
         else:
             description, created = self.dynamodb.describe_table(self.table_name), False
@@ -103,6 +117,8 @@ class LeaseTable:
                 "probably made by another tool (a KCL application uses leaseKey): set leaseTableName "
                 "to another table, or delete this one."
             )
+        if create:
+            self.dynamodb.ensure_ttl(self.table_name, TTL_ATTRIBUTE)
         if created:
             log.info("created lease table %r at %s", self.table_name, self.dynamodb.endpoint)
         return created
@@ -175,25 +191,75 @@ class LeaseTable:
         return self._lease_or_lost(lease, result, f"checkpoint {checkpoint}")
 
     def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
-        """Create the child leases (put-if-absent), then mark the parent SHARD_END and unowned.
+        """Mark the parent SHARD_END and unowned, and create its child leases: one transaction.
 
-        Children first: if the worker dies between the two writes, the next
-        owner re-reads the parent to its end and repeats this idempotently;
-        the children are not assignable until the parent is SHARD_END. A
-        merge child is created by whichever parent ends first.
+        The transaction is fenced on the parent's owner and counter, so a
+        zombie (a replaced holder that resumes) creates nothing: a plain
+        put-if-absent would recreate a child that was drained and cleaned
+        up, at TRIM_HORIZON. A child that exists already (the other parent
+        of a merge ended first, or shard sync listed it) is left as it is:
+        the transaction is sent again without it. A retry of our own write
+        that landed (its answer was lost) is a success, not a lost lease.
         """
-        created, existing = [], []
-        for child in children:
-            (created if self.create_lease(child) else existing).append(child.shard_id)
         ids = tuple(c.shard_id for c in children) or lease.child_shard_ids
-        result = self._update_held(
+        now = self.now_ms()
+        parent = self._held_request(
             lease,
             "SET #cp = :end, #sub = :zero, #children = :children, #counter = :next, #switches = :zero, "
             "#updated = :now REMOVE #owner, #cpts",
-            values={":end": _s(CheckpointKind.SHARD_END.value), ":children": _list(ids)},
+            {":end": _s(CheckpointKind.SHARD_END.value), ":children": _list(ids)},
+            now,
         )
-        ended = self._lease_or_lost(lease, result, "SHARD_END")
-        return ShardEndResult(ended, tuple(created), tuple(existing))
+        parent["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        pending, existing = list(children), []
+        while True:
+            actions = [{"Update": parent}, *({"Put": self._child_put(c, now)} for c in pending)]
+            outcome = self.dynamodb.transact_write(self.table_name, actions)
+            if outcome.committed:
+                ended = self._ended(lease, ids, now)
+                return ShardEndResult(ended, tuple(c.shard_id for c in pending), tuple(existing))
+            parent_reason = outcome.reasons[0] if outcome.reasons else "unknown"
+            if parent_reason != "None":
+                return self._shard_end_landed(lease, ids, outcome.items[0] if outcome.items else None, parent_reason)
+            exists = self._existing_children(outcome.reasons[1:], pending)
+            existing.extend(exists)
+            pending = [c for c in pending if c.shard_id not in exists]
+
+    def _child_put(self, child: Lease, now: int) -> dict[str, Any]:
+        return {
+            "TableName": self.table_name,
+            "Item": self.codec.lease_item(self.partition, replace(child, last_updated_ms=now)),
+            "ConditionExpression": "attribute_not_exists(#pk)",
+            "ExpressionAttributeNames": {"#pk": HASH_KEY},
+        }
+
+    def _existing_children(self, reasons: Sequence[str], pending: Sequence[Lease]) -> list[str]:
+        """The children whose put-if-absent failed: they exist. Any other reason is an error."""
+        exists = [child.shard_id for child, code in zip(pending, reasons) if code == "ConditionalCheckFailed"]
+        unexpected = sorted({code for code in reasons if code not in ("None", "ConditionalCheckFailed")})
+        if unexpected or not exists:
+            raise KinesisSourceError(
+                f"SHARD_END transaction on table {self.table_name!r} cancelled for reasons "
+                f"{', '.join(unexpected) or 'none given'} on the child leases {[c.shard_id for c in pending]}"
+            )
+        return exists
+
+    def _ended(self, lease: Lease, ids: tuple[str, ...], now: int) -> Lease:
+        """The parent as the committed transaction wrote it (transactions return no item)."""
+        return replace(
+            lease, checkpoint=Checkpoint.shard_end(), owner=None, counter=lease.counter + 1,
+            child_shard_ids=ids, owner_switches_since_checkpoint=0, last_updated_ms=now,
+        )
+
+    def _shard_end_landed(self, lease: Lease, ids: tuple[str, ...], current: Item | None, reason: str) -> ShardEndResult:
+        """The parent's condition failed: success if the item is our own landed SHARD_END, else lost."""
+        if reason != "ConditionalCheckFailed":
+            raise KinesisSourceError(f"SHARD_END transaction on table {self.table_name!r} cancelled: {reason}")
+        stored = None if current is None else self.codec.lease(current)
+        if stored is None or stored != self._ended(lease, ids, stored.last_updated_ms):  # not our own write
+            raise self.lost_error(lease, current, "SHARD_END")
+        log.info("SHARD_END of %s had landed already (a retried write): %s", lease.shard_id, stored.describe())
+        return ShardEndResult(stored, (), ids)
 
     def delete_lease(self, lease: Lease, only_if_shard_end: bool) -> bool:
         """Delete a drained (or trimmed) lease, unless it changed since ``lease`` was read."""
@@ -213,29 +279,41 @@ class LeaseTable:
 
     def _update_held(self, lease: Lease, update: str, values: Mapping[str, Any] | None = None) -> WriteResult:
         """A conditional update on the expected owner and counter (the fencing condition)."""
+        request = self._held_request(lease, update, values or {}, self.now_ms())
+        return self.dynamodb.update_item(
+            self.table_name,
+            request["Key"],
+            update,
+            request["ConditionExpression"],
+            names=request["ExpressionAttributeNames"],
+            values=request["ExpressionAttributeValues"],
+        )
+
+    def _held_request(self, lease: Lease, update: str, values: Mapping[str, Any], now: int) -> dict[str, Any]:
+        """UpdateItem arguments (also a TransactWriteItems Update) fenced on owner and counter."""
         names = {
             "#owner": LEASE_OWNER, "#counter": LEASE_COUNTER, "#switches": OWNER_SWITCHES,
             "#updated": LAST_UPDATED, "#cp": CHECKPOINT, "#sub": CHECKPOINT_SUB_SEQUENCE,
             "#cpts": CHECKPOINT_TIMESTAMP, "#children": CHILD_SHARD_IDS,
         }
         all_values: dict[str, Any] = {
-            ":cur": _n(lease.counter), ":now": _n(self.now_ms()), ":zero": _n(0), ":next": _n(lease.counter + 1)
+            ":cur": _n(lease.counter), ":now": _n(now), ":zero": _n(0), ":next": _n(lease.counter + 1)
         }
-        all_values.update(values or {})
+        all_values.update(values)
         if lease.owner is None:
             condition = "#counter = :cur AND attribute_not_exists(#owner)"
         else:
             condition = "#counter = :cur AND #owner = :owner"
             all_values[":owner"] = _s(lease.owner)
         used = set(_TOKEN.findall(update + " " + condition))
-        return self.dynamodb.update_item(
-            self.table_name,
-            self._lease_key(lease.shard_id),
-            update,
-            condition,
-            names={k: v for k, v in names.items() if k in used},
-            values={k: v for k, v in all_values.items() if k in used},
-        )
+        return {
+            "TableName": self.table_name,
+            "Key": self._lease_key(lease.shard_id),
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {k: v for k, v in names.items() if k in used},
+            "ExpressionAttributeValues": {k: v for k, v in all_values.items() if k in used},
+        }
 
     def _checkpoint_update(self, checkpoint: Checkpoint) -> tuple[str, dict[str, Any]]:
         values = {":cp": _s(self.codec.checkpoint_text(checkpoint)), ":sub": _n(checkpoint.sub_sequence_number)}
@@ -284,48 +362,72 @@ class LeaseTable:
         )
 
     def _lease_key(self, shard_id: str) -> Item:
-        return {HASH_KEY: _s(self.partition), RANGE_KEY: _s(LEASE_PREFIX + shard_id)}
+        return lease_key(self.partition, shard_id)
 
-    # -- worker heartbeats --------------------------------------------------------------
+    # -- worker heartbeats and the query claim ----------------------------------------
 
     def register_worker(self, worker_id: str) -> WorkerHeartbeat:
         """Write this process's heartbeat item (a new session); a previous process with the id loses."""
-        worker = WorkerHeartbeat(validate_worker_id(worker_id), uuid.uuid4().hex[:12], 0, self.now_ms())
-        self.dynamodb.put_item(self.table_name, self.codec.worker_item(self.partition, worker))
-        return worker
+        return self._register(self._worker_key(worker_id), validate_worker_id(worker_id))
 
     def heartbeat(self, worker: WorkerHeartbeat) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
-        """Increment the heartbeat, conditional on our session and counter.
-
-        ``heartbeat IN (current, next)`` makes a retry of a write that did
-        land succeed instead of looking like someone else's write.
-        """
-        nxt = replace(worker, heartbeat=worker.heartbeat + 1, last_updated_ms=self.now_ms())
-        result = self.dynamodb.update_item(
-            self.table_name,
-            self._worker_key(worker.worker_id),
-            "SET #hb = :next, #updated = :now, #ttl = :ttl",
-            "#session = :session AND (#hb = :cur OR #hb = :next)",
-            names={"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION},
-            values={
-                ":next": _n(nxt.heartbeat), ":cur": _n(worker.heartbeat), ":now": _n(nxt.last_updated_ms),
-                ":ttl": _n(nxt.last_updated_ms // 1000 + HEARTBEAT_TTL_S), ":session": _s(worker.session),
-            },
-        )
-        if result.ok:
-            return HeartbeatStatus.RENEWED, nxt
-        if result.item is not None and self.codec.worker(result.item).session != worker.session:
-            return HeartbeatStatus.REPLACED, worker
-        return HeartbeatStatus.DECLARED_DEAD, worker
+        return self._beat(self._worker_key(worker.worker_id), worker)
 
     def declare_worker_dead(self, worker: WorkerHeartbeat) -> bool:
         """Delete a heartbeat observed unchanged for the failover time, if still unchanged."""
-        return self._delete_worker(worker, check_heartbeat=True)
+        return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=True)
 
     def deregister_worker(self, worker: WorkerHeartbeat) -> bool:
-        return self._delete_worker(worker, check_heartbeat=False)
+        return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=False)
 
-    def _delete_worker(self, worker: WorkerHeartbeat, check_heartbeat: bool) -> bool:
+    def read_claim(self) -> WorkerHeartbeat | None:
+        """The Spark query claim on this application+stream, if any (see :mod:`.claim`)."""
+        item = self.dynamodb.get_item(self.table_name, self._claim_key())
+        return None if item is None else self.codec.claim(item)
+
+    def register_claim(self, holder: str) -> WorkerHeartbeat:
+        return self._register(self._claim_key(), holder)
+
+    def renew_claim(self, claim: WorkerHeartbeat) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        return self._beat(self._claim_key(), claim)
+
+    def take_over_claim(self, claim: WorkerHeartbeat) -> bool:
+        """Delete a claim observed unchanged for the failover time, if still unchanged."""
+        return self._delete_heartbeat(self._claim_key(), claim, check_heartbeat=True)
+
+    def release_claim(self, claim: WorkerHeartbeat) -> bool:
+        return self._delete_heartbeat(self._claim_key(), claim, check_heartbeat=False)
+
+    def _register(self, key: Item, worker_id: str) -> WorkerHeartbeat:
+        worker = WorkerHeartbeat(worker_id, uuid.uuid4().hex[:12], 0, self.now_ms())
+        self.dynamodb.put_item(self.table_name, self.codec.heartbeat_item(key, worker, self._ttl_s()))
+        return worker
+
+    def _beat(self, key: Item, worker: WorkerHeartbeat) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        """Add one to the stored heartbeat, conditional on our session only.
+
+        Every write changes the value the others watch, a retry of a write
+        that landed included (it adds one more): a worker that restarts its
+        renewal clock after a RENEWED has always moved its heartbeat. The new
+        value is read from the answer (ALL_NEW), so ours equals the stored one.
+        """
+        now = self.now_ms()
+        result = self.dynamodb.update_item(
+            self.table_name,
+            key,
+            "SET #updated = :now, #ttl = :ttl ADD #hb :one",
+            "#session = :session",
+            names={"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION},
+            values={":one": _n(1), ":now": _n(now), ":ttl": _n(self._ttl_s()), ":session": _s(worker.session)},
+        )
+        if result.ok and result.item:
+            beat = self.codec.heartbeat_value(result.item)
+            return HeartbeatStatus.RENEWED, replace(worker, heartbeat=beat, last_updated_ms=now)
+        if result.item is not None and self.codec.session(result.item) != worker.session:
+            return HeartbeatStatus.REPLACED, worker
+        return HeartbeatStatus.DECLARED_DEAD, worker
+
+    def _delete_heartbeat(self, key: Item, worker: WorkerHeartbeat, check_heartbeat: bool) -> bool:
         condition = "#session = :session"
         names = {"#session": SESSION}
         values = {":session": _s(worker.session)}
@@ -333,12 +435,23 @@ class LeaseTable:
             condition += " AND #hb = :hb"
             names["#hb"] = HEARTBEAT
             values[":hb"] = _n(worker.heartbeat)
-        result = self.dynamodb.delete_item(
-            self.table_name, self._worker_key(worker.worker_id), condition, names=names, values=values
-        )
-        return result.ok
+        return self.dynamodb.delete_item(self.table_name, key, condition, names=names, values=values).ok
+
+    def _ttl_s(self) -> int:
+        """``ttl`` of a heartbeat or claim item: a day after now, on DynamoDB's clock.
+
+        DynamoDB's TTL sweeper compares ``ttl`` with its own time. A host
+        wall clock that is years behind would write a ttl in the server's
+        past and get live items deleted, so the server's time (the Date
+        header of its last answer, plus the time elapsed here since) bounds
+        it from below. A wall clock that is ahead only delays the clean-up.
+        """
+        server_s = self.dynamodb.server_time_s()
+        now_s = max(self.now_ms() // 1000, 0 if server_s is None else int(server_s))
+        return now_s + HEARTBEAT_TTL_S
 
     def _worker_key(self, worker_id: str) -> Item:
-        return {HASH_KEY: _s(self.partition), RANGE_KEY: _s(WORKER_PREFIX + worker_id)}
+        return worker_key(self.partition, worker_id)
 
-
+    def _claim_key(self) -> Item:
+        return claim_key(self.application, self.stream)

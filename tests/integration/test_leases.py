@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import boto3
 import pytest
@@ -28,17 +28,19 @@ from waiting import wait_for  # tests/waiting.py
 from kinesis_src import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
-from kinesis_src.errors import LeaseTableNotFoundError
+from kinesis_src.errors import LeaseLostError, LeaseTableNotFoundError
 from kinesis_src.leases.assignment import plan_assignment
 from kinesis_src.leases.coordinator import LeaseCoordinator, LeaseTiming
-from kinesis_src.leases.model import Checkpoint, Lease
+from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease, ShardEndResult
 from kinesis_src.leases.progress import ProgressStore
 from kinesis_src.leases.shard_sync import ShardSync
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.positions import Position
 from kinesis_src.reader import ShardReader
+from kinesis_src.records import ChildShard
 from kinesis_src.retry import RetryPolicy
 from kinesis_src.workload import KeyedProducer, check_order
+from lineage import HashRange
 
 pytestmark = pytest.mark.integration
 
@@ -302,6 +304,11 @@ class CountingTable(LeaseTable):
             self.created.append(lease.shard_id)
         return ok
 
+    def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
+        result = super().mark_shard_end(lease, children)
+        self.created.extend(result.created_children)
+        return result
+
 
 class MiniConsumer:
     """Reads every held shard to the tip, checkpoints, and reports SHARD_END: enough to drive lineage.
@@ -443,3 +450,40 @@ def test_shard_sync_follows_update_shard_count_and_repairs_a_stale_table(kinesis
     first = plan_assignment("w", leases, ["w"]).take
     assert {l.shard_id for l in first} == {"shardId-000000000000", "shardId-000000000001"}
     assert not sync.run().changed
+
+
+def test_shard_end_is_one_fenced_transaction_on_dynamodb_local(dynamodb, table_name) -> None:
+    """DynamoDB Local's transactions: cancellation reasons per action, the old item on a failed condition."""
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    parent = "shardId-000000000000"
+    low = Lease.for_child(ChildShard("shardId-000000000001", (parent,), 0, 2**127 - 1))
+    high = Lease.for_child(ChildShard("shardId-000000000002", (parent,), 2**127, 2**128 - 1))
+    table.create_lease(Lease(parent, Checkpoint.trim_horizon(), HashRange(0, 2**128 - 1)))
+    zombie = table.take_lease(table.get_lease(parent), "zombie")
+    held = table.steal_lease(zombie, "w2")
+    with pytest.raises(LeaseLostError):  # fenced: the zombie creates no child
+        table.mark_shard_end(zombie, [low, high])
+    assert table.get_lease(low.shard_id) is None and table.get_lease(high.shard_id) is None
+    assert table.create_lease(high)  # one child exists already: the transaction goes through without it
+    result = table.mark_shard_end(held, [low, high])
+    assert result.created_children == (low.shard_id,) and result.existing_children == (high.shard_id,)
+    assert table.get_lease(parent) == result.lease
+    again = table.mark_shard_end(held, [low, high])  # our own landed write, retried
+    assert again.lease == result.lease
+
+
+def test_heartbeats_and_ttl_on_dynamodb_local(dynamodb, table_name) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    raw = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=dynamodb.endpoint)
+    ttl = raw.describe_time_to_live(TableName=table_name)
+    assert ttl["TimeToLiveDescription"]["TimeToLiveStatus"] == "ENABLED"
+    table.now_ms = lambda: 0  # a wall clock at 1970
+    me = table.register_worker("w1")
+    status, me = table.heartbeat(me)
+    status, me = table.heartbeat(me)
+    assert status is HeartbeatStatus.RENEWED and me.heartbeat == 2 == table.scan().workers["w1"].heartbeat
+    item = raw.get_item(
+        TableName=table_name, Key={"pk": {"S": table.partition}, "sk": {"S": "worker#w1"}}, ConsistentRead=True)
+    assert int(item["Item"]["ttl"]["N"]) > time.time() + 23 * 3600

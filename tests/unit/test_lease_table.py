@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 
 import boto3
 import pytest
+from botocore.exceptions import ConnectionClosedError
 from botocore.stub import Stubber
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -87,6 +89,8 @@ def test_incompatible_key_schema_names_table_and_schema(dynamodb: DynamoDBClient
         LeaseTable(dynamodb, "kcl-app", "app", "orders").ensure_table()
     message = str(info.value)
     assert "'kcl-app'" in message and "leaseKey HASH" in message and "leaseTableName" in message
+    ttl = boto3.client("dynamodb", region_name="us-east-1").describe_time_to_live(TableName="kcl-app")
+    assert ttl["TimeToLiveDescription"]["TimeToLiveStatus"] == "DISABLED"  # another tool's table: untouched
 
 
 def test_missing_table_is_named_with_the_fix(dynamodb: DynamoDBClient) -> None:
@@ -328,21 +332,21 @@ def test_delete_lease_conditions(table: LeaseTable) -> None:
     assert table.get_lease("shardId-000000000000") is None
 
 
-def test_heartbeats_renew_survive_retries_and_detect_takeover(table: LeaseTable) -> None:
+def test_heartbeats_renew_and_detect_takeover(table: LeaseTable) -> None:
     me = table.register_worker("w1")
     status, me2 = table.heartbeat(me)
     assert status is HeartbeatStatus.RENEWED and me2.heartbeat == 1
-    status, again = table.heartbeat(me)  # a retry of the same write after it landed
-    assert status is HeartbeatStatus.RENEWED and again.heartbeat == 1
+    status, me3 = table.heartbeat(me)  # every write moves the stored value, whatever copy it was sent with
+    assert status is HeartbeatStatus.RENEWED and me3.heartbeat == 2
     view = table.scan()
-    assert view.workers["w1"].heartbeat == 1 and view.workers["w1"].session == me.session
-    assert not table.declare_worker_dead(me)  # stale observation: heartbeat moved on
-    assert table.declare_worker_dead(me2)
-    assert table.heartbeat(me2)[0] is HeartbeatStatus.DECLARED_DEAD
+    assert view.workers["w1"].heartbeat == 2 and view.workers["w1"].session == me.session
+    assert not table.declare_worker_dead(me2)  # stale observation: heartbeat moved on
+    assert table.declare_worker_dead(me3)
+    assert table.heartbeat(me3)[0] is HeartbeatStatus.DECLARED_DEAD
     newer = table.register_worker("w1")
-    assert table.heartbeat(me2)[0] is HeartbeatStatus.REPLACED
+    assert table.heartbeat(me3)[0] is HeartbeatStatus.REPLACED
     assert table.heartbeat(newer)[0] is HeartbeatStatus.RENEWED
-    assert not table.deregister_worker(me2) and table.deregister_worker(newer)
+    assert not table.deregister_worker(me3) and table.deregister_worker(newer)
     assert table.scan().workers == {}
 
 
@@ -352,3 +356,128 @@ def test_requests_are_counted_per_operation(table: LeaseTable) -> None:
     table.scan()
     assert table.dynamodb.request_total() - before == 2
     assert table.dynamodb.requests["PutItem"] >= 1 and table.dynamodb.requests["Query"] >= 1
+
+
+# -- retries after a lost response, fencing of child creation --------------------------
+
+
+class LoseResponses:
+    """Drop the response of the next ``count`` calls of ``operations`` after DynamoDB applied them.
+
+    The client sees a connection reset and retries, as after a network failure
+    between DynamoDB's write and our read of its answer.
+    """
+
+    def __init__(self, dynamodb: DynamoDBClient, operations: tuple[str, ...], count: int = 1) -> None:
+        self.operations, self.remaining, self.lost = operations, count, 0
+        dynamodb._client.meta.events.register("after-call.dynamodb", self)
+
+    def __call__(self, model, **_) -> None:
+        if model.name in self.operations and self.remaining > 0:
+            self.remaining -= 1
+            self.lost += 1
+            raise ConnectionClosedError(endpoint_url="http://lost-response")
+
+
+def test_a_heartbeat_retried_after_a_lost_response_advances_again(table: LeaseTable) -> None:
+    me = table.register_worker("w1")
+    lose = LoseResponses(table.dynamodb, ("UpdateItem",))
+    status, after = table.heartbeat(me)
+    assert lose.lost == 1 and status is HeartbeatStatus.RENEWED
+    stored = table.scan().workers["w1"]
+    assert stored.heartbeat == 2  # the landed write and its retry each changed the value others watch
+    assert after.heartbeat == stored.heartbeat and after.session == me.session
+
+
+def test_a_retried_shard_end_whose_first_attempt_landed_succeeds(table: LeaseTable) -> None:
+    table.create_lease(lease("shardId-000000000000"))
+    held = table.take_lease(table.get_lease("shardId-000000000000"), "w1")
+    children = [Lease.for_child(ChildShard("shardId-000000000001", ("shardId-000000000000",), 0, 2**127 - 1)),
+                Lease.for_child(ChildShard("shardId-000000000002", ("shardId-000000000000",), 2**127, MAX_HASH_KEY))]
+    first = table.mark_shard_end(held, children)
+    again = table.mark_shard_end(held, children)  # the caller retries: the first attempt had landed
+    assert again.lease == first.lease and again.lease.counter == held.counter + 1
+    assert set(again.existing_children) == {"shardId-000000000001", "shardId-000000000002"}
+    with pytest.raises(LeaseLostError):  # different children: not our own landed write
+        table.mark_shard_end(held, children[:1])
+
+
+def test_a_shard_end_whose_response_was_lost_succeeds_on_the_client_retry(table: LeaseTable) -> None:
+    table.create_lease(lease("shardId-000000000000"))
+    held = table.take_lease(table.get_lease("shardId-000000000000"), "w1")
+    child = Lease.for_child(ChildShard("shardId-000000000001", ("shardId-000000000000",), 0, MAX_HASH_KEY))
+    lose = LoseResponses(table.dynamodb, ("UpdateItem", "TransactWriteItems"))
+    result = table.mark_shard_end(held, [child])
+    assert lose.lost == 1
+    assert result.lease.is_shard_end and result.lease.counter == held.counter + 1
+    assert table.get_lease("shardId-000000000000") == result.lease
+    assert table.get_lease("shardId-000000000001").checkpoint == Checkpoint.trim_horizon()
+
+
+def test_a_zombie_with_a_stale_counter_cannot_create_a_child_lease(table: LeaseTable) -> None:
+    parent, child_id = "shardId-000000000000", "shardId-000000000001"
+    child = Lease.for_child(ChildShard(child_id, (parent,), 0, MAX_HASH_KEY))
+    table.create_lease(lease(parent))
+    zombie = table.take_lease(table.get_lease(parent), "zombie")
+    successor = table.steal_lease(zombie, "w2")  # the zombie paused; w2 took over
+    ended = table.mark_shard_end(successor, [child]).lease
+    # the child was read to its end and shard sync cleaned up both generations
+    assert table.delete_lease(ended, only_if_shard_end=True)
+    assert table.delete_lease(table.get_lease(child_id), only_if_shard_end=False)
+    with pytest.raises(LeaseLostError):
+        table.mark_shard_end(zombie, [child])
+    assert table.get_lease(child_id) is None  # not recreated at TRIM_HORIZON
+    assert table.get_lease(parent) is None
+
+
+def test_shard_end_creates_the_missing_child_when_the_other_exists(table: LeaseTable) -> None:
+    table.create_lease(lease("shardId-000000000000"))
+    held = table.take_lease(table.get_lease("shardId-000000000000"), "w1")
+    low = Lease.for_child(ChildShard("shardId-000000000001", ("shardId-000000000000",), 0, 2**127 - 1))
+    high = Lease.for_child(ChildShard("shardId-000000000002", ("shardId-000000000000",), 2**127, MAX_HASH_KEY))
+    assert table.create_lease(high)  # e.g. shard sync listed it first
+    result = table.mark_shard_end(held, [low, high])
+    assert result.created_children == ("shardId-000000000001",)
+    assert result.existing_children == ("shardId-000000000002",)
+    assert result.lease.child_shard_ids == ("shardId-000000000001", "shardId-000000000002")
+    assert table.get_lease("shardId-000000000001") is not None
+
+
+def test_transaction_in_progress_is_retried(dummy_credentials: None) -> None:
+    client = DynamoDBClient(AwsSettings(region="us-east-1", endpoint_url="http://127.0.0.1:1", retry=FAST))
+    stub = Stubber(client._client)
+    stub.add_client_error("transact_write_items", service_error_code="TransactionInProgressException",
+                          http_status_code=400, service_message="Transaction is ongoing for the item")
+    stub.add_response("transact_write_items", {})
+    put = {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "a"}, "sk": {"S": "b"}}}}
+    with stub:
+        outcome = client.transact_write(TABLE, [put])
+    assert outcome.committed
+    stub.assert_no_pending_responses()
+
+
+def test_ensure_table_enables_ttl_on_an_existing_table_without_it(dynamodb: DynamoDBClient) -> None:
+    plain = boto3.client("dynamodb", region_name="us-east-1")
+    plain.create_table(  # its creator died between CreateTable and UpdateTimeToLive
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                              {"AttributeName": "sk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    assert LeaseTable(dynamodb, TABLE, "app", "orders").ensure_table() is False
+    ttl = plain.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]
+    assert ttl["TimeToLiveStatus"] == "ENABLED" and ttl["AttributeName"] == "ttl"
+
+
+def test_heartbeat_ttl_follows_server_time_not_a_wrong_wall_clock(table: LeaseTable) -> None:
+    table.now_ms = lambda: 0  # this host's wall clock says 1970
+    server_now = time.time()  # moto answers with this machine's real time in its Date header
+    me = table.register_worker("w1")
+    key = {"pk": {"S": table.partition}, "sk": {"S": "worker#w1"}}
+    plain = boto3.client("dynamodb", region_name="us-east-1")
+    registered = int(plain.get_item(TableName=TABLE, Key=key, ConsistentRead=True)["Item"]["ttl"]["N"])
+    table.heartbeat(me)
+    renewed = int(plain.get_item(TableName=TABLE, Key=key, ConsistentRead=True)["Item"]["ttl"]["N"])
+    for ttl in (registered, renewed):
+        assert ttl >= server_now + 23 * 3600  # a day ahead of the server, not in its past

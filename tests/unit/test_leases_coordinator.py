@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import boto3
 import pytest
 from moto import mock_aws
@@ -9,6 +11,7 @@ from moto import mock_aws
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import CorruptLeaseError, LeaseLostError, WorkerIdInUseError
+from kinesis_src.leases.claim import QueryClaim
 from kinesis_src.leases.coordinator import LeaseCoordinator, LeaseTiming
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease
 from kinesis_src.leases.table import LeaseTable
@@ -246,3 +249,23 @@ def test_a_forced_steal_waits_for_the_victim_to_hand_over(dynamodb: DynamoDBClie
     clock.advance(1.0)
     report = b.run_once()
     assert report.stolen == [] and len(b.held()) == 2
+
+
+@pytest.mark.skipif(not hasattr(time, "CLOCK_BOOTTIME"), reason="CLOCK_BOOTTIME exists on Linux only")
+def test_the_default_clock_keeps_counting_through_host_suspend(dynamodb: DynamoDBClient, monkeypatch) -> None:
+    """CLOCK_MONOTONIC stops while the host is suspended: a worker resumed after a suspend longer
+    than the failover time would still trust leases others took. CLOCK_BOOTTIME keeps counting."""
+    asked: list[int] = []
+    real = time.clock_gettime
+
+    def spy(clock_id: int) -> float:
+        asked.append(clock_id)
+        return real(clock_id)
+
+    monkeypatch.setattr(time, "clock_gettime", spy)
+    coordinator = LeaseCoordinator(table_for(dynamodb), "a", timing=TIMING)
+    claim = QueryClaim(table_for(dynamodb))
+    for clock in (coordinator.clock, claim.clock):
+        asked.clear()
+        assert clock() == pytest.approx(real(time.CLOCK_BOOTTIME), abs=1.0)
+        assert asked == [time.CLOCK_BOOTTIME]
