@@ -62,6 +62,8 @@ class Fault:
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # ERROR: more JSON fields (CancellationReasons)
     fraction: float = 0.5             # RESET/TRUNCATE: share of the body sent before breaking off
+    body_contains: bytes | None = None  # only requests whose body contains this
+    shard: str | None = None          # only GetShardIterator/GetRecords of this shard (iterators are tracked)
     injected: int = 0
     added_at: float = 0.0
     first_at: float | None = None
@@ -125,13 +127,17 @@ class FaultPlan:
         with self._lock:
             self._faults = []
 
-    def choose(self, target: str) -> Fault | None:
+    def choose(self, target: str, body: bytes = b"", shard: str | None = None) -> Fault | None:
         """Count the request; the first active matching fault that fires (its injection counted), or None."""
         now = time.monotonic()
         with self._lock:
             self.requests[target] += 1
             for fault in self._faults:
                 if not fault.matches(target) or not fault.active(now):
+                    continue
+                if fault.body_contains is not None and fault.body_contains not in body:
+                    continue
+                if fault.shard is not None and fault.shard != shard:
                     continue
                 if fault.probability < 1.0 and self._random.random() >= fault.probability:
                     continue
@@ -195,6 +201,8 @@ class FaultProxy:
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
         self.port = 0
+        self._iterators: dict[str, str] = {}  # shard iterator -> shard id, learnt from the answers
+        self._iterators_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -260,7 +268,8 @@ class FaultProxy:
                     return
                 method, path, headers, body = request
                 target = next((v for k, v in headers if k.lower() == "x-amz-target"), "")
-                fault = self.plan.choose(target)
+                shard = self._shard_of(target, body)
+                fault = self.plan.choose(target, body, shard)
                 if fault is not None and fault.kind == ERROR:
                     _send(conn, *_error_response(fault))
                     continue
@@ -276,6 +285,8 @@ class FaultProxy:
                     upstream = None
                     _reset(conn)
                     return
+                if shard is not None and status == 200:
+                    self._learn(target, shard, out_body)
                 if fault is not None and fault.kind == LOST_RESPONSE:
                     _reset(conn)
                     return
@@ -306,6 +317,30 @@ class FaultProxy:
                 conn.close()
             except OSError:
                 pass
+
+    def _shard_of(self, target: str, body: bytes) -> str | None:
+        if target not in (KINESIS + "GetShardIterator", KINESIS + "GetRecords"):
+            return None
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return None
+        if "ShardId" in request:
+            return str(request["ShardId"])
+        with self._iterators_lock:
+            return self._iterators.get(str(request.get("ShardIterator")))
+
+    def _learn(self, target: str, shard: str, body: bytes) -> None:
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            return
+        iterator = answer.get("ShardIterator") or answer.get("NextShardIterator")
+        if iterator:
+            with self._iterators_lock:
+                if len(self._iterators) > 100_000:
+                    self._iterators.clear()
+                self._iterators[iterator] = shard
 
 
 def _read_request(reader: Any) -> tuple[str, str, list[tuple[str, str]], bytes]:

@@ -20,13 +20,14 @@ body, one call at a time (quick, no engine).
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scenarios  # noqa: E402
-from proxy import KINESIS, TRUNCATE, Fault, ProxyPair  # noqa: E402
+from proxy import KINESIS, TRUNCATE, Fault, ProxyPair, aws_error  # noqa: E402
 
 from kinesis_src import AwsSettings, KinesisClient, Position  # noqa: E402
 from kinesis_src.errors import KinesisSourceError  # noqa: E402
@@ -34,6 +35,14 @@ from kinesis_src.reader import ShardReader  # noqa: E402
 from kinesis_src.retry import RetryPolicy  # noqa: E402
 
 pytestmark = pytest.mark.integration
+
+MERGE_CHILD_DEFECT = (
+    "defect: a merge child is assignable while its other parent has no lease yet. At SHARD_END of one "
+    "parent, Coordinator.shard_ended -> LeaseTable.mark_shard_end creates the child's lease; the other "
+    "parent (itself a split child whose own parent is still being read) has no lease until its parent ends "
+    "or the next shard sync (sync_interval_s=60), and assignment.is_assignable counts a parent without a "
+    "lease as drained (trimmed), so the child is read before that parent: per-key order breaks"
+)
 
 FAST = [
     pytest.param(s.name, engine, id=f"{s.name}-{engine}",
@@ -52,8 +61,12 @@ def test_fault_scenario(name: str, engine: str, emulator_env: dict[str, str], tm
     assert result.dup_acked == 0, f"{result.dup_acked} deliveries after an acknowledged delivery"
     if engine == "spark":
         assert result.duplicated == 0, f"{result.duplicated} duplicate (shardId, sequenceNumber) in committed output"
-    assert not result.order_required or result.out_of_order == 0, f"{result.out_of_order} per-key regressions"
     assert not result.failures, result.failures
+    if result.order_required and result.out_of_order and engine == "consumer":
+        # Timing-dependent (a fault that slows one parent's reader down); reproduced deterministically
+        # by test_a_merge_child_waits_for_a_parent_that_has_no_lease_yet below.
+        pytest.xfail(f"{MERGE_CHILD_DEFECT} -- here: {result.out_of_order} per-key regressions, {result.notes}")
+    assert not result.order_required or result.out_of_order == 0, f"{result.out_of_order} per-key regressions"
 
 
 FAST_RETRY = RetryPolicy(max_attempts=4, initial_backoff_s=0.02, max_backoff_s=0.1)
@@ -91,3 +104,29 @@ def test_a_truncated_list_shards_body_is_not_an_empty_stream(proxied_kinesis, st
     except KinesisSourceError:
         return  # an error (retried or raised) is acceptable; a silently empty list is not
     assert len(shards) == 1
+
+
+def test_a_merge_child_waits_for_a_parent_that_has_no_lease_yet(emulator_env, tmp_path: Path) -> None:
+    """Shard 0 is split (-> 2, 3) and 3 is merged with 1 (-> 4) while one worker runs; shard 0's reads fail
+    for 8 s, so shard 1 reaches its end first. Shard 4 must still wait for shard 3 (and so for shard 0)."""
+    with scenarios.Context("merge-child", emulator_env, tmp_path) as ctx:
+        ctx.create_stream(rounds=3)
+        engine = scenarios.ConsumerEngine(ctx)
+        try:
+            engine.start(count=1)
+            assert scenarios.wait_delivered(ctx, engine, 60), engine.failures()
+            ctx.proxies.add(aws_error("hold-shard-0", [KINESIS + "GetRecords", KINESIS + "GetShardIterator"],
+                                      "InternalFailure", status=500, duration_s=8, shard="shardId-000000000000"))
+            ctx.split()
+            ctx.producer.put_rounds(3)
+            ctx.merge()
+            ctx.producer.put_rounds(3)
+            assert scenarios.wait_delivered(ctx, engine, 60), "not every record delivered"
+            engine.stop_all()
+        finally:
+            engine.close()
+        result = scenarios.Result("merge-child", "consumer", "")
+        engine.account(result, ctx.producer.expected(), time.monotonic(), None, time.monotonic())
+        assert ctx.proxies.kinesis.plan.injected("hold-shard-0") > 0
+    assert result.lost == 0 and not result.failures, (result.lost, result.failures)
+    assert result.out_of_order == 0, result.notes
