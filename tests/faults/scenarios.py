@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -498,15 +499,21 @@ class SparkEngine:
         return code
 
     def error_line(self) -> str:
+        """The first Python exception in the job's log, with the innermost kinesis_src frame and Spark's phase."""
         try:
-            text = self.log_path.read_text(errors="replace")
+            lines = self.log_path.read_text(errors="replace").splitlines()
         except OSError:
             return "?"
-        lines = [line for line in text.splitlines() if "Error" in line or "error" in line or "Exception" in line]
-        interesting = [line for line in lines if "kinesis_src" in line or "KinesisSource" in line
-                       or line.startswith(("query failed", "pyspark", "kinesis_src"))]
-        pick = (interesting or lines or text.splitlines()[-1:] or ["?"])
-        return pick[0].strip()[:400]
+        for i, line in enumerate(lines):
+            if re.match(r"^[A-Za-z_][\w.]*(Error|Exception): ", line) and not line.startswith(("org.", "java.")):
+                frames = [f.strip() for f in lines[:i] if f.strip().startswith("File ") and "kinesis_src" in f]
+                phase = next((m.group(1) for f in reversed(lines[:i])
+                              if (m := re.search(r"Python streaming data source perform (\w+)", f))), None)
+                where = frames[-1].replace(str(REPO) + "/", "") if frames else ""
+                return (line.strip()[:300] + (f" (in {phase})" if phase else "")
+                        + (f" at {where}" if where else ""))
+        errors = [line for line in lines if "ERROR" in line or "Exception" in line]
+        return (errors or lines[-1:] or ["?"])[0].strip()[:400]
 
     def died(self) -> bool:
         """True (once) when a processing-time job exited; the death is recorded."""
