@@ -320,6 +320,7 @@ class LeaseCoordinator:
         """The shard was read to its end: create child leases, mark it SHARD_END, give it up."""
         lease = self.lease(shard_id)
         child_leases = [c if isinstance(c, Lease) else Lease.for_child(c) for c in children]
+        self._lease_co_parents(shard_id, child_leases)
         try:
             result = self.table.mark_shard_end(lease, child_leases)
         except LeaseLostError:
@@ -334,6 +335,31 @@ class LeaseCoordinator:
         )
         self.wake()
         return result
+
+    def _lease_co_parents(self, shard_id: str, children: Sequence[Lease]) -> None:
+        """Before a merge child gets its lease, its other parent must have one.
+
+        :func:`~.assignment.is_assignable` counts a parent without a lease as
+        drained (trimmed), so a merge child created while its other parent is
+        still unleased (a split child whose own parent is being read, leased
+        only at the next shard sync) would be read before that parent. A
+        shard sync creates the missing leases, parents first (put-if-absent
+        in shard-id order); it runs only when a co-parent is missing.
+        """
+        co_parents = {p for child in children for p in child.parent_shard_ids if p != shard_id}
+        if not co_parents or self.shard_sync is None:
+            return
+        leases = self.table.list_leases()
+        if co_parents <= {l.shard_id for l in leases}:
+            return
+        self._sync(leases)
+        still = sorted(co_parents - {l.shard_id for l in self.table.list_leases()}, key=shard_sort_key)
+        if still:
+            log.warning(
+                "worker %s: shard %s ends, but merge parent(s) %s of its child have no lease (shard sync "
+                "failed or they were trimmed); the child may start before them", self.worker_id, shard_id,
+                ", ".join(still),
+            )
 
     def release(self, shard_id: str) -> bool:
         """Give one held lease up now (the caller has checkpointed)."""
