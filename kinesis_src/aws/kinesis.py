@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Callable, Sequence, TypeVar
 
 import botocore.session
@@ -12,12 +13,12 @@ import botocore.session
 from ..config import AwsSettings
 from ..errors import (
     KinesisSourceError,
-    MalformedResponseError,
     ResourceNotFoundError,
     ShardNotFoundError,
     StreamNotFoundError,
     ThrottledError,
 )
+from ..identity import StreamIdentity
 from ..positions import Position
 from ..records import RecordPage
 from .boundary import call, client_config, new_session, use_fast_parser
@@ -34,6 +35,15 @@ class StreamSummary:
     status: str
     open_shard_count: int
     retention_hours: int
+    created: datetime | None = None  # StreamCreationTimestamp; None from endpoints that omit it
+
+    @property
+    def identity(self) -> StreamIdentity | None:
+        """ARN + creation time: tells a recreated stream from the old one (see kinesis_src.identity)."""
+        if self.created is None:
+            return None
+        created = self.created if self.created.tzinfo else self.created.replace(tzinfo=timezone.utc)
+        return StreamIdentity(self.arn, created)
 
 
 def stream_not_found(stream: str, endpoint: str, region: str) -> StreamNotFoundError:
@@ -89,6 +99,7 @@ class KinesisClient:
             status=d["StreamStatus"],
             open_shard_count=int(d.get("OpenShardCount", 0)),
             retention_hours=int(d.get("RetentionPeriodHours", 24)),
+            created=d.get("StreamCreationTimestamp"),
         )
 
     def _stream_not_found(self, stream: str) -> StreamNotFoundError:
@@ -155,9 +166,7 @@ class KinesisClient:
             out = self._call(what, lambda: self._client.get_records(ShardIterator=iterator, Limit=limit))
         except ResourceNotFoundError as exc:
             raise self._stream_or_shard_missing(stream, shard_id) from exc
-        except MalformedResponseError as exc:  # the decoder cannot know the shard: name it here
-            raise MalformedResponseError(f"{what} at {self.endpoint}: {exc}") from exc
-        return out[PAGE_KEY]
+        return out[PAGE_KEY]  # a malformed or cut body was named with `what` by boundary.translate
 
     # -- writing and administration (demo, tests, CLI) -----------------------------
 

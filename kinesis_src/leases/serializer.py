@@ -9,6 +9,7 @@ pk                                          sk                            item
 ``lease#<application>#<stream>``            ``shard#<shardId>``           shard lease
 ``lease#<application>#<stream>``            ``worker#<workerId>``         heartbeat
 ``claim#<application>#<stream>``            ``query``                     Spark query claim
+``stream#<application>#<stream>``           ``identity``                  stream the leases belong to
 ``progress#<app>#<stream>#<run>#<batch>``   ``shard#<shardId>``           per-batch progress
 ==========================================  ============================  ===========
 
@@ -33,8 +34,9 @@ from typing import Any, Mapping, Sequence
 from lineage import HashRange
 
 from ..aws.dynamodb import Item
-from ..errors import CorruptLeaseError, InvalidPositionError
+from ..errors import CorruptLeaseError, InvalidPositionError, KinesisSourceError
 from ..positions import format_timestamp
+from ..identity import StreamIdentity
 from .model import _SENTINELS, Checkpoint, CheckpointKind, Lease, WorkerHeartbeat
 
 # -- key layout -------------------------------------------------------------------
@@ -65,6 +67,9 @@ SESSION = "session"
 HEARTBEAT = "heartbeat"
 
 CLAIM_RANGE_KEY = "query"
+IDENTITY_RANGE_KEY = "identity"
+STREAM_ARN = "streamArn"
+STREAM_CREATED = "streamCreated"
 
 HEARTBEAT_TTL_S = 24 * 3600  # garbage collection of dead workers' items only; never used for expiry
 
@@ -84,6 +89,16 @@ def worker_key(partition: str, worker_id: str) -> Item:
 def claim_key(application: str, stream: str) -> Item:
     """The Spark query claim: its own partition, so no lease-partition Query ever returns it."""
     return {HASH_KEY: _s(f"claim#{application}#{stream}"), RANGE_KEY: _s(CLAIM_RANGE_KEY)}
+
+
+def identity_key(application: str, stream: str) -> Item:
+    """Which stream (ARN + creation time) an application's leases belong to: its own partition too."""
+    return {HASH_KEY: _s(f"stream#{application}#{stream}"), RANGE_KEY: _s(IDENTITY_RANGE_KEY)}
+
+
+def identity_item(key: Item, identity: StreamIdentity) -> Item:
+    data = identity.to_dict()
+    return {**key, STREAM_ARN: _s(data["arn"]), STREAM_CREATED: _s(data["created"])}
 
 
 def _s(value: str) -> dict[str, str]:
@@ -176,6 +191,13 @@ class LeaseCodec:
         if self.key_part(item, RANGE_KEY) != CLAIM_RANGE_KEY:
             raise self.corrupt(item, RANGE_KEY, repr(CLAIM_RANGE_KEY), f"is {self.key_part(item, RANGE_KEY)!r}")
         return self._heartbeat(item, self.string(item, WORKER_ID))
+
+    def identity(self, item: Item) -> StreamIdentity:
+        arn, created = self.string(item, STREAM_ARN), self.string(item, STREAM_CREATED)
+        try:
+            return StreamIdentity.from_dict({"arn": arn, "created": created})
+        except (KinesisSourceError, ValueError) as exc:
+            raise self.corrupt(item, STREAM_CREATED, "an ISO-8601 UTC timestamp", f"is {created!r} ({exc})") from None
 
     def session(self, item: Item) -> str:
         return self.string(item, SESSION)

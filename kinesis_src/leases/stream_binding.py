@@ -1,0 +1,48 @@
+"""Bind an application's leases to one stream identity (ARN + creation time).
+
+Lease items are keyed by stream *name*. A stream deleted and created again
+under that name starts its shard ids over, so old leases would shadow the
+new shards (a SHARD_END lease for ``shardId-000000000000`` marks the new
+shard 0 as finished) and old checkpoints would hand Kinesis sequence
+numbers the new stream never issued. The first worker records which stream
+the leases belong to (put-if-absent); every worker compares it with the
+stream as it is now when it starts, and refuses to read a different one.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..identity import StreamIdentity, check_same_stream
+from .serializer import HASH_KEY, identity_item, identity_key
+from .table import LeaseTable
+
+log = logging.getLogger(__name__)
+
+
+def bind_stream(table: LeaseTable, current: StreamIdentity) -> StreamIdentity:
+    """Record ``current`` as this application's stream, or check it against the one recorded.
+
+    Raises :class:`~kinesis_src.errors.StreamRecreatedError` when the leases
+    belong to another stream (recreated under the same name). A table made
+    before identities were recorded adopts ``current``.
+    """
+    key = identity_key(table.application, table.stream)
+    item = identity_item(key, current)
+    result = table.dynamodb.put_item(table.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY})
+    if result.ok:
+        log.info("lease table %r: application %r reads %s", table.table_name, table.application, current.describe())
+        return current
+    stored = result.item or table.dynamodb.get_item(table.table_name, key)
+    if stored is None:  # deleted between the two requests: bind again
+        return bind_stream(table, current)
+    recorded = table.codec.identity(stored)
+    check_same_stream(
+        recorded,
+        current,
+        f"lease table {table.table_name!r} (application {table.application!r})",
+        f"To start over from the initial position, use a new application_name, or delete the "
+        f"application's items for this stream (partition keys lease#{table.application}#{table.stream} "
+        f"and stream#{table.application}#{table.stream}).",
+    )
+    return recorded
