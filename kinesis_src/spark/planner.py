@@ -25,9 +25,9 @@ from .offsets import Plan, ShardPlan
 
 
 class ShardStatus(str, enum.Enum):
-    PENDING = "pending"  # known to have unread records (last read stopped on a limit), or new
+    PENDING = "pending"  # may have unread records: stopped on a limit, left out by the read limit, never ran, or new
     IDLE = "idle"  # last read reached the tip; needs a cheap probe before it is read again
-    FINISHED = "finished"  # AvailableNow: read up to the cut
+    FINISHED = "finished"  # read up to the cut of the AvailableNow run that planned it (see for_trigger)
 
 
 @dataclass(frozen=True)
