@@ -80,6 +80,18 @@ class EndpointUnreachableError(KinesisSourceError):
     retriable = True
 
 
+class TruncatedResponseError(KinesisSourceError):
+    """An HTTP answer's body ended before the length its Content-Length announced.
+
+    The connection broke mid-answer (a reset peer, a proxy that gave up); the
+    bytes that did arrive are not the service's answer. Retriable like a reset:
+    the same request is sent again. A body that arrived whole but does not
+    parse is :class:`MalformedResponseError` instead, which is not retriable.
+    """
+
+    retriable = True
+
+
 class RetriesExhaustedError(KinesisSourceError):
     """A retriable error persisted past the retry budget.
 
@@ -105,7 +117,11 @@ class IteratorExpiredError(KinesisSourceError):
 
 
 class MalformedResponseError(KinesisSourceError):
-    """A GetRecords/ListShards body did not have the documented shape."""
+    """A complete response body (GetRecords, ListShards, ...) did not have the documented shape.
+
+    Not retriable: the service answered, and asking again gets the same answer.
+    A body cut short by a broken connection is :class:`TruncatedResponseError`.
+    """
 
 
 class DataLossError(KinesisSourceError):

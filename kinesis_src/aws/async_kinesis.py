@@ -19,11 +19,18 @@ from aiobotocore.parsers import AioJSONParser, AioResponseParserFactory
 from aiobotocore.session import AioSession, get_session
 
 from ..config import AwsSettings
-from ..errors import MalformedResponseError, ResourceNotFoundError, StreamNotFoundError
+from ..errors import ResourceNotFoundError, StreamNotFoundError
 from ..positions import Position
 from ..records import RecordPage
 from .boundary import acall
-from .decode import PAGE_KEY, is_get_records, parse_get_records
+from .decode import (
+    PAGE_KEY,
+    check_complete,
+    is_get_records,
+    parse_get_records,
+    parse_json_output,
+    takes_botocore_path,
+)
 from .kinesis import shard_not_found, stream_not_found
 
 log = logging.getLogger(__name__)
@@ -31,12 +38,23 @@ T = TypeVar("T")
 
 
 class AioFastGetRecordsParser(AioJSONParser):
-    """aiobotocore's JSON parser, except GetRecords success bodies take the fast path."""
+    """aiobotocore's JSON parser, except GetRecords success bodies take the fast path.
+
+    The same guards as :class:`.decode.FastGetRecordsParser`: a body shorter
+    than its Content-Length is retriable (aiohttp normally raises first), and
+    no success body is read as ``{"message": body}``.
+    """
+
+    async def parse(self, response: dict[str, Any], shape: Any) -> Any:
+        check_complete(response)
+        return await super().parse(response, shape)
 
     async def _do_parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]:
-        if not is_get_records(shape):
+        if is_get_records(shape):
+            return parse_get_records(self, response)
+        if takes_botocore_path(shape):
             return await super()._do_parse(response, shape)
-        return parse_get_records(self, response)
+        return parse_json_output(self, response, shape)
 
 
 class AioFastResponseParserFactory(AioResponseParserFactory):
@@ -125,8 +143,6 @@ class AsyncKinesisClient:
             )
         except ResourceNotFoundError as exc:
             raise await self._stream_or_shard_missing(stream, shard_id) from exc
-        except MalformedResponseError as exc:  # the decoder cannot know the shard: name it here
-            raise MalformedResponseError(f"{what} at {self.endpoint}: {exc}") from exc
         return out[PAGE_KEY]
 
     def _stream_not_found(self, stream: str) -> StreamNotFoundError:

@@ -41,7 +41,7 @@ from ..errors import (
     ThrottledError,
 )
 from ..retry import RetryPolicy, acall_with_retry, call_with_retry
-from .decode import FastResponseParserFactory
+from .decode import FROM_PARSER, FastResponseParserFactory
 
 T = TypeVar("T")
 
@@ -114,6 +114,8 @@ def client_config(settings: AwsSettings) -> Config:
 def translate(error: Exception, what: str, endpoint: str) -> KinesisSourceError:
     """Map a botocore exception to the kinesis-src error a caller can act on."""
     if isinstance(error, KinesisSourceError):
+        if getattr(error, FROM_PARSER, False):  # raised inside botocore's parse step: name the call here
+            return type(error)(f"{what} at {endpoint}: {error}")
         return error
     if isinstance(error, ClientError):
         return _translate_client_error(error, what, endpoint)

@@ -11,6 +11,22 @@ The hook is a botocore ``ResponseParserFactory`` registered as the session's
 :func:`.boundary.use_fast_parser` when a caller brings its own session), so
 signing, endpoints, checksums and error handling all stay botocore's. tests/unit/test_decode.py checks that
 both paths produce the same records on the same bodies.
+
+The same parser guards every JSON answer of our clients against two silent
+failures of botocore's own parsing:
+
+- botocore reads bodies with ``enforce_content_length=False``, so a body cut
+  short by a broken connection reaches the parser as if it were whole. Any
+  body shorter than its Content-Length raises :class:`TruncatedResponseError`
+  (retriable) before it is parsed. (aiobotocore's aiohttp already raises
+  ``ClientPayloadError`` there; the check is the same on both.)
+- botocore parses a success body that is not JSON as ``{"message": body}``
+  and then keeps only the output shape's members: an empty answer
+  (ListShards -> no shards). A success body that is not a JSON object raises
+  :class:`MalformedResponseError` (not retriable) naming the operation.
+
+Errors raised here know neither the call's resource nor the endpoint;
+:func:`.boundary.translate` adds both (see :func:`from_parser`).
 """
 
 from __future__ import annotations
@@ -21,7 +37,7 @@ from typing import Any
 
 from botocore import parsers
 
-from ..errors import MalformedResponseError
+from ..errors import KinesisSourceError, MalformedResponseError, TruncatedResponseError
 from ..records import ChildShard, RecordPage, epoch_to_datetime
 
 PAGE_KEY = "Page"
@@ -31,6 +47,84 @@ _GET_RECORDS_OUTPUT = "GetRecordsOutput"
 
 
 _DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, binascii.Error)
+
+FROM_PARSER = "from_parser"
+"""Attribute set on errors raised inside botocore's parse step: the boundary names the call on them."""
+
+
+def from_parser(error: KinesisSourceError) -> KinesisSourceError:
+    """Mark ``error`` as raised by the parser, which cannot know the call's resource or endpoint."""
+    setattr(error, FROM_PARSER, True)
+    return error
+
+
+# -- guards for every JSON answer ---------------------------------------------------------------------
+
+
+def _header(headers: Any, name: str) -> str | None:
+    """A header by lower-case name: botocore's dict is case-insensitive, aiobotocore's is lower-cased."""
+    value = headers.get(name)
+    if value is None:
+        for key, other in headers.items():
+            if key.lower() == name:
+                return str(other)
+    return None if value is None else str(value)
+
+
+def _operation(response: dict[str, Any]) -> str:
+    return str((response.get("context") or {}).get("operation_name") or "AWS")
+
+
+def check_complete(response: dict[str, Any]) -> None:
+    """Raise :class:`TruncatedResponseError` when the body is shorter than its Content-Length.
+
+    Skipped when there is no Content-Length (chunked: urllib3 and aiohttp
+    raise on a cut chunked body themselves), when the body is a stream (event
+    streams), and when a Content-Encoding other than identity is set (a client
+    that decoded the body would make the lengths incomparable).
+    """
+    body = response.get("body")
+    if not isinstance(body, (bytes, bytearray)):
+        return
+    headers = response.get("headers") or {}
+    announced = _header(headers, "content-length")
+    encoding = _header(headers, "content-encoding")
+    if announced is None or (encoding and encoding.strip().lower() != "identity"):
+        return
+    try:
+        expected = int(announced)
+    except ValueError:
+        return
+    if len(body) < expected:
+        raise from_parser(
+            TruncatedResponseError(
+                f"{_operation(response)} response body ended after {len(body)} of the {expected} bytes its "
+                "Content-Length announced: the connection closed mid-answer"
+            )
+        )
+
+
+def parse_json_output(parser: parsers.BaseJSONParser, response: dict[str, Any], shape: Any) -> dict[str, Any]:
+    """A success body of any operation but GetRecords, parsed by botocore, but never as ``{"message": body}``."""
+    body = response["body"]
+    doc: Any = {}
+    if body:
+        try:
+            doc = json.loads(body.decode(parser.DEFAULT_ENCODING) if isinstance(body, bytes) else body)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            problem = f"not JSON ({_json_problem(exc)})"
+        else:
+            problem = None if isinstance(doc, dict) else f"top level is a JSON {_kind(doc)}, not an object"
+        if problem:  # raised outside the except block: the JSON error's text may quote the body
+            raise from_parser(
+                MalformedResponseError(
+                    f"{_operation(response)} response body ({len(body)} bytes) does not have the documented "
+                    f"shape: {problem} (contents are not shown)"
+                )
+            )
+    parsed = parser._parse_shape(shape, doc)
+    parser._inject_response_metadata(parsed, response["headers"])
+    return parsed
 
 
 def decode_get_records(body: bytes | str) -> RecordPage:
@@ -45,9 +139,11 @@ def decode_get_records(body: bytes | str) -> RecordPage:
         return _decode(body)
     except _DECODE_ERRORS as exc:
         problem = _diagnose(body) or f"unexpected shape ({type(exc).__name__})"
-    raise MalformedResponseError(
-        f"GetRecords response body ({len(body)} bytes) does not have the documented shape: {problem} "
-        "(record contents are not shown)"
+    raise from_parser(
+        MalformedResponseError(
+            f"GetRecords response body ({len(body)} bytes) does not have the documented shape: {problem} "
+            "(record contents are not shown)"
+        )
     )
 
 
@@ -225,17 +321,30 @@ def parse_get_records(parser: parsers.BaseJSONParser, response: dict[str, Any]) 
     return parsed
 
 
+def takes_botocore_path(shape: Any) -> bool:
+    """No output shape, or an event stream: botocore's own ``_do_parse`` handles these."""
+    return shape is None or bool(shape.event_stream_name)
+
+
 class FastGetRecordsParser(parsers.JSONParser):
     """botocore's JSON parser, except GetRecords success bodies take the fast path.
 
     The result carries the page under ``PAGE_KEY`` plus the scalar fields
     botocore would return, so code reading NextShardIterator etc. keeps working.
+    Every answer is first checked against its Content-Length, and no success
+    body is read as ``{"message": body}`` (see the module docstring).
     """
 
+    def parse(self, response: dict[str, Any], shape: Any) -> Any:
+        check_complete(response)
+        return super().parse(response, shape)
+
     def _do_parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]:
-        if not is_get_records(shape):
+        if is_get_records(shape):
+            return parse_get_records(self, response)
+        if takes_botocore_path(shape):
             return super()._do_parse(response, shape)
-        return parse_get_records(self, response)
+        return parse_json_output(self, response, shape)
 
 
 class FastResponseParserFactory(parsers.ResponseParserFactory):

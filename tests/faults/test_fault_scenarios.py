@@ -82,10 +82,6 @@ def proxied_kinesis(emulator_env, stream_name):
         yield pair, client
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect: a truncated GetRecords body (connection closed before Content-Length bytes) raises "
-    "MalformedResponseError, which is not retriable (kinesis_src/errors.py, kinesis_src/aws/decode.py): "
-    "one broken connection fails the read instead of being retried like a reset"))
 def test_a_truncated_get_records_body_is_retried(proxied_kinesis, stream_name) -> None:
     pair, client = proxied_kinesis
     pair.add(Fault("truncate", TRUNCATE, (KINESIS + "GetRecords",), count=1))
@@ -93,9 +89,6 @@ def test_a_truncated_get_records_body_is_retried(proxied_kinesis, stream_name) -
     assert len(list(reader.read(max_records=50).records())) == 50
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect: a truncated ListShards body is parsed by botocore as {'message': <partial body>} (no error), "
-    "and KinesisClient.list_shards (kinesis_src/aws/kinesis.py) returns [] for a stream that has shards"))
 def test_a_truncated_list_shards_body_is_not_an_empty_stream(proxied_kinesis, stream_name) -> None:
     pair, client = proxied_kinesis
     pair.add(Fault("truncate", TRUNCATE, (KINESIS + "ListShards",), count=1))

@@ -27,8 +27,10 @@ from kinesis_src.errors import (
     RetriesExhaustedError,
     ShardNotFoundError,
     StreamNotFoundError,
+    TruncatedResponseError,
 )
 from kinesis_src.positions import Position
+from kinesis_src.reader import ShardReader
 from kinesis_src.retry import RetryPolicy
 
 FAST = RetryPolicy(max_attempts=4, initial_backoff_s=0.001, max_backoff_s=0.002, deadline_s=5)
@@ -285,3 +287,160 @@ def test_a_callers_plain_botocore_session_reads_records(dummy_credentials: None)
         untouched = plain.get_records(ShardIterator=iterator, Limit=10)
     assert session.get_component("response_parser_factory") is factory_before  # the caller's session is left alone
     assert [r["Data"] for r in untouched["Records"]] == [b"one", b"two"]
+
+
+# -- bodies cut short by a broken connection (found by the fault campaign's TRUNCATE fault) ------------
+
+_SCRIPTED_BODIES = {
+    "GetRecords": {"Records": [{"SequenceNumber": "1", "Data": "eA==", "PartitionKey": "k"}] * 20,
+                   "NextShardIterator": "it-2", "MillisBehindLatest": 0},
+    "ListShards": LIST_OK,
+    "GetShardIterator": {"ShardIterator": "it-1"},
+    "DescribeStreamSummary": {"StreamDescriptionSummary": {
+        "StreamName": "orders", "StreamARN": "arn:aws:kinesis:us-east-1:000000000000:stream/orders",
+        "StreamStatus": "ACTIVE", "OpenShardCount": 1, "RetentionPeriodHours": 24}},
+}
+
+
+class ScriptedKinesis:
+    """A Kinesis endpoint on a raw socket whose next answer per operation is scripted.
+
+    ``script[operation]`` is a list of actions taken by that operation's next
+    requests, then "ok": "ok" (whole body), "truncate" (the full Content-Length,
+    half the body, then the connection closes: the proxy's TRUNCATE fault),
+    "garbage" (a whole 200 body that is not JSON) and "malformed" (a whole
+    GetRecords body whose record Data is not base64).
+    """
+
+    def __init__(self, script: dict[str, list[str]]) -> None:
+        self.script = script
+        self.requests: dict[str, int] = {}
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.close()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+
+    def _connection(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb") as reader:
+            while True:
+                headers: dict[str, str] = {}
+                line = reader.readline()
+                if not line:
+                    return
+                while (line := reader.readline()) not in (b"\r\n", b""):
+                    key, _, value = line.decode().partition(":")
+                    headers[key.strip().lower()] = value.strip()
+                reader.read(int(headers.get("content-length", 0)))
+                operation = headers.get("x-amz-target", "").rpartition(".")[2]
+                self.requests[operation] = self.requests.get(operation, 0) + 1
+                actions = self.script.get(operation, [])
+                action = actions.pop(0) if actions else "ok"
+                body = json.dumps(_SCRIPTED_BODIES[operation]).encode()
+                if action == "garbage":
+                    body = b"<html>" + CANARY.encode() + b"</html>"
+                elif action == "malformed":
+                    body = json.dumps({"Records": [{"SequenceNumber": "1", "Data": CANARY}]}).encode()
+                head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.1\r\n"
+                        b"Content-Length: %d\r\n\r\n" % len(body))
+                if action == "truncate":
+                    conn.sendall(head + body[: len(body) // 2])
+                    conn.shutdown(socket.SHUT_RDWR)
+                    return
+                conn.sendall(head + body)
+
+
+@pytest.fixture
+def scripted(dummy_credentials: None):
+    endpoints: list[ScriptedKinesis] = []
+
+    def start(**script: list[str]) -> tuple[ScriptedKinesis, AwsSettings]:
+        endpoint = ScriptedKinesis(dict(script))
+        endpoints.append(endpoint)
+        return endpoint, AwsSettings(region="us-east-1", endpoint_url=endpoint.url, retry=FAST)
+
+    yield start
+    for endpoint in endpoints:
+        endpoint.close()
+
+
+SYNC_CALLS = {
+    "GetRecords": lambda k: k.get_records("it-1", 100, "shardId-000000000000", "orders").sequence_numbers[0],
+    "ListShards": lambda k: k.list_shards("orders")[0]["ShardId"],
+    "GetShardIterator": lambda k: k.get_shard_iterator("orders", "shardId-000000000000", Position.trim_horizon()),
+    "DescribeStreamSummary": lambda k: k.describe_stream("orders").status,
+}
+ANSWERS = {"GetRecords": "1", "ListShards": "shardId-000000000000", "GetShardIterator": "it-1",
+           "DescribeStreamSummary": "ACTIVE"}
+
+
+@pytest.mark.parametrize("operation", sorted(SYNC_CALLS))
+def test_a_truncated_body_is_retried_not_parsed(scripted, operation: str) -> None:
+    """botocore reads with enforce_content_length=False: without our check a cut GetRecords body was a
+    non-retriable MalformedResponseError and a cut ListShards body an empty list of shards."""
+    endpoint, settings = scripted(**{operation: ["truncate", "truncate"]})
+    assert SYNC_CALLS[operation](KinesisClient(settings)) == ANSWERS[operation]
+    assert endpoint.requests[operation] == 3
+
+
+def test_a_body_truncated_every_time_gives_up_naming_the_call(scripted) -> None:
+    _, settings = scripted(ListShards=["truncate"] * FAST.max_attempts)
+    with pytest.raises(RetriesExhaustedError) as info:
+        KinesisClient(settings).list_shards("orders")
+    assert isinstance(info.value.last_error, TruncatedResponseError)
+    message = str(info.value.last_error)
+    assert "ListShards of stream 'orders'" in message and settings.endpoint_url in message
+    assert "Content-Length" in message
+
+
+def test_a_whole_success_body_that_is_not_json_is_malformed_not_empty(scripted) -> None:
+    """botocore parses it as {'message': body} and keeps no member: ListShards would say 'no shards'."""
+    endpoint, settings = scripted(ListShards=["garbage"])
+    with pytest.raises(MalformedResponseError) as info:
+        KinesisClient(settings).list_shards("orders")
+    assert endpoint.requests["ListShards"] == 1  # not retried: the service answered
+    assert "ListShards of stream 'orders'" in str(info.value) and "not JSON" in str(info.value)
+    assert CANARY not in "".join(traceback.format_exception(info.value))
+
+
+ASYNC_CALLS = {
+    "GetRecords": lambda k: k.get_records("it-1", 100, "shardId-000000000000", "orders"),
+    "GetShardIterator": lambda k: k.get_shard_iterator("orders", "shardId-000000000000", Position.trim_horizon()),
+    "DescribeStreamSummary": lambda k: k.describe_stream_status("orders"),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(ASYNC_CALLS))
+def test_a_truncated_body_is_retried_async(scripted, operation: str) -> None:
+    """aiohttp raises ClientPayloadError (-> ConnectionClosedError -> EndpointUnreachableError) itself."""
+    endpoint, settings = scripted(**{operation: ["truncate", "truncate"]})
+
+    async def run() -> object:
+        async with AsyncKinesisClient(settings) as kinesis:
+            return await ASYNC_CALLS[operation](kinesis)
+
+    out = asyncio.run(run())
+    assert (out.sequence_numbers[0] if operation == "GetRecords" else out) == ANSWERS[operation]
+    assert endpoint.requests[operation] == 3
+
+
+def test_a_whole_success_body_that_is_not_json_is_malformed_async(scripted) -> None:
+    endpoint, settings = scripted(GetShardIterator=["garbage"])
+
+    async def run() -> object:
+        async with AsyncKinesisClient(settings) as kinesis:
+            return await kinesis.get_shard_iterator("orders", "shardId-000000000000", Position.trim_horizon())
+
+    with pytest.raises(MalformedResponseError, match="GetShardIterator"):
+        asyncio.run(run())
+    assert endpoint.requests["GetShardIterator"] == 1
+

@@ -19,7 +19,7 @@ from kinesis_src.aws.decode import (
     decode_get_records,
     page_as_botocore,
 )
-from kinesis_src.errors import MalformedResponseError
+from kinesis_src.errors import MalformedResponseError, TruncatedResponseError
 
 _MODEL = botocore.session.get_session().get_service_model("kinesis")
 _OUTPUT = _MODEL.operation_model("GetRecords").output_shape
@@ -178,3 +178,52 @@ def test_malformed_body_errors_name_the_field_never_the_record_data(name: str) -
     assert field in message
     rendered = "".join(traceback.format_exception(info.value))  # chained causes too: what a log shows
     assert CANARY not in rendered and _CANARY_B64 not in rendered
+
+
+# -- a body shorter than its Content-Length, and success bodies botocore would read as {'message': body} ---
+
+_LIST_SHARDS = _MODEL.operation_model("ListShards").output_shape
+_LIST_BODY = json.dumps({"Shards": [{"ShardId": "shardId-000000000000", "HashKeyRange": {"StartingHashKey": "0", "EndingHashKey": "1"}, "SequenceNumberRange": {"StartingSequenceNumber": "1"}}]}).encode()
+
+
+def _response(body: bytes, status: int = 200, operation: str = "ListShards", **headers: str) -> dict:
+    return {"body": body, "headers": headers, "status_code": status, "context": {"operation_name": operation}}
+
+
+@pytest.mark.parametrize(("shape", "body"), [(_OUTPUT, CASES["unicode keys and empty data"]), (_LIST_SHARDS, _LIST_BODY)])
+@pytest.mark.parametrize("status", [200, 400])
+def test_a_body_shorter_than_its_content_length_is_truncated_not_parsed(shape, body: bytes, status: int) -> None:
+    cut = body[: len(body) // 2]
+    with pytest.raises(TruncatedResponseError, match=f"after {len(cut)} of the {len(body)} bytes") as info:
+        FastGetRecordsParser().parse(_response(cut, status, **{"Content-Length": str(len(body))}), shape)
+    assert info.value.retriable
+
+
+def test_content_length_is_only_compared_when_the_body_is_what_came_over_the_wire() -> None:
+    parser = FastGetRecordsParser()
+    whole = parser.parse(_response(_LIST_BODY, **{"content-length": str(len(_LIST_BODY))}), _LIST_SHARDS)
+    assert whole["Shards"][0]["ShardId"] == "shardId-000000000000"
+    # A decoded body (Content-Encoding) or no Content-Length (chunked) cannot be compared.
+    decoded = parser.parse(_response(_LIST_BODY, **{"content-length": "5", "content-encoding": "gzip"}), _LIST_SHARDS)
+    assert decoded["Shards"]
+    assert parser.parse(_response(_LIST_BODY), _LIST_SHARDS)["Shards"]
+
+
+@pytest.mark.parametrize("body", [b"<html>" + CANARY.encode() + b"</html>", _LIST_BODY[:-5], json.dumps([CANARY]).encode()])
+def test_a_whole_success_body_that_is_not_a_json_object_is_malformed(body: bytes) -> None:
+    """On a body that is not JSON botocore's own parser returns {} (its {'message': body} fallback has no
+    ListShards member): a stream without shards. On a JSON array it fails with AttributeError."""
+    if not body.startswith(b"["):
+        assert "Shards" not in parsers.create_parser("json").parse(_response(body), _LIST_SHARDS)
+    with pytest.raises(MalformedResponseError, match="ListShards response body") as info:
+        FastGetRecordsParser().parse(_response(body), _LIST_SHARDS)
+    assert not info.value.retriable
+    assert CANARY not in "".join(traceback.format_exception(info.value))
+
+
+def test_error_bodies_and_empty_success_bodies_keep_botocores_parsing() -> None:
+    parser = FastGetRecordsParser()
+    error = parser.parse(_response(b"<html>Bad Gateway</html>", 502), _LIST_SHARDS)
+    assert error["Error"]["Code"] == "502"  # translated by status, as before
+    assert parser.parse(_response(b""), _LIST_SHARDS)["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert parser.parse(_response(b"", operation="CreateStream"), None)["ResponseMetadata"]["HTTPStatusCode"] == 200
