@@ -132,10 +132,8 @@ class ShardReader:
         self._last_call = self._clock()
         try:
             return self.kinesis.get_records(self._iterator, limit, self.shard_id, self.stream)
-        except MalformedResponseError as exc:
-            raise MalformedResponseError(
-                f"shard {self.shard_id} of stream {self.stream!r} at {self.position}: {exc}"
-            ) from exc
+        except MalformedResponseError as exc:  # names the call, shard and stream already: add the position
+            raise MalformedResponseError(f"{exc} (reading from {self.position})") from exc
 
     def _pace(self) -> None:
         if self._last_call is None:

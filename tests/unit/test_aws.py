@@ -444,3 +444,14 @@ def test_a_whole_success_body_that_is_not_json_is_malformed_async(scripted) -> N
         asyncio.run(run())
     assert endpoint.requests["GetShardIterator"] == 1
 
+
+def test_the_reader_names_shard_and_stream_once_and_the_position(scripted) -> None:
+    _, settings = scripted(GetRecords=["malformed"])
+    reader = ShardReader(KinesisClient(settings), "orders", "shardId-000000000007", Position.trim_horizon(),
+                         fetch_interval_s=0)
+    with pytest.raises(MalformedResponseError) as info:
+        reader.fetch()
+    message = str(info.value)
+    assert message.count("shardId-000000000007") == 1 and message.count("'orders'") == 1, message
+    assert str(Position.trim_horizon()) in message and "Records[0].Data" in message
+    assert CANARY not in "".join(traceback.format_exception(info.value))
