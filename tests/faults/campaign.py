@@ -81,6 +81,17 @@ MERGE_CHILD = (
     "after the split+merge."
 )
 
+IN_PROGRESS = (
+    "**TransactionInProgressException is not retried.** DynamoDB answers it when a TransactWriteItems with "
+    "the same ClientRequestToken is still being processed, e.g. our own retry after a lost answer; the "
+    "documented remedy is to retry with the same token, which `DynamoDBClient.transact_write` "
+    "(`kinesis_src/aws/dynamodb.py`) already keeps for idempotency. But the code is neither a "
+    "cancellation (handled in `transact_write`) nor in a retriable set of `_translate_client_error` "
+    "(`kinesis_src/aws/boundary.py`), so it becomes a plain, non-retriable `KinesisSourceError`: the Spark "
+    "task recording its batch's progress fails and the query dies. Reproduced by "
+    "`test_transaction_in_progress_is_retried` (xfail)."
+)
+
 
 def diagnoses(results: list[scenarios.Result]) -> list[str]:
     texts = []
@@ -88,6 +99,8 @@ def diagnoses(results: list[scenarios.Result]) -> list[str]:
     if any(sig in blob for sig in ("KeyError: 'ShardIterator'", "KeyError: 'StreamDescriptionSummary'",
                                    "MalformedResponseError", "KeyError: 'Shards'")):
         texts.append(TRUNCATION)
+    if "TransactionInProgressException" in " ".join(" ".join(r.failures) for r in results):
+        texts.append(IN_PROGRESS)
     if any(r.engine == "consumer" and r.out_of_order and r.order_required for r in results):
         texts.append(MERGE_CHILD)
     return texts

@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+import boto3
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,6 +31,7 @@ import scenarios  # noqa: E402
 from proxy import KINESIS, TRUNCATE, Fault, ProxyPair, aws_error  # noqa: E402
 
 from kinesis_src import AwsSettings, KinesisClient, Position  # noqa: E402
+from kinesis_src.aws.dynamodb import DynamoDBClient  # noqa: E402
 from kinesis_src.errors import KinesisSourceError  # noqa: E402
 from kinesis_src.reader import ShardReader  # noqa: E402
 from kinesis_src.retry import RetryPolicy  # noqa: E402
@@ -123,3 +125,21 @@ def test_a_merge_child_waits_for_a_parent_that_has_no_lease_yet(emulator_env, tm
         assert ctx.proxies.kinesis.plan.injected("hold-shard-0") > 0
     assert result.lost == 0 and not result.failures, (result.lost, result.failures)
     assert result.out_of_order == 0, result.notes
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "defect: TransactionInProgressException (a TransactWriteItems with the same ClientRequestToken still in "
+    "progress; the remedy is to retry with that token) is translated to a non-retriable KinesisSourceError "
+    "(kinesis_src/aws/boundary.py _translate_client_error; kinesis_src/aws/dynamodb.py transact_write)"))
+def test_transaction_in_progress_is_retried(emulator_env, stream_name) -> None:
+    with ProxyPair(emulator_env) as pair:
+        ddb = DynamoDBClient(AwsSettings(region="us-east-1", endpoint_url=pair.dynamodb.url, retry=FAST_RETRY))
+        table = f"faults-txn-{stream_name}"[:200]
+        raw = boto3.client("dynamodb", endpoint_url=pair.dynamodb.url, region_name="us-east-1")
+        raw.create_table(TableName=table, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                         BillingMode="PAY_PER_REQUEST")
+        pair.add(aws_error("in-progress", ["DynamoDB_20120810.TransactWriteItems"], "TransactionInProgressException",
+                           count=1))
+        outcome = ddb.transact_write(table, [{"Put": {"TableName": table, "Item": {"pk": {"S": "a"}}}}])
+        assert outcome.committed
