@@ -127,10 +127,6 @@ def test_a_merge_child_waits_for_a_parent_that_has_no_lease_yet(emulator_env, tm
     assert result.out_of_order == 0, result.notes
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect: TransactionInProgressException (a TransactWriteItems with the same ClientRequestToken still in "
-    "progress; the remedy is to retry with that token) is translated to a non-retriable KinesisSourceError "
-    "(kinesis_src/aws/boundary.py _translate_client_error; kinesis_src/aws/dynamodb.py transact_write)"))
 def test_transaction_in_progress_is_retried(emulator_env, stream_name) -> None:
     with ProxyPair(emulator_env) as pair:
         ddb = DynamoDBClient(AwsSettings(region="us-east-1", endpoint_url=pair.dynamodb.url, retry=FAST_RETRY))
