@@ -2,8 +2,9 @@
 
 from .batch import Batch
 from .blocking import BlockingBatch, BlockingConsumer
-from .consumer import Consumer, default_worker_id, parse_initial_position
+from .consumer import Consumer
 from .metrics import ConsumerMetrics, ShardMetrics
+from .options import default_worker_id, parse_initial_position
 from .pacing import FetchPacing
 
 __all__ = [

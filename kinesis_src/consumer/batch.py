@@ -10,6 +10,8 @@ from ..records import Record, RecordPage
 if TYPE_CHECKING:
     import pyarrow
 
+    from .shard_state import ShardState
+
 
 @dataclass(eq=False)
 class Batch:
@@ -22,6 +24,12 @@ class Batch:
     because this worker was shutting down or shedding load) it raises
     :class:`~kinesis_src.errors.LeaseLostError` and writes nothing; the new
     owner delivers every record after the last successful checkpoint again.
+
+    ``ends_shard`` is True for the batch that holds a closed shard's last
+    record, and for the batch with no records that follows it when the end
+    was seen only after the application had passed that batch over. Always
+    checkpoint such a batch: its checkpoint writes SHARD_END, and until then
+    the shard's children are not assigned to anyone.
     """
 
     stream: str
@@ -30,6 +38,7 @@ class Batch:
     index: int
     generation: int
     _checkpoint: Callable[[Batch], Awaitable[None]] = field(repr=False)
+    _state: ShardState | None = field(default=None, repr=False)
     _records: list[Record] | None = field(default=None, repr=False)
 
     @property
@@ -40,17 +49,28 @@ class Batch:
         return self._records
 
     @property
+    def ends_shard(self) -> bool:
+        """True if this batch's checkpoint finishes the shard (see the class docstring).
+
+        Read it when deciding whether to checkpoint: it can turn True while
+        the batch is in hand, when the fetcher sees the end just after it.
+        """
+        return self._state is not None and self._state.covers_end(self.index)
+
+    @property
     def millis_behind_latest(self) -> int | None:
         """Kinesis' lag figure from the GetRecords call that fetched this batch."""
         return self.page.millis_behind_latest
 
     @property
-    def first_sequence_number(self) -> str:
-        return self.page.sequence_numbers[0]
+    def first_sequence_number(self) -> str | None:
+        """None only for the empty batch that ends a shard (see ``ends_shard``)."""
+        return self.page.sequence_numbers[0] if len(self.page) else None
 
     @property
-    def last_sequence_number(self) -> str:
-        return self.page.sequence_numbers[-1]
+    def last_sequence_number(self) -> str | None:
+        """None only for the empty batch that ends a shard (see ``ends_shard``)."""
+        return self.page.sequence_numbers[-1] if len(self.page) else None
 
     @property
     def byte_count(self) -> int:

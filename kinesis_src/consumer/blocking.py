@@ -46,7 +46,12 @@ class BlockingBatch:
         return self.batch.millis_behind_latest
 
     @property
-    def last_sequence_number(self) -> str:
+    def ends_shard(self) -> bool:
+        """Always checkpoint a batch that says this; see :attr:`Batch.ends_shard`."""
+        return self.batch.ends_shard
+
+    @property
+    def last_sequence_number(self) -> str | None:
         return self.batch.last_sequence_number
 
     def __len__(self) -> int:

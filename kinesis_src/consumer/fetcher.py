@@ -2,10 +2,12 @@
 
 It knows nothing of leases or checkpoints: it turns a start position into a
 sequence of pages handed to ``deliver`` (which may block: that is the
-consumer's back-pressure) and ends by calling ``on_end`` with the children
-Kinesis named. Errors the retry helper gave up on are retried here after a
-pause, so a long throttle or outage slows a shard down without stopping the
-consumer; errors no retry can fix propagate.
+consumer's back-pressure) and ends by handing the final page (no next
+iterator; it names the children, and may or may not carry records) to
+``on_end`` instead, so the consumer knows which records are the shard's last
+when it makes them a batch. Errors the retry helper gave up on are retried
+here after a pause, so a long throttle or outage slows a shard down without
+stopping the consumer; errors no retry can fix propagate.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Awaitable, Callable
 from ..aws.async_kinesis import AsyncKinesisClient
 from ..errors import IteratorExpiredError, RetriesExhaustedError
 from ..positions import Position
-from ..records import ChildShard, RecordPage
+from ..records import RecordPage
 from .pacing import FetchPacing
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,7 @@ class ShardFetcher:
         limit: int,
         pacing: FetchPacing,
         deliver: Callable[[RecordPage], Awaitable[None]],
-        on_end: Callable[[tuple[ChildShard, ...]], Awaitable[None]],
+        on_end: Callable[[RecordPage], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kinesis = kinesis
@@ -68,12 +70,11 @@ class ShardFetcher:
             self.calls += 1
             if len(page):
                 self.position = Position.after_sequence(page.sequence_numbers[-1])
-                await self.deliver(page)
-            elif page.millis_behind_latest is not None:
-                await self.deliver(page)  # empty: only the lag figure is news
             if page.next_iterator is None:
-                await self.on_end(page.child_shards)
+                await self.on_end(page)
                 return
+            if len(page) or page.millis_behind_latest is not None:
+                await self.deliver(page)  # an empty page: only the lag figure is news
             iterator = page.next_iterator
             wait = self.pacing.delay(
                 len(page), page.byte_count, page.millis_behind_latest, self.clock() - started, self.limit

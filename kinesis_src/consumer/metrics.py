@@ -15,6 +15,7 @@ class ShardMetrics:
     bytes: int = 0
     last_sequence_number: str | None = None
     checkpoint: str | None = None
+    held_past_end_s: float | None = None  # since the fetcher saw the shard's end; None until then
 
 
 @dataclass
@@ -26,7 +27,12 @@ class ConsumerMetrics:
     writes. ``leases_taken`` counts acquisitions (including re-acquiring a
     shard), ``leases_lost`` involuntary losses (taken over, coordinator
     failure), ``leases_released`` graceful hand-offs and ``shards_ended``
-    shards read and acknowledged to SHARD_END.
+    shards read and acknowledged to SHARD_END. ``shard_ends_failed`` counts
+    SHARD_END writes that failed (lease lost, or DynamoDB retries ran out):
+    each dropped its shard, whose next owner reads the tail again and ends
+    it. ``shards_held_past_end`` is the number of shards, now, whose end was
+    seen longer ago than ``end_ack_warning_s`` while the batch that ends them
+    is still not checkpointed: their children wait for that checkpoint.
     """
 
     worker_id: str
@@ -38,6 +44,8 @@ class ConsumerMetrics:
     leases_lost: int = 0
     leases_released: int = 0
     shards_ended: int = 0
+    shard_ends_failed: int = 0
+    shards_held_past_end: int = 0
     shards: dict[str, ShardMetrics] = field(default_factory=dict)
 
     @property
@@ -55,10 +63,12 @@ class ConsumerMetrics:
 
     def summary(self) -> str:
         lag = self.max_millis_behind_latest
+        stuck = f", {self.shards_held_past_end} held past their end" if self.shards_held_past_end else ""
+        failed = f", {self.shard_ends_failed} failed to end" if self.shard_ends_failed else ""
         return (
-            f"worker {self.worker_id}: {self.leases_held} lease(s) held "
+            f"worker {self.worker_id}: {self.leases_held} lease(s) held{stuck} "
             f"(taken {self.leases_taken}, lost {self.leases_lost}, released {self.leases_released}, "
-            f"ended {self.shards_ended}); {self.records} records / {self.bytes} bytes in "
+            f"ended {self.shards_ended}{failed}); {self.records} records / {self.bytes} bytes in "
             f"{self.batches} batches, {self.checkpoints} checkpoints; max lag "
             f"{'unknown' if lag is None else f'{lag} ms'}"
         )

@@ -10,6 +10,8 @@ in the application's hands.
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, TypeVar
@@ -17,10 +19,13 @@ from typing import Any, Awaitable, Callable, TypeVar
 import pytest
 
 from kinesis_src.consumer import Consumer, FetchPacing, parse_initial_position
+from kinesis_src.consumer.shard_state import ShardPhase
 from kinesis_src.errors import (
     ConfigurationError,
     LeaseLostError,
     MalformedResponseError,
+    RetriesExhaustedError,
+    ThrottledError,
 )
 from kinesis_src.leases.model import Checkpoint, Lease
 from kinesis_src.positions import Position, PositionKind
@@ -29,6 +34,7 @@ from lineage import HashRange
 
 T = TypeVar("T")
 SHARD = "shardId-000000000001"
+OTHER = "shardId-000000000002"
 CHILD = ChildShard("shardId-000000000003", (SHARD,), 0, 100)
 
 
@@ -45,10 +51,20 @@ def page(seqs: list[int], *, end: bool = False, lag: int | None = 1000) -> Recor
     )
 
 
+class Gate:
+    """A script item: the shard's next GetRecords waits until the test opens it."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def open(self) -> None:
+        self.event.set()
+
+
 class ScriptedKinesis:
     """Serves each shard's pages in order; an exhausted script serves empty pages (caught up)."""
 
-    def __init__(self, pages: dict[str, list[RecordPage | Exception]]) -> None:
+    def __init__(self, pages: dict[str, list[RecordPage | Exception | Gate]]) -> None:
         self.pages = pages
         self.calls: dict[str, int] = {}
         self.starts: list[tuple[str, Position]] = []
@@ -64,6 +80,9 @@ class ScriptedKinesis:
             await asyncio.sleep(0.001)
             return page([], lag=0)
         item = script.pop(0)
+        if isinstance(item, Gate):
+            await item.event.wait()
+            item = script.pop(0)
         if isinstance(item, Exception):
             raise item
         return item
@@ -75,6 +94,9 @@ class RecordingCoordinator:
 
     writes: list[tuple[str, str]] = field(default_factory=list)
     lost: set[str] = field(default_factory=set)
+    end_errors: dict[str, Exception] = field(default_factory=dict)  # shard_ended raises this
+    released: list[str] = field(default_factory=list)
+    end_gate: threading.Event | None = None  # shard_ended (on a worker thread) waits for it
     failure: BaseException | None = None
     live: bool = True
 
@@ -87,8 +109,16 @@ class RecordingCoordinator:
         return lease(shard_id, checkpoint)
 
     def shard_ended(self, shard_id: str, children: Any) -> None:
+        if self.end_gate is not None:
+            assert self.end_gate.wait(5), "the test never opened the SHARD_END gate"
         self._check(shard_id)
+        if shard_id in self.end_errors:
+            raise self.end_errors[shard_id]
         self.writes.append((shard_id, "SHARD_END " + ",".join(c.shard_id for c in children)))
+
+    def release(self, shard_id: str) -> bool:
+        self.released.append(shard_id)
+        return True
 
     def stop(self) -> None:
         return None
@@ -110,6 +140,11 @@ def make_consumer(kinesis: ScriptedKinesis, **options: Any) -> tuple[Consumer, R
     consumer._coordinator = coordinator  # type: ignore[assignment]
     consumer.pacing = FetchPacing(idle_interval_s=0, min_interval_s=0)
     return consumer, coordinator
+
+
+def watch_ends(consumer: Consumer) -> None:
+    """What the consumer's housekeeping does every half second."""
+    consumer._acks.watch_ends(asyncio.get_running_loop().time())
 
 
 def run(test: Callable[[], Awaitable[T]]) -> T:
@@ -151,7 +186,7 @@ def test_an_empty_final_page_ends_the_shard_once_everything_delivered_is_acknowl
         consumer, coordinator = make_consumer(kinesis)
         consumer._acquired(lease())
         batch = await consumer.__anext__()
-        await until(lambda: consumer._shards[SHARD].end_children is not None, "the fetcher to see SHARD_END")
+        await until(lambda: consumer._holdings.get(SHARD).state.phase is ShardPhase.END_SEEN, "the fetcher to see SHARD_END")
         assert coordinator.writes == []  # not acknowledged yet: the children must wait
         await batch.checkpoint()
         assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")]
@@ -238,6 +273,231 @@ def test_a_new_holder_resumes_after_the_checkpoint() -> None:
     run(scenario)
 
 
+# -- a shard's end: which batch ends it (issue #9 item 6) ---------------------------------
+
+
+def exhausted(what: str) -> RetriesExhaustedError:
+    return RetriesExhaustedError(f"{what}: DynamoDB retries ran out", ThrottledError("throttled"))
+
+
+def test_the_batch_from_a_final_page_with_records_says_it_ends_the_shard() -> None:
+    """Checkpointing every Nth batch must still end the shard: the application can tell the last batch."""
+    async def scenario() -> None:
+        kinesis = ScriptedKinesis({SHARD: [page([1]), page([2]), page([3], end=True)]})
+        consumer, coordinator = make_consumer(kinesis)
+        consumer._acquired(lease())
+        batches = []
+        for _ in range(3):
+            batch = await consumer.__anext__()
+            batches.append(batch)
+            if batch.ends_shard:  # the documented rule; no other checkpoint at all
+                await batch.checkpoint()
+        assert [b.ends_shard for b in batches] == [False, False, True]
+        assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")]
+        assert consumer.held_shards() == [] and consumer.metrics.shards_ended == 1
+
+    run(scenario)
+
+
+def test_an_empty_final_page_marks_the_last_batch_still_waiting_for_the_application() -> None:
+    async def scenario() -> None:
+        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1]), page([], end=True)]}))
+        consumer._acquired(lease())
+        await until(lambda: consumer._holdings.get(SHARD).state.phase is ShardPhase.END_SEEN, "the end to be seen")
+        batch = await consumer.__anext__()
+        assert batch.ends_shard and batch.last_sequence_number == "00001"
+        await batch.checkpoint()
+        assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")]
+
+    run(scenario)
+
+
+def test_an_end_seen_after_the_last_batch_was_passed_over_comes_as_an_empty_batch_that_ends_the_shard() -> None:
+    """The common case on Kinesis: the last records come with an iterator, the next call returns the
+    end. An application that skipped the last batch's checkpoint has moved on: it gets one more batch."""
+    async def scenario() -> None:
+        gate = Gate()
+        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1]), gate, page([], end=True)]}))
+        consumer._acquired(lease())
+        last = await consumer.__anext__()
+        assert not last.ends_shard  # nothing says so yet; the application skips its checkpoint
+        gate.open()
+        end = await consumer.__anext__()
+        assert end.shard_id == SHARD and len(end) == 0 and end.records == [] and end.ends_shard
+        assert end.index == last.index + 1 and coordinator.writes == []
+        await end.checkpoint()
+        assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")]
+        assert consumer.held_shards() == [] and consumer.metrics.shards_ended == 1
+
+    run(scenario)
+
+
+def test_checkpointing_the_last_records_after_the_end_was_seen_ends_the_shard_and_drops_the_empty_batch() -> None:
+    async def scenario() -> None:
+        gate = Gate()
+        kinesis = ScriptedKinesis({SHARD: [page([1]), gate, page([], end=True)], OTHER: [page([7])]})
+        consumer, coordinator = make_consumer(kinesis)
+        consumer._acquired(lease())
+        last = await consumer.__anext__()
+        gate.open()
+        await until(lambda: consumer._queue.qsize() == 1, "the empty end batch to be queued")
+        assert last.ends_shard  # every record of the shard is in this batch or before it
+        await last.checkpoint()
+        assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")]
+        consumer._acquired(lease(OTHER))
+        after = await consumer.__anext__()
+        assert after.shard_id == OTHER  # the empty end batch was not delivered: nothing left to end
+
+    run(scenario)
+
+
+def test_a_shard_whose_last_batch_stays_unacknowledged_is_counted_and_warned_about_once(caplog) -> None:
+    async def scenario() -> None:
+        gate = Gate()
+        kinesis = ScriptedKinesis({SHARD: [page([1]), gate, page([], end=True)]})
+        consumer, coordinator = make_consumer(kinesis, end_ack_warning_s=0.05)
+        consumer._acquired(lease())
+        await consumer.__anext__()
+        gate.open()
+        end = await consumer.__anext__()
+        watch_ends(consumer)
+        assert consumer.metrics.shards_held_past_end == 0  # not overdue yet
+        with caplog.at_level(logging.WARNING, logger="kinesis_src.consumer"):
+            await until(lambda: watch_ends(consumer) or consumer.metrics.shards_held_past_end == 1, "overdue")
+            watch_ends(consumer)
+        warnings = [r for r in caplog.records if "ends_shard" in r.getMessage()]
+        assert len(warnings) == 1 and SHARD in warnings[0].getMessage()
+        assert consumer.metrics.snapshot().shards[SHARD].held_past_end_s >= 0.05  # type: ignore[operator]
+        assert "1 held past their end" in consumer.metrics.summary()
+        await end.checkpoint()
+        watch_ends(consumer)
+        assert consumer.metrics.shards_held_past_end == 0 and coordinator.writes[-1][1].startswith("SHARD_END")
+
+    run(scenario)
+
+
+# -- a shard's end that cannot be written (issue #9 item 5) ---------------------------------
+
+
+def test_a_lease_lost_while_the_fetcher_ends_a_shard_drops_that_shard_only() -> None:
+    """SHARD_END written by the fetch task (everything was acknowledged before the end was seen) is
+    rejected: the lease was stolen or expired meanwhile. The other shards carry on."""
+    async def scenario() -> None:
+        kinesis = ScriptedKinesis({SHARD: [page([], end=True)], OTHER: [page([7]), page([8])]})
+        consumer, coordinator = make_consumer(kinesis)
+        coordinator.lost.add(SHARD)
+        consumer._acquired(lease())
+        consumer._acquired(lease(OTHER))
+        await until(lambda: SHARD not in consumer.held_shards(), "the shard to be dropped")
+        for expected in ("00007", "00008"):
+            batch = await consumer.__anext__()
+            assert batch.shard_id == OTHER and batch.last_sequence_number == expected
+            await batch.checkpoint()
+        assert consumer.held_shards() == [OTHER]
+        assert consumer.metrics.leases_lost == 1 and consumer.metrics.shard_ends_failed == 1
+
+    run(scenario)
+
+
+def test_retries_running_out_while_the_fetcher_ends_a_shard_give_the_lease_back_and_the_rest_goes_on() -> None:
+    async def scenario() -> None:
+        kinesis = ScriptedKinesis({SHARD: [page([], end=True)], OTHER: [page([7])]})
+        consumer, coordinator = make_consumer(kinesis)
+        coordinator.end_errors[SHARD] = exhausted("SHARD_END")
+        consumer._acquired(lease())
+        consumer._acquired(lease(OTHER))
+        await until(lambda: coordinator.released == [SHARD], "the shard's lease to be given back")
+        batch = await consumer.__anext__()
+        assert batch.shard_id == OTHER and consumer.held_shards() == [OTHER]
+        assert consumer.metrics.shard_ends_failed == 1
+
+    run(scenario)
+
+
+def test_a_shard_ending_checkpoint_whose_lease_is_lost_raises_lease_lost_and_the_rest_goes_on() -> None:
+    """The documented rule: like any checkpoint after the lease was lost. The batch's records go to the
+    next owner, which reads the tail again and ends the shard."""
+    async def scenario() -> None:
+        kinesis = ScriptedKinesis({SHARD: [page([1], end=True)], OTHER: [page([7])]})
+        consumer, coordinator = make_consumer(kinesis)
+        consumer._acquired(lease())
+        last = await consumer.__anext__()
+        assert last.ends_shard
+        coordinator.lost.add(SHARD)
+        with pytest.raises(LeaseLostError):
+            await last.checkpoint()
+        consumer._acquired(lease(OTHER))
+        assert (await consumer.__anext__()).shard_id == OTHER
+        assert consumer.held_shards() == [OTHER] and coordinator.writes == []
+
+    run(scenario)
+
+
+def test_retries_running_out_on_a_shard_ending_checkpoint_give_the_shard_up_with_lease_lost() -> None:
+    """Retrying that checkpoint could not help: a first SHARD_END attempt that did land fences the retry.
+    So the shard is given up at once, and the application hears what it hears for any lost lease."""
+    async def scenario() -> None:
+        kinesis = ScriptedKinesis({SHARD: [page([1], end=True)], OTHER: [page([7])]})
+        consumer, coordinator = make_consumer(kinesis)
+        consumer._acquired(lease())
+        last = await consumer.__anext__()
+        coordinator.end_errors[SHARD] = exhausted("SHARD_END")
+        with pytest.raises(LeaseLostError) as raised:
+            await last.checkpoint()
+        assert isinstance(raised.value.__cause__, RetriesExhaustedError) and raised.value.shard_id == SHARD
+        assert consumer.held_shards() == [] and coordinator.released == [SHARD]
+        with pytest.raises(LeaseLostError):
+            await last.checkpoint()  # the shard is no longer held: nothing is tried again
+        consumer._acquired(lease(OTHER))
+        assert (await consumer.__anext__()).shard_id == OTHER
+
+    run(scenario)
+
+
+# -- while SHARD_END is being written ---------------------------------------------------------
+
+
+async def ending(consumer: Consumer, coordinator: RecordingCoordinator) -> tuple[asyncio.Task[None], threading.Event]:
+    """The last batch of SHARD is being checkpointed; its SHARD_END write waits for the returned gate."""
+    consumer._acquired(lease())
+    last = await consumer.__anext__()
+    gate = coordinator.end_gate = threading.Event()
+    task = asyncio.create_task(last.checkpoint())
+    await until(lambda: consumer._holdings.get(SHARD).state.phase is ShardPhase.ENDING, "the SHARD_END write")
+    return task, gate
+
+
+def test_the_coordinator_seeing_our_own_shard_end_land_is_not_a_lost_lease() -> None:
+    """SHARD_END removes the lease's owner; a coordinator scan reading the table between the write and
+    its response reports the lease lost. The write's outcome decides, not that report."""
+    async def scenario() -> None:
+        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1], end=True)]}))
+        task, gate = await ending(consumer, coordinator)
+        consumer._lost(lease(), "taken by nobody")
+        assert consumer.held_shards() == [SHARD]
+        gate.set()
+        await task
+        assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")] and consumer.held_shards() == []
+        assert (consumer.metrics.shards_ended, consumer.metrics.leases_lost) == (1, 0)
+
+    run(scenario)
+
+
+def test_a_shard_end_write_finishes_even_if_its_caller_is_cancelled_or_the_shard_released() -> None:
+    async def scenario() -> None:
+        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1], end=True)]}))
+        task, gate = await ending(consumer, coordinator)
+        release = asyncio.create_task(consumer._prepare_release(SHARD))
+        task.cancel()  # e.g. the blocking wrapper's Ctrl-C
+        gate.set()
+        await asyncio.wait_for(release, 1)
+        await until(lambda: consumer.metrics.shards_ended == 1, "the SHARD_END bookkeeping")
+        assert consumer.held_shards() == [] and consumer.metrics.leases_released == 0
+        assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")]
+
+    run(scenario)
+
+
 # -- back-pressure, release, failure, stop ----------------------------------------------
 
 
@@ -249,7 +509,7 @@ def test_prefetch_bounds_how_far_fetching_runs_ahead_of_the_application() -> Non
         await until(lambda: kinesis.calls.get(SHARD, 0) >= 3, "the fetcher to fill its slots")
         for _ in range(20):  # scheduler turns: a fetcher not held back would fetch again in these
             await asyncio.sleep(0)
-        assert consumer._shards[SHARD].slots.locked()
+        assert consumer._holdings.get(SHARD).slots.locked()
         assert kinesis.calls[SHARD] == 3  # two batches queued, the third page waits for a slot
         await consumer.__anext__()
         await until(lambda: kinesis.calls[SHARD] == 4, "one more fetch after one delivery")

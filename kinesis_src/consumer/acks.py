@@ -1,0 +1,212 @@
+"""Acknowledgement: what ``batch.checkpoint()`` writes, and how a closed shard ends.
+
+A checkpoint of a batch becomes a sequence checkpoint on its shard's lease,
+or SHARD_END when the batch covers the shard's last record (``ends_shard``).
+Three rules live here (docs/consumer.md, "The end of a shard"):
+
+* **Checkpoints are fenced and ordered.** One checkpoint per shard at a time
+  (the holding's lock); an older batch after a newer one writes nothing; a
+  batch of a holding that is over raises
+  :class:`~kinesis_src.errors.LeaseLostError` and writes nothing.
+* **Losing one shard at its end never stops the others.** A SHARD_END write
+  rejected for want of the lease (stolen or expired while the last page was
+  read; a retried write whose first attempt landed) or of DynamoDB (its
+  retries ran out) drops that shard only: logged, counted in
+  ``shard_ends_failed`` and ``leases_lost``, and the consumer goes on. The
+  next owner reads the tail after the last checkpoint again and ends the
+  shard. Written from the fetch task (everything was acknowledged when the
+  end was seen), nothing more happens; written from ``batch.checkpoint()``,
+  that call raises LeaseLostError, as any checkpoint after a lost lease
+  does: the batch's records go to the next owner.
+* **An end that stays unacknowledged is reported.** An application that
+  checkpoints every Nth batch and skips the one with ``ends_shard`` stalls
+  resharding without any error: a gauge (``shards_held_past_end``), a
+  per-shard age (``held_past_end_s``) and one warning per holding say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from ..errors import KinesisSourceError, LeaseLostError, RetriesExhaustedError
+from ..leases.coordinator import LeaseCoordinator
+from ..leases.model import Checkpoint, Lease
+from .batch import Batch
+from .metrics import ConsumerMetrics
+from .shard_state import HeldShard, Holdings
+
+log = logging.getLogger(__name__)
+
+
+class Acknowledger:
+    """Turns checkpoints of the consumer's batches into lease writes through the lease coordinator.
+
+    ``coordinator`` is asked for the coordinator at each use (the consumer
+    creates it in ``start()``); ``on_lost`` is the consumer's handler of a
+    lease lost under a checkpoint; ``on_progress`` wakes a release waiting
+    for the batch in the application's hands.
+    """
+
+    def __init__(
+        self,
+        worker_id: str,
+        stream: str,
+        holdings: Holdings,
+        metrics: ConsumerMetrics,
+        coordinator: Callable[[], LeaseCoordinator | None],
+        on_lost: Callable[[Lease, str], None],
+        on_progress: Callable[[], None],
+        warn_after_s: float,
+    ) -> None:
+        self.worker_id = worker_id
+        self.stream = stream
+        self.holdings = holdings
+        self.metrics = metrics
+        self.coordinator = coordinator
+        self.on_lost = on_lost
+        self.on_progress = on_progress
+        self.warn_after_s = warn_after_s
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    async def checkpoint(self, batch: Batch) -> None:
+        """``batch.checkpoint()``: this batch and every earlier one of its shard are processed."""
+        shard = self._current(batch)
+        async with shard.lock:
+            shard = self._current(batch)
+            if batch.index <= shard.state.acknowledged:
+                return
+            if shard.state.covers_end(batch.index):
+                await self.end(shard, batch.index)
+            else:
+                await self._write(shard, Checkpoint.sequence(batch.page.sequence_numbers[-1]))
+                shard.state.acknowledge(batch.index)
+            self.on_progress()
+
+    def _current(self, batch: Batch) -> HeldShard:
+        shard = self.holdings.of(batch.generation, batch.shard_id)
+        if shard is None or not shard.state.accepts_checkpoints:
+            raise LeaseLostError(
+                f"worker {self.worker_id} no longer holds the lease on shard {batch.shard_id} of stream "
+                f"{self.stream!r} (taken over, or released); nothing was written. Its new owner delivers "
+                "the records after the last checkpoint again.",
+                batch.shard_id,
+            )
+        return shard
+
+    async def _write(self, shard: HeldShard, checkpoint: Checkpoint) -> None:
+        try:
+            lease = await asyncio.to_thread(self._coordinator().checkpoint, shard.shard_id, checkpoint)
+        except LeaseLostError:
+            self.on_lost(shard.lease, "checkpoint rejected: lease taken over")
+            raise
+        shard.lease = lease
+        self.metrics.checkpoints += 1
+        metrics = self.metrics.shards.get(lease.shard_id)
+        if metrics is not None:
+            metrics.checkpoint = str(checkpoint)
+
+    # -- SHARD_END ----------------------------------------------------------------------------
+
+    async def end(self, shard: HeldShard, index: int) -> None:
+        """Batch ``index`` covers the shard's last record: SHARD_END, and its children become leasable.
+
+        Raises LeaseLostError, after dropping the shard, if the write failed
+        for want of the lease or of DynamoDB. The write and its bookkeeping
+        finish even if the caller is cancelled (a release or close cancels
+        the fetch task): the shard's state must not stay ENDING.
+        """
+        shard.state.begin_end()
+        failure = await asyncio.shield(self._write_end(shard, index))
+        if failure is not None:
+            raise failure
+
+    async def _write_end(self, shard: HeldShard, index: int) -> LeaseLostError | None:
+        children = shard.state.end.children if shard.state.end else ()
+        try:
+            await asyncio.to_thread(self._coordinator().shard_ended, shard.shard_id, children)
+        except (LeaseLostError, RetriesExhaustedError) as exc:
+            await self._end_failed(shard, exc)
+            self.on_progress()
+            return exc if isinstance(exc, LeaseLostError) else self._gave_up(shard, exc)
+        shard.state.acknowledge(index)
+        shard.state.ended()
+        self.metrics.checkpoints += 1
+        self.metrics.shards_ended += 1
+        self.holdings.forget(shard)
+        self.on_progress()  # a release waiting for this shard's batch in hand: the shard is over
+        return None
+
+    def _gave_up(self, shard: HeldShard, cause: RetriesExhaustedError) -> LeaseLostError:
+        error = LeaseLostError(
+            f"worker {self.worker_id} could not write SHARD_END for shard {shard.shard_id} of stream "
+            f"{self.stream!r} ({cause}) and gave the shard up; its next owner reads its last records "
+            "again and ends it.",
+            shard.shard_id,
+        )
+        error.__cause__ = cause
+        return error
+
+    async def end_from_fetcher(self, shard: HeldShard) -> None:
+        """Everything delivered was acknowledged when the end was seen: end it, never failing the consumer."""
+        try:
+            await self.end(shard, shard.state.acknowledged)
+        except LeaseLostError:
+            pass  # dropped, counted and logged by _end_failed
+
+    async def _end_failed(self, shard: HeldShard, error: KinesisSourceError) -> None:
+        """Drop the shard. Retrying could not help: a first attempt that landed (its response lost)
+        fences every retry. After a lost lease the coordinator has let go already; after exhausted
+        retries it still holds the lease, so it is given back (or, if DynamoDB stays away, expires)."""
+        shard.state.lose()
+        self.holdings.forget(shard)
+        self.metrics.shard_ends_failed += 1
+        self.metrics.leases_lost += 1
+        log.warning(
+            "consumer %s: SHARD_END for shard %s failed (%s: %s); dropping the shard, whose next owner "
+            "reads it again from checkpoint %s and ends it",
+            self.worker_id, shard.shard_id, type(error).__name__, error, shard.lease.checkpoint,
+        )
+        if isinstance(error, RetriesExhaustedError):
+            await asyncio.to_thread(self._give_back, shard.shard_id)
+
+    def _give_back(self, shard_id: str) -> None:
+        try:
+            self._coordinator().release(shard_id)
+        except KinesisSourceError as exc:
+            log.warning("consumer %s: could not release shard %s (%s); it will expire", self.worker_id, shard_id, exc)
+
+    def _coordinator(self) -> LeaseCoordinator:
+        coordinator = self.coordinator()
+        if coordinator is None:
+            raise RuntimeError("the consumer writes checkpoints only after start()")
+        return coordinator
+
+    # -- ends nobody acknowledges ---------------------------------------------------------
+
+    def watch_ends(self, now: float) -> None:
+        """Update the past-end gauge and per-shard ages; warn once per holding that is overdue."""
+        overdue = 0
+        for shard in self.holdings.all():
+            held_s = shard.state.past_end_s(now)
+            metrics = self.metrics.shards.get(shard.shard_id)
+            if metrics is not None:
+                metrics.held_past_end_s = held_s
+            if held_s is None or held_s < self.warn_after_s:
+                continue
+            overdue += 1
+            if not shard.state.overdue_reported:
+                shard.state.overdue_reported = True
+                self._warn_overdue(shard, held_s)
+        self.metrics.shards_held_past_end = overdue
+
+    def _warn_overdue(self, shard: HeldShard, held_s: float) -> None:
+        children = shard.state.end.children if shard.state.end else ()
+        log.warning(
+            "consumer %s: shard %s was read to its end %.0fs ago, but its batch with ends_shard=True is not "
+            "checkpointed; its child shards (%s) are not assigned until it is. Always checkpoint a batch "
+            "whose ends_shard is True.",
+            self.worker_id, shard.shard_id, held_s, ", ".join(c.shard_id for c in children) or "none named",
+        )

@@ -1,0 +1,267 @@
+"""One held shard's lifecycle in the consumer: an explicit state, changed only by named transitions.
+
+::
+
+    FETCHING --see_end--> END_SEEN --begin_end--> ENDING --ended--> ENDED
+       |                     |                      ^  |
+       +------release--------+--> RELEASING --------+  |   (begin_end: only if the end was seen)
+       |                     |        |                |
+       |                     |        +--released--> RELEASED
+       +-------lose----------+--------+----------------+--> LOST
+
+* FETCHING: the fetch task reads the shard; batches are delivered and acknowledged.
+* END_SEEN: the fetcher read the final page (no next iterator). Batches still
+  queued are delivered; the checkpoint of the one that covers the shard's
+  last record (``ends_shard``) writes SHARD_END.
+* RELEASING: graceful hand-off. Nothing more is delivered; the batch in the
+  application's hands may still be checkpointed (and may still end the shard).
+* ENDING: the SHARD_END write is under way, and only its outcome moves the
+  state on: a lease the coordinator reports lost meanwhile is, most likely,
+  this very write seen landing (SHARD_END removes the owner).
+* ENDED, RELEASED, LOST: terminal. LOST covers a lease taken over, expired,
+  dropped by the coordinator, or a SHARD_END write that failed: the next
+  owner resumes after the last checkpoint.
+
+The model is the KCL's ShardConsumer states and aiokafka's per-partition
+subscription state. Every transition not drawn above is a bug in the caller:
+it raises instead of quietly corrupting the bookkeeping that decides when a
+shard is finished. Nothing here does I/O; :class:`HeldShard` adds what the
+event loop needs (lock, back-pressure slots, fetch task) to one holding, and
+:class:`Holdings` is the consumer's one set of current holdings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass, field
+
+from ..leases.model import Lease
+from ..records import ChildShard
+from .metrics import ConsumerMetrics, ShardMetrics
+
+
+class ShardPhase(str, enum.Enum):
+    FETCHING = "fetching"
+    END_SEEN = "end_seen"
+    RELEASING = "releasing"
+    ENDING = "ending"
+    ENDED = "ended"
+    RELEASED = "released"
+    LOST = "lost"
+
+
+_NEXT: dict[ShardPhase, frozenset[ShardPhase]] = {
+    ShardPhase.FETCHING: frozenset({ShardPhase.END_SEEN, ShardPhase.RELEASING, ShardPhase.LOST}),
+    ShardPhase.END_SEEN: frozenset({ShardPhase.ENDING, ShardPhase.RELEASING, ShardPhase.LOST}),
+    ShardPhase.RELEASING: frozenset({ShardPhase.ENDING, ShardPhase.RELEASED, ShardPhase.LOST}),
+    ShardPhase.ENDING: frozenset({ShardPhase.ENDED, ShardPhase.LOST}),
+    ShardPhase.ENDED: frozenset(),
+    ShardPhase.RELEASED: frozenset(),
+    ShardPhase.LOST: frozenset(),
+}
+_DELIVERING = frozenset({ShardPhase.FETCHING, ShardPhase.END_SEEN})
+_TERMINAL = frozenset(phase for phase, nxt in _NEXT.items() if not nxt)
+
+
+class EndAction(str, enum.Enum):
+    """What the consumer does when the fetcher reads a shard's final page (see :meth:`ShardState.see_end`)."""
+
+    END_NOW = "end now"  # every batch delivered is acknowledged: write SHARD_END from the fetch task
+    LAST_QUEUED = "last queued"  # the batch with the last records still waits in the queue: it ends the shard
+    DELIVER_END_BATCH = "deliver end batch"  # the application passed that batch over: send an empty one that ends it
+
+
+@dataclass(frozen=True)
+class ShardEnd:
+    """The shard's end as the fetcher saw it.
+
+    ``last_index`` is the batch holding the shard's last record (0: the
+    holding delivered none); a checkpoint of it, or of any later batch,
+    covers every record of the shard and so writes SHARD_END.
+    """
+
+    children: tuple[ChildShard, ...]
+    last_index: int
+    seen_at: float  # event-loop (monotonic) time
+
+
+@dataclass
+class ShardState:
+    """Phase and batch counters of one holding of one shard. Batches are numbered from 1."""
+
+    shard_id: str
+    phase: ShardPhase = ShardPhase.FETCHING
+    produced: int = 0  # batches made (the empty end batch included)
+    handed_out: int = 0  # highest batch number given to the application
+    acknowledged: int = 0  # highest batch number checkpointed
+    end: ShardEnd | None = None
+    overdue_reported: bool = False  # the "held past its end" warning is logged once per holding
+
+    # -- questions -----------------------------------------------------------------
+
+    @property
+    def delivering(self) -> bool:
+        """Queued batches may still go to the application."""
+        return self.phase in _DELIVERING
+
+    @property
+    def accepts_checkpoints(self) -> bool:
+        return self.phase not in _TERMINAL
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in _TERMINAL
+
+    def covers_end(self, index: int) -> bool:
+        """True if a checkpoint of batch ``index`` acknowledges the shard's last record."""
+        return self.end is not None and index >= self.end.last_index
+
+    def past_end_s(self, now: float) -> float | None:
+        """How long the end has been seen without the shard being ended; None if not seen or finished."""
+        if self.end is None or self.terminal:
+            return None
+        return now - self.end.seen_at
+
+    # -- counters --------------------------------------------------------------------
+
+    def produce(self) -> int:
+        """Number the next batch made from a fetched page."""
+        self._require(ShardPhase.FETCHING, "make a batch")
+        self.produced += 1
+        return self.produced
+
+    def hand_out(self, index: int) -> None:
+        self._require_delivering("hand out a batch")
+        self.handed_out = max(self.handed_out, index)
+
+    def acknowledge(self, index: int) -> bool:
+        """Record a successful checkpoint; False if an equal or later batch was acknowledged already."""
+        if not self.accepts_checkpoints:
+            raise self._illegal("acknowledge a batch")
+        if index <= self.acknowledged:
+            return False
+        self.acknowledged = index
+        return True
+
+    # -- transitions -------------------------------------------------------------------
+
+    def see_end(self, children: tuple[ChildShard, ...], now: float) -> EndAction:
+        """FETCHING -> END_SEEN, called after the final page's records (if any) became a batch.
+
+        The batch with the last records is known; which batch ends the shard
+        depends on where it is: acknowledged already (end now), still queued
+        (it ends the shard), or handed out and not acknowledged. Then the
+        application has moved on from it (it may checkpoint every Nth batch),
+        so an empty batch follows that ends the shard, like the KCL's
+        ``shardEnded`` call with its own checkpointer.
+        """
+        self._move(ShardPhase.END_SEEN)
+        self.end = ShardEnd(children, self.produced, now)
+        if self.acknowledged == self.produced:
+            return EndAction.END_NOW
+        if self.handed_out < self.produced:
+            return EndAction.LAST_QUEUED
+        self.produced += 1
+        return EndAction.DELIVER_END_BATCH
+
+    def begin_end(self) -> None:
+        """The SHARD_END write starts (its batch covers the last record)."""
+        if self.end is None:
+            raise self._illegal("end a shard whose end was never seen")
+        self._move(ShardPhase.ENDING)
+
+    def ended(self) -> None:
+        """SHARD_END was written."""
+        self._move(ShardPhase.ENDED)
+
+    def release(self) -> None:
+        """A graceful hand-off begins: deliver nothing more, keep accepting checkpoints."""
+        self._move(ShardPhase.RELEASING)
+
+    def released(self) -> None:
+        self._move(ShardPhase.RELEASED)
+
+    def lose(self) -> None:
+        self._move(ShardPhase.LOST)
+
+    # -- guards ------------------------------------------------------------------------
+
+    def _move(self, target: ShardPhase) -> None:
+        if target not in _NEXT[self.phase]:
+            raise self._illegal(f"go to {target.value}")
+        self.phase = target
+
+    def _require(self, phase: ShardPhase, what: str) -> None:
+        if self.phase is not phase:
+            raise self._illegal(what)
+
+    def _require_delivering(self, what: str) -> None:
+        if not self.delivering:
+            raise self._illegal(what)
+
+    def _illegal(self, what: str) -> RuntimeError:
+        """A bug in the consumer, never a condition of the stream or the table: RuntimeError."""
+        return RuntimeError(f"shard {self.shard_id}: cannot {what} in state {self.phase.value}")
+
+
+@dataclass(eq=False)
+class HeldShard:
+    """One holding of a shard as the event loop sees it. ``generation`` tells two holdings apart."""
+
+    lease: Lease
+    generation: int
+    slots: asyncio.Semaphore
+    state: ShardState
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def shard_id(self) -> str:
+        return self.lease.shard_id
+
+
+class Holdings:
+    """The consumer's current holding of each shard it holds; a holding leaves when its state ends.
+
+    Numbering holdings (``generation``) is what lets a batch from an earlier
+    holding of the same shard be told apart, and refused, after the shard
+    was lost and taken again.
+    """
+
+    def __init__(self, metrics: ConsumerMetrics, prefetch: int) -> None:
+        self.metrics = metrics
+        self.prefetch = prefetch
+        self._by_shard: dict[str, HeldShard] = {}
+        self._generation = 0
+
+    def take(self, lease: Lease) -> HeldShard:
+        """A new holding; an earlier one of the same shard must have been retired (see :meth:`forget`)."""
+        self._generation += 1
+        shard = HeldShard(lease, self._generation, asyncio.Semaphore(self.prefetch), ShardState(lease.shard_id))
+        self._by_shard[lease.shard_id] = shard
+        self.metrics.leases_taken += 1
+        self.metrics.shards[lease.shard_id] = ShardMetrics(lease.shard_id, checkpoint=str(lease.checkpoint))
+        return shard
+
+    def get(self, shard_id: str) -> HeldShard | None:
+        return self._by_shard.get(shard_id)
+
+    def of(self, generation: int, shard_id: str) -> HeldShard | None:
+        """The holding a batch came from, if it is still the current one."""
+        shard = self._by_shard.get(shard_id)
+        return shard if shard is not None and shard.generation == generation else None
+
+    def forget(self, shard: HeldShard) -> None:
+        """Remove a holding whose state is terminal, and stop its fetcher."""
+        if self._by_shard.get(shard.shard_id) is shard:
+            del self._by_shard[shard.shard_id]
+            self.metrics.shards.pop(shard.shard_id, None)
+        if shard.task is not None and shard.task is not asyncio.current_task():
+            shard.task.cancel()
+
+    def all(self) -> list[HeldShard]:
+        return list(self._by_shard.values())
+
+    def shard_ids(self) -> list[str]:
+        return sorted(self._by_shard)
