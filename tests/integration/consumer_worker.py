@@ -11,9 +11,10 @@ different workers. Endpoints and credentials come from the environment
 Events (stdout)::
 
     {"event": "started", "worker": "w1", "pid": 123}
-    {"event": "batch", "worker": "w1", "shard": "...", "holding": 3, "index": 1,
+    {"event": "batch", "worker": "w1", "shard": "...", "holding": 3, "index": 1, "ends_shard": false,
      "records": [["key-007", 12, "4960..."], ...]}           (partition key, counter from the data, sequence)
-    {"event": "checkpointed", "worker": "w1", "shard": "...", "holding": 3, "index": 1, "sequence": "4960..."}
+    {"event": "checkpointed", "worker": "w1", "shard": "...", "holding": 3, "index": 1, "sequence": "4960...",
+     "ends_shard": false}                                     (sequence: null for the empty batch ending a shard)
     {"event": "checkpoint_failed", "worker": "w1", "shard": "...", "holding": 3, "error": "LeaseLostError", ...}
     {"event": "skipped_checkpoint", "worker": "w1", "shard": "...", "holding": 3, "index": 2}
     {"event": "held", "worker": "w1", "shards": [...]}       (on every change, and every --held-interval s)
@@ -22,6 +23,10 @@ Events (stdout)::
 
 ``holding`` tells two holdings of one shard by this worker apart (the
 consumer's lease generation); the records themselves carry nothing of it.
+
+Checkpoints follow the documented rule: every ``--checkpoint-every``-th
+batch of a shard, and always a batch whose ``ends_shard`` is True; never
+any batch of a ``--no-checkpoint-shards`` shard.
 Record data must be ``b"<key>:<counter>"`` (:mod:`kinesis_src.workload`).
 
 SIGTERM is left to the consumer's own handling: the iteration ends after
@@ -102,12 +107,13 @@ async def run(args: argparse.Namespace) -> int:
         try:
             async for batch in consumer:
                 shard = batch.shard_id
-                emit("batch", shard=shard, holding=batch.generation, index=batch.index, records=batch_records(batch))
+                emit("batch", shard=shard, holding=batch.generation, index=batch.index, ends_shard=batch.ends_shard,
+                     records=batch_records(batch))
                 if shard in no_checkpoint:
                     emit("skipped_checkpoint", shard=shard, holding=batch.generation, index=batch.index)
                     continue
                 unacknowledged[shard] = unacknowledged.get(shard, 0) + 1
-                if unacknowledged[shard] < args.checkpoint_every:
+                if unacknowledged[shard] < args.checkpoint_every and not batch.ends_shard:
                     emit("skipped_checkpoint", shard=shard, holding=batch.generation, index=batch.index)
                     continue
                 try:
@@ -117,7 +123,7 @@ async def run(args: argparse.Namespace) -> int:
                          error=type(exc).__name__, message=str(exc))
                 else:
                     emit("checkpointed", shard=shard, holding=batch.generation, index=batch.index,
-                         sequence=batch.last_sequence_number)
+                         sequence=batch.last_sequence_number, ends_shard=batch.ends_shard)
                 unacknowledged[shard] = 0
         finally:
             reporter.cancel()
@@ -136,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failover", type=float, default=3.0)
     parser.add_argument("--renew", type=float, default=1.0)
     parser.add_argument("--scan", type=float, default=0.25)
-    parser.add_argument("--checkpoint-every", type=int, default=1, help="checkpoint every Nth batch of a shard")
+    parser.add_argument("--checkpoint-every", type=int, default=1,
+                        help="checkpoint every Nth batch of a shard (and always one whose ends_shard is True)")
     parser.add_argument("--no-checkpoint-shards", default="", help="comma-separated shard ids never checkpointed")
     parser.add_argument("--initial-position", default="trim_horizon")
     parser.add_argument("--idle", type=float, default=0.2, help="idle_interval_s")

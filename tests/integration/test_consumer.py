@@ -210,12 +210,23 @@ def deliveries(workers: Iterable[WorkerProc]) -> list[Delivery]:
 
 
 def confirmed(workers: Iterable[WorkerProc]) -> dict[tuple[str, str, int], int]:
-    """(worker, shard, holding) -> highest sequence number whose checkpoint the worker saw succeed."""
+    """(worker, shard, holding) -> highest sequence number whose checkpoint the worker saw succeed.
+
+    The empty batch that ends a shard has no sequence number: its checkpoint covers everything the
+    holding delivered before it."""
     out: dict[tuple[str, str, int], int] = {}
     for w in workers:
-        for e in w.of("checkpointed"):
-            key = (w.worker_id, e["shard"], e["holding"])
-            out[key] = max(out.get(key, 0), int(e["sequence"]))
+        with w._lock:
+            events = list(w.events)
+        delivered: dict[tuple[str, int], int] = {}
+        for e in events:
+            if e["event"] == "batch":
+                seqs = [int(seq) for _, _, seq in e["records"]]
+                delivered[(e["shard"], e["holding"])] = max([delivered.get((e["shard"], e["holding"]), 0), *seqs])
+            elif e["event"] == "checkpointed":
+                key = (w.worker_id, e["shard"], e["holding"])
+                seq = delivered.get(key[1:], 0) if e["sequence"] is None else int(e["sequence"])
+                out[key] = max(out.get(key, 0), seq)
     return out
 
 
@@ -674,6 +685,37 @@ def test_a_latest_start_loses_nothing_when_the_first_owner_dies_before_its_first
     assert seen_keys(deliveries([second])) == late  # and nothing from before the application started
     second.sigterm()
     assert second.wait_exit(20) == 0, second.stderr_tail()
+
+
+def test_checkpointing_every_nth_batch_still_ends_a_closed_shard_and_reads_its_children(
+    kinesis, table, stream_name, spawn
+) -> None:
+    """The worker checkpoints only every 1000th batch of a shard and, as documented, every batch whose
+    ends_shard is True; small pages make many batches. After a split, the parent must still reach
+    SHARD_END and its children be read: nothing else ever acknowledges the parent's last batch."""
+    make_stream(kinesis, stream_name, 1)
+    parent = "shardId-000000000000"
+    producer = KeyedProducer(kinesis, stream_name, keys=8)
+    producer.put_rounds(3)
+    worker = spawn("n1", stream_name, "--checkpoint-every", "1000", "--max-records", "5")
+    wait_for(lambda: seen_keys(deliveries([worker])) >= producer.expected(), 60, "n1 to read the parent")
+    assert not worker.of("checkpointed")  # 5 batches so far, none the 1000th
+    hash_range = kinesis.list_shards(stream_name)[0]["HashKeyRange"]
+    lo, hi = int(hash_range["StartingHashKey"]), int(hash_range["EndingHashKey"])
+    kinesis.split_shard(stream_name, parent, (lo + hi + 1) // 2)
+    kinesis.wait_active(stream_name)
+    producer.put_rounds(3)
+    wait_for(lambda: seen_keys(deliveries([worker])) >= producer.expected(), 40,
+             "n1 to read the children, which are assigned only after the parent's SHARD_END")
+    ended = [e for e in worker.of("checkpointed") if e["shard"] == parent]
+    assert len(ended) == 1 and ended[0]["ends_shard"], ended  # the one checkpoint of the parent ended it
+    lease = leases_by_shard(table).get(parent)
+    assert lease is None or lease.is_shard_end  # deleted as drained, or SHARD_END
+    worker.sigterm()
+    assert worker.wait_exit(20) == 0, worker.stderr_tail()
+    metrics = worker.of("stopped")[0]["metrics"]
+    assert metrics["shards_ended"] == 1 and metrics["shard_ends_failed"] == 0, metrics
+    assert metrics["shards_held_past_end"] == 0, metrics
 
 
 # -- e. the blocking consumer -----------------------------------------------------------------------
