@@ -324,6 +324,7 @@ def test_an_end_seen_after_the_last_batch_was_passed_over_comes_as_an_empty_batc
         gate.open()
         end = await consumer.__anext__()
         assert end.shard_id == SHARD and len(end) == 0 and end.records == [] and end.ends_shard
+        assert end.last_sequence_number is None and end.to_arrow().num_rows == 0
         assert end.index == last.index + 1 and coordinator.writes == []
         await end.checkpoint()
         assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")]
