@@ -15,14 +15,14 @@ Three parties, and what each owns
   acknowledges them with ``await batch.checkpoint()``.
 
 Each holding of a shard has one explicit state (:mod:`.shard_state`):
-FETCHING -> END_SEEN -> ENDED, or RELEASING -> RELEASED, or LOST. A shard is
-finished (SHARD_END written, children leased) only when its fetcher saw the
-end *and* the batch holding its last record was checkpointed (that batch
-says ``ends_shard``): children never start before their parents are
-acknowledged, and a crash before that point redelivers the parent's tail,
-never skips it. A SHARD_END write that fails (lease lost, DynamoDB retries
-exhausted) drops that shard only; its next owner reads the tail again and
-ends it.
+FETCHING -> END_SEEN -> ENDING -> ENDED, or RELEASING -> RELEASED, or LOST.
+A shard is finished (SHARD_END written, children leased) only when its
+fetcher saw the end *and* the batch holding its last record was
+checkpointed (that batch says ``ends_shard``): children never start before
+their parents are acknowledged, and a crash before that point redelivers
+the parent's tail, never skips it. A SHARD_END write that fails (lease
+lost, DynamoDB retries exhausted) drops that shard only; its next owner
+reads the tail again and ends it (:mod:`.acks`).
 
 Graceful hand-off (shedding to a new worker, SIGTERM, leaving the ``async
 with``): the shard's fetcher stops, its undelivered batches are dropped, and

@@ -3,11 +3,11 @@
 ::
 
     FETCHING --see_end--> END_SEEN --begin_end--> ENDING --ended--> ENDED
-       |                     |                      ^  |
-       +------release--------+--> RELEASING --------+  |   (begin_end: only if the end was seen)
-       |                     |        |                |
-       |                     |        +--released--> RELEASED
-       +-------lose----------+--------+----------------+--> LOST
+        |                    |                      ^
+        |                    |                      | begin_end (only if the end was seen)
+        +--release-----------+--release--------> RELEASING --released--> RELEASED
+
+    lose: FETCHING, END_SEEN, RELEASING, ENDING --> LOST
 
 * FETCHING: the fetch task reads the shard; batches are delivered and acknowledged.
 * END_SEEN: the fetcher read the final page (no next iterator). Batches still
