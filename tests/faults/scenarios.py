@@ -228,6 +228,10 @@ class Context:
         self.kinesis.merge_shards(self.stream, "shardId-000000000003", "shardId-000000000001")
         self.kinesis.wait_active(self.stream)
 
+    def put_rounds(self, rounds: int) -> None:
+        assert self.paced is None, "the paced producer is running: KeyedProducer is not thread-safe"
+        self.producer.put_rounds(rounds)
+
     def start_producing(self) -> None:
         self.paced = PacedProducer(self.producer).start()
 
@@ -747,11 +751,13 @@ def restart_after_reshards(ctx: Context, engine: Any, result: Result) -> None:
         engine.kill()
     else:
         engine.stop_all()
-    ctx.split()
-    ctx.producer.put_rounds(5)
-    ctx.merge()
     ctx.sleep_until(time.monotonic() + 1.0)
-    last_put = ctx.stop_producing()
+    ctx.stop_producing()  # one producer at a time: KeyedProducer is not thread-safe
+    ctx.split()
+    ctx.put_rounds(5)
+    ctx.merge()
+    ctx.put_rounds(5)
+    last_put = time.monotonic()
     restarted = time.monotonic()
     if isinstance(engine, SparkEngine):
         engine.start(*engine.args)
@@ -772,9 +778,9 @@ def spark_trigger_switch(ctx: Context, engine: SparkEngine, result: Result) -> N
     if code is None:
         result.failures.append("AvailableNow run 1 did not finish within 240s")
         engine.kill()
-    ctx.producer.put_rounds(5)
+    ctx.put_rounds(5)
     ctx.split()
-    ctx.producer.put_rounds(5)
+    ctx.put_rounds(5)
     switched = engine.start("--trigger", "processing")
     ctx.start_producing()
     ctx.sleep_until(time.monotonic() + 2.0)
@@ -785,7 +791,7 @@ def spark_trigger_switch(ctx: Context, engine: SparkEngine, result: Result) -> N
     recover_s = round(min(recovered) - switched, 2) if recovered else None
     engine.kill()
     ctx.merge()
-    ctx.producer.put_rounds(5)
+    ctx.put_rounds(5)
     last_put = time.monotonic()
     engine.start("--trigger", "available-now")
     if engine.wait_exit(240) is None:
@@ -817,7 +823,7 @@ def spark_option_changes(ctx: Context, engine: SparkEngine, result: Result) -> N
         engine.kill()  # mid-run: whatever was in flight is replayed by the next configuration
         if reshard is not None:
             reshard()
-            ctx.producer.put_rounds(3)
+            ctx.put_rounds(3)
     engine.start(*phases[-1])
     if not wait_delivered(ctx, engine, 240):
         result.notes.append("not caught up after the last restart")
