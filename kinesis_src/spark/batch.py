@@ -61,6 +61,7 @@ class KinesisBatchReader(DataSourceReader):
                 max_records_per_fetch=opts.max_records_per_fetch,
                 fetch_interval_ms=opts.fetch_interval_ms,
                 end_timestamp=format_timestamp(end),
+                fail_on_data_loss=opts.fail_on_data_loss,
             )
             for i, group in enumerate(groups)
         ]

@@ -9,23 +9,40 @@ and never pickled (it holds sockets and a heartbeat thread).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Mapping, Sequence
 
+from lineage import LineageError
+
 from ..aws import KinesisClient
 from ..discovery import ShardDiscovery
-from ..errors import DataLossError, IteratorExpiredError
+from ..errors import IteratorExpiredError, LineageListingError, ShardNotFoundError
+from ..identity import StreamIdentity
 from ..leases.claim import QueryClaim
 from ..leases.progress import ProgressStore
 from ..positions import Position
 from .offsets import Plan
 from .options import SourceOptions
-from .planner import BatchEnd, Frontier, admit_ready, advance
+from .planner import (
+    TRIMMED_STOP,
+    BatchEnd,
+    Frontier,
+    admit_ready,
+    advance,
+    checkpointed_sequence,
+    drop_trimmed,
+    partly_trimmed_message,
+    settle_partial_trims,
+    shards_to_verify,
+    trimmed_message,
+)
 from .progress_log import ProgressLog, open_lease_table
 
 log = logging.getLogger(__name__)
 
-DISCOVERY_INTERVAL_S = 30.0
+DISCOVERY_INTERVAL_S = 30.0  # full ListShards: new shards, and frontier shards trimmed whole
+VERIFY_INTERVAL_S = 60.0  # a shard lagging near retention has its position probed at most this often
 
 
 class StreamDriver:
@@ -41,6 +58,10 @@ class StreamDriver:
         """``kinesis``, ``progress`` and ``claim`` replace the real clients in unit tests."""
         self.options = options
         self.kinesis = kinesis or KinesisClient(options.aws_settings())
+        # Described once per driver process: the identity every offset is checked against, and
+        # the retention period partial-trim checks compare lag with. Before the claim, so a
+        # recreated stream fails at once instead of after waiting out an old claim.
+        self.summary = self.kinesis.describe_stream(options.stream_name)
         self.discovery = ShardDiscovery(self.kinesis, options.stream_name)
         if progress is None or claim is None:
             leases = open_lease_table(
@@ -52,57 +73,130 @@ class StreamDriver:
         self.claim.acquire()
         self.progress = progress
         self.lag: dict[str, int] = {}
+        self.trimmed: set[str] = set()  # shards skipped whole (failOnDataLoss=false), for reportLatestOffset
+        self.partly_trimmed: set[tuple[str, str]] = set()  # (shard, checkpointed sequence number) skipped past
         self._ends: dict[tuple[str, int], dict[str, BatchEnd]] = {}
         self._probes: dict[str, tuple[Position, str | None, float]] = {}
-        self._listed_at = 0.0
-        self._checked_trim = False
+        self._listed: frozenset[str] = frozenset()  # shard ids of the last full listing
+        self._listed_at = -math.inf
+        self._verified_at: dict[str, float] = {}  # shard -> when its position was last checked for a trim
+        self._restart_checked = False
+
+    @property
+    def identity(self) -> StreamIdentity | None:
+        """The stream as it is now (None from endpoints that do not report a creation time)."""
+        return self.summary.identity
 
     def close(self) -> None:
         self._probes.clear()
         self.claim.release()
 
+    def data_loss(self) -> dict[str, int]:
+        return {"trimmedShards": len(self.trimmed), "partlyTrimmedShards": len(self.partly_trimmed)}
+
     # -- shards ------------------------------------------------------------------------
 
     def initial_frontier(self, start: Position) -> Frontier:
         initial = self.discovery.refresh(start)
+        self._listed = frozenset(self.discovery.graph.shard_ids())
         self._listed_at = time.monotonic()
-        self._checked_trim = True
+        self._restart_checked = True  # a fresh start: no checkpointed position to verify
         empty = Frontier({}, {}, frozenset())
         return admit_ready(
             empty, self.discovery.graph, self.options.preserve_shard_order, {s: start for s in initial}, start
         )
 
     def frontier_after(self, plan: Plan) -> Frontier:
+        """The frontier after ``plan`` ran, with shards trimmed whole or in part dealt with, children admitted."""
         ends = self.batch_ends(plan)
         frontier = advance(plan, ends)
         for sid, end in ends.items():
             if end.millis_behind_latest is not None:
                 self.lag[sid] = end.millis_behind_latest
+            if end.stop_reason == TRIMMED_STOP:  # a task found it gone (failOnDataLoss=false)
+                self.trimmed.add(sid)
         ended = any(e.shard_end for e in ends.values())
         self._refresh(force=ended or len(self.discovery.graph) == 0)
-        if not self._checked_trim:
-            self._check_trimmed(frontier)
+        frontier = self._drop_trimmed(frontier)
+        frontier = self._verify_positions(frontier)
         return admit_ready(frontier, self.discovery.graph, self.options.preserve_shard_order)
 
     def _refresh(self, force: bool) -> None:
-        if force or time.monotonic() - self._listed_at >= DISCOVERY_INTERVAL_S:
-            self.discovery.refresh()
-            self._listed_at = time.monotonic()
-
-    def _check_trimmed(self, frontier: Frontier) -> None:
-        """After a restart: a shard we still had to read that the listing no longer has lost data."""
-        self._checked_trim = True
-        missing = sorted(s for s in frontier.positions if s not in self.discovery.graph)
-        if not missing:
+        """A full listing (every DISCOVERY_INTERVAL_S, or now): new shards, and which old ones are gone."""
+        if not force and time.monotonic() - self._listed_at < DISCOVERY_INTERVAL_S:
             return
-        detail = ", ".join(f"{s} (unread from {frontier.positions[s]})" for s in missing)
-        message = (
-            f"stream {self.options.stream_name!r}: shard(s) {detail} were trimmed past retention before "
-            "they were read"
-        )
-        if self.options.fail_on_data_loss:
-            raise DataLossError(message + "; set failOnDataLoss=false to skip them and continue")
-        log.warning("%s; continuing because failOnDataLoss=false", message)
+        if len(self.discovery.graph) == 0:
+            self.discovery.refresh()
+            listed = self.discovery.graph.shard_ids()
+        else:
+            shards = self.kinesis.list_shards(self.options.stream_name)
+            try:
+                self.discovery.graph.update(shards)
+            except LineageError as exc:
+                raise LineageListingError(f"stream {self.options.stream_name!r}, full listing: {exc}") from exc
+            listed = [s["ShardId"] for s in shards]
+        self._listed = frozenset(listed)
+        self._listed_at = time.monotonic()
+
+    def _drop_trimmed(self, frontier: Frontier) -> Frontier:
+        """Frontier shards the last listing no longer has: DataLossError, or skipped and counted."""
+        stream, fail = self.options.stream_name, self.options.fail_on_data_loss
+        kept, trimmed = drop_trimmed(frontier, self._listed, fail, stream)
+        fresh = [s for s in trimmed if s not in self.trimmed]
+        if fresh:
+            log.warning("%s; skipping them because failOnDataLoss=false", trimmed_message(stream, frontier, fresh))
+            self.trimmed.update(fresh)
+        return kept
+
+    def _verify_positions(self, frontier: Frontier) -> Frontier:
+        """Probe positions that may have been trimmed in part (after a restart; lag near retention)."""
+        after_restart = not self._restart_checked
+        self._restart_checked = True
+        now = time.monotonic()
+        due = [
+            s
+            for s in shards_to_verify(frontier, self.lag, self.summary.retention_hours, after_restart)
+            if after_restart or now - self._verified_at.get(s, -math.inf) >= VERIFY_INTERVAL_S
+        ]
+        oldest: dict[str, str] = {}
+        for sid in due:
+            self._verified_at[sid] = now
+            found = self._oldest_if_trimmed(sid, frontier.positions[sid])
+            if found is not None:
+                oldest[sid] = found
+        if not oldest:
+            return frontier
+        stream = self.options.stream_name
+        settled = settle_partial_trims(frontier, oldest, self.options.fail_on_data_loss, stream)
+        fresh = {s: q for s, q in oldest.items() if (s, checkpointed_sequence(frontier.positions[s])) not in self.partly_trimmed}
+        if fresh:
+            log.warning(
+                "%s; continuing from the oldest record because failOnDataLoss=false",
+                partly_trimmed_message(stream, frontier, fresh),
+            )
+        self.partly_trimmed.update((s, checkpointed_sequence(frontier.positions[s]) or "") for s in oldest)
+        return settled
+
+    def _oldest_if_trimmed(self, sid: str, position: Position) -> str | None:
+        """GetShardIterator(AT_SEQUENCE_NUMBER, S) + GetRecords(Limit=1): a record other than S means S is gone.
+
+        Kinesis does not refuse an iterator at a trimmed sequence number: it reads from the oldest
+        record left, silently. An empty answer proves nothing (GetRecords may return empty pages
+        before records, and a shard whose every record expired shows no gap): None then.
+        """
+        seq = checkpointed_sequence(position)
+        assert seq is not None
+        stream = self.options.stream_name
+        try:
+            iterator = self.kinesis.get_shard_iterator(stream, sid, Position.at_sequence(seq))
+            page = self.kinesis.get_records(iterator, 1, sid, stream)
+        except (ShardNotFoundError, IteratorExpiredError):
+            return None  # gone whole: the next listing (or the task) deals with it
+        if page.millis_behind_latest is not None:
+            self.lag[sid] = page.millis_behind_latest
+        if len(page) and int(page.sequence_numbers[0]) != int(seq):
+            return page.sequence_numbers[0]
+        return None
 
     # -- progress ------------------------------------------------------------------------
 
@@ -143,6 +237,11 @@ class StreamDriver:
         except IteratorExpiredError:
             self._probes.pop(sid, None)
             return False
+        except ShardNotFoundError:
+            # Trimmed since the last listing: list again now, and let a task meet it (it applies failOnDataLoss).
+            self._probes.pop(sid, None)
+            self._listed_at = -math.inf
+            return True
         if page.millis_behind_latest is not None:
             self.lag[sid] = page.millis_behind_latest
         has_data = len(page) > 0 or page.shard_ended

@@ -12,8 +12,16 @@ which is what makes replay deterministic.
 offset, so it lives in the query's checkpoint: a restart of the same
 checkpoint finds its progress, a new checkpoint can never see an old one's.
 
+``stream`` is the identity of the stream (ARN + creation time) the run was
+started on, also carried in every offset: a stream deleted and created again
+under the same name, or another ``streamName`` on the same checkpoint, is
+refused before any old position reaches Kinesis (see
+:mod:`kinesis_src.identity`). Offsets written before it existed parse with
+``stream=None`` and adopt the current identity.
+
 Spark compares offsets as JSON text, so :meth:`Plan.to_offset` always
-produces the same key order for equal plans.
+produces the same key order for equal plans. Keys added later go at the end
+and are read with ``.get``, so older offsets keep their prefix and parse.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import ConfigurationError
+from ..identity import StreamIdentity
 from ..positions import Position
 
 OFFSET_VERSION = 1
@@ -42,6 +51,7 @@ class Plan:
     finished: frozenset[str] = frozenset()  # reached the AvailableNow cut; not read again in this run
     cut: str | None = None  # AvailableNow: ISO-8601 arrival-time cut
     pending: frozenset[str] = frozenset()  # not read (read limit) but known to have data: no probe needed
+    stream: StreamIdentity | None = None  # the stream this run reads; None in offsets older than the key
 
     @property
     def read(self) -> list[str]:
@@ -60,7 +70,8 @@ class Plan:
             "drained": sorted(self.drained),
             "finished": sorted(self.finished),
             "cut": self.cut,
-            "pending": sorted(self.pending),  # last: offsets written before it existed keep their prefix
+            "pending": sorted(self.pending),  # after the original keys: older offsets keep their prefix
+            "stream": self.stream.to_dict() if self.stream is not None else None,  # last, for the same reason
         }
 
     @classmethod
@@ -83,6 +94,7 @@ class Plan:
                 finished=frozenset(offset.get("finished", ())),
                 cut=offset.get("cut"),
                 pending=frozenset(offset.get("pending", ())),
+                stream=StreamIdentity.from_dict(offset["stream"]) if offset.get("stream") else None,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             if isinstance(exc, ConfigurationError):

@@ -51,6 +51,7 @@ class KinesisPartition(InputPartition):
     max_fetch_duration_ms: int | None = None
     end_timestamp: str | None = None  # ISO-8601: stop before records that arrived later
     progress: dict[str, str] = field(default_factory=dict)  # streaming: where to record ends
+    fail_on_data_loss: bool = True  # a shard gone before it was read: fail, or record it ended and skip it
 
     @property
     def end_time(self):

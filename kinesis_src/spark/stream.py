@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
 
@@ -23,6 +24,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from ..identity import check_same_stream
 from ..positions import Position, PositionKind, format_timestamp
 from .batch import endpoint_of
 from .driver import StreamDriver
@@ -72,6 +74,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 batch=0,
                 shards={sid: ShardPlan(pos, 0) for sid, pos in frontier.positions.items()},
                 drained=frontier.drained,
+                stream=self.driver.identity,
             )
             self._initial = plan.to_offset()
             log.info("kinesis stream %r: new run %s over %d shard(s)", self.options.stream_name, plan.run, len(plan.shards))
@@ -87,7 +90,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.info("AvailableNow: reading records that arrived up to %s", self._cut)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        plan = Plan.from_offset(start)
+        plan = self._same_stream(Plan.from_offset(start))  # before any position reaches Kinesis
         driver = self.driver
         frontier = for_trigger(plan, driver.frontier_after(plan), self._cut)  # before probing: see its doc
         has_data = driver.probe(idle_shards(frontier), frontier.positions) if self._cut is None else {}
@@ -102,12 +105,30 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict[str, Any] | None:
         if self._driver is None:
             return None
-        return {"millisBehindLatest": dict(sorted(self._driver.lag.items()))}
+        return {"millisBehindLatest": dict(sorted(self._driver.lag.items())), "dataLoss": self._driver.data_loss()}
+
+    def _same_stream(self, plan: Plan) -> Plan:
+        """Refuse a checkpoint made for another stream; an offset without an identity adopts the current one."""
+        current = self.driver.identity
+        if current is None:
+            return plan  # the endpoint does not report a creation time: nothing to compare
+        if plan.stream is None:
+            return replace(plan, stream=current)
+        opts = self.options
+        check_same_stream(
+            plan.stream,
+            current,
+            f"this query's checkpoint (kinesis-src run {plan.run})",
+            "Start the query with a new checkpointLocation (initialPosition then applies again). The "
+            f"lease-table items the old run left in {opts.lease_table_name!r} under applicationName "
+            f"{opts.application_name!r} can be deleted (docs/leases.md, 'Inspecting a table').",
+        )
+        return plan
 
     # -- planning and reading ----------------------------------------------------------
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        plan = Plan.from_offset(end)
+        plan = self._same_stream(Plan.from_offset(end))  # a replayed batch after a restart reads old positions
         if plan.batch == 0 or not plan.read or start == end:
             return []
         opts = self.options
@@ -132,6 +153,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     "run": plan.run,
                     "batch": str(plan.batch),
                 },
+                fail_on_data_loss=opts.fail_on_data_loss,
             )
             for i, group in enumerate(groups)
         ]

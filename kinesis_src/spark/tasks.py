@@ -8,17 +8,18 @@ rebuilt (a botocore client costs ~50 ms to create).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from functools import lru_cache
 from typing import Iterator
 
 import pyarrow as pa
 
 from ..aws import KinesisClient
-from ..errors import MalformedResponseError
+from ..errors import DataLossError, MalformedResponseError, ShardNotFoundError
 from ..positions import Position
 from ..reader import ShardRead, ShardReader, StopReason
 from .partitions import Endpoint, KinesisPartition, ShardSlice
-from .planner import BatchEnd
+from .planner import SKIP_HINT, TRIMMED_STOP, BatchEnd
 from .progress_log import task_progress_log
 from .rows import page_to_arrow
 
@@ -55,18 +56,40 @@ def read_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: Shard
     """Read one shard from its start to the first stop the partition sets."""
     reader = shard_reader(kinesis, partition, piece)
     duration = partition.max_fetch_duration_ms / 1000 if partition.max_fetch_duration_ms else None
-    read = reader.read(
-        max_records=piece.max_records,
-        max_duration_s=duration,
-        until_caught_up=True,
-        end_sequence=piece.end_sequence,
-        end_timestamp=partition.end_time,
-    )
+    try:
+        read = reader.read(
+            max_records=piece.max_records,
+            max_duration_s=duration,
+            until_caught_up=True,
+            end_sequence=piece.end_sequence,
+            end_timestamp=partition.end_time,
+        )
+    except ShardNotFoundError as exc:
+        return vanished(partition, piece, exc)
     log.info(
         "shard %s of %r: %d records from %s, stopped: %s",
         piece.shard_id, partition.stream, read.record_count, piece.start_position, read.stop_reason.value,
     )
     return read
+
+
+def vanished(partition: KinesisPartition, piece: ShardSlice, error: ShardNotFoundError) -> ShardRead:
+    """The shard was listed when the batch was planned and is gone now: trimmed past retention.
+
+    With failOnDataLoss=true that is a :class:`DataLossError` naming shard and position (nothing
+    is recorded, so a retry fails the same way). Otherwise the shard reads as ended with no
+    records and no children (the driver knows them from the listing): a streaming task records
+    that end, the planner drains the shard, its children become ready.
+    """
+    start = piece.start_position
+    message = (
+        f"shard {piece.shard_id} of stream {partition.stream!r} was trimmed past retention before it was "
+        f"read (unread from {start})"
+    )
+    if partition.fail_on_data_loss:
+        raise DataLossError(f"{message}; {SKIP_HINT}") from error
+    log.warning("%s; skipping it because failOnDataLoss=false", message)
+    return ShardRead(piece.shard_id, start, start, [], StopReason.SHARD_END, None)
 
 
 def read_stream_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
@@ -80,6 +103,9 @@ def read_stream_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatc
     kinesis = kinesis_client(partition.endpoint)
     reads = {piece.shard_id: read_slice(kinesis, partition, piece) for piece in partition.slices}
     ours = {sid: batch_end(read) for sid, read in reads.items()}
+    for sid, read in reads.items():
+        if read.shard_ended and not read.pages:  # only vanished() ends a shard without a single page
+            ours[sid] = replace(ours[sid], stop_reason=TRIMMED_STOP)
     meta = partition.progress
     progress = task_progress_log(partition.endpoint.settings(), meta["table"], meta["application"], partition.stream)
     recorded = progress.record_many(meta["run"], int(meta["batch"]), ours)

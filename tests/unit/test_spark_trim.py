@@ -1,0 +1,372 @@
+"""The Spark source against retention and stream lifecycle (issue #9 items 8 and 9), with fake clients.
+
+* A shard trimmed while the query runs (no longer listed) fails the query with
+  DataLossError, or with failOnDataLoss=false is counted, dropped as drained and
+  its children are read. A task whose shard vanished after planning does the same.
+* A shard partly trimmed past its checkpointed position (the record after which
+  we resume expired) is found by a GetShardIterator(AT_SEQUENCE_NUMBER) +
+  GetRecords(Limit=1) probe: after a restart, and when a shard lags close to
+  the retention period.
+* Offsets carry the stream identity (ARN + creation time); a recreated or
+  renamed stream fails with StreamRecreatedError instead of reading old positions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from kinesis_src.aws.kinesis import StreamSummary
+from kinesis_src.errors import DataLossError, ShardNotFoundError, StreamRecreatedError
+from kinesis_src.positions import Position, PositionKind
+from kinesis_src.records import RecordPage
+from kinesis_src.spark import driver as driver_module
+from kinesis_src.spark.driver import StreamDriver
+from kinesis_src.spark.offsets import Plan, ShardPlan
+from kinesis_src.spark.options import parse_options
+from kinesis_src.spark.planner import BatchEnd, Frontier, ShardStatus, drop_trimmed
+from kinesis_src.spark.stream import KinesisStreamReader
+
+TOP = 2**128 - 1
+HALF = TOP // 2
+S = "shardId-{:012d}".format
+ARN = "arn:aws:kinesis:us-east-1:000000000000:stream/orders"
+CREATED = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+HOUR_MS = 3_600_000
+
+
+def listing(n: int, lo: int, hi: int, parents: tuple[int, ...] = (), closed: bool = False) -> dict:
+    out: dict[str, Any] = {
+        "ShardId": S(n),
+        "HashKeyRange": {"StartingHashKey": str(lo), "EndingHashKey": str(hi)},
+        "SequenceNumberRange": {"StartingSequenceNumber": str(n + 1)},
+    }
+    if parents:
+        out["ParentShardId"] = S(parents[0])
+    if len(parents) == 2:
+        out["AdjacentParentShardId"] = S(parents[1])
+    if closed:
+        out["SequenceNumberRange"]["EndingSequenceNumber"] = str(n + 2)
+    return out
+
+
+MERGE = [listing(0, 0, HALF, closed=True), listing(1, HALF + 1, TOP, closed=True), listing(2, 0, TOP, (0, 1))]
+
+
+class FakeKinesis:
+    """ListShards, DescribeStreamSummary, GetShardIterator and GetRecords over in-memory shards.
+
+    ``records[shard]`` is what the shard still holds (older records were trimmed). As Kinesis
+    does, an iterator at or after a trimmed sequence number starts at the oldest record left.
+    """
+
+    def __init__(self, shards: list[dict], records: dict[str, list[int]] | None = None, **summary: Any) -> None:
+        self.shards = list(shards)
+        self.records = records or {}
+        self.lag_ms: dict[str, int] = {}
+        self.summary = {"arn": ARN, "created": CREATED, "retention_hours": 24, **summary}
+        self.calls: list[tuple] = []
+
+    def describe_stream(self, stream: str) -> StreamSummary:
+        self.calls.append(("describe", stream))
+        s = self.summary
+        return StreamSummary(stream, s["arn"], "ACTIVE", 1, s["retention_hours"], s["created"])
+
+    def list_shards(self, stream: str, exclusive_start_shard_id=None, shard_filter=None, page_size=1000):
+        self.calls.append(("list", exclusive_start_shard_id))
+        return [s for s in self.shards if exclusive_start_shard_id is None or s["ShardId"] > exclusive_start_shard_id]
+
+    def get_shard_iterator(self, stream: str, shard_id: str, position: Position) -> str:
+        self.calls.append(("iterator", shard_id, position))
+        if shard_id not in {s["ShardId"] for s in self.shards}:
+            raise ShardNotFoundError(f"shard {shard_id} is not part of stream {stream!r}")
+        seqs = self.records.get(shard_id, [])
+        if position.kind is PositionKind.TRIM_HORIZON:
+            index = 0
+        elif position.kind is PositionKind.AT_SEQUENCE_NUMBER:
+            index = next((i for i, q in enumerate(seqs) if q >= int(position.sequence_number)), len(seqs))
+        elif position.kind is PositionKind.AFTER_SEQUENCE_NUMBER:
+            index = next((i for i, q in enumerate(seqs) if q > int(position.sequence_number)), len(seqs))
+        else:
+            index = len(seqs)
+        return f"{shard_id}|{index}"
+
+    def get_records(self, iterator: str, limit: int, shard_id: str, stream: str) -> RecordPage:
+        self.calls.append(("records", shard_id))
+        sid, index = iterator.split("|")
+        seqs = self.records.get(sid, [])[int(index) : int(index) + limit]
+        n = len(seqs)
+        return RecordPage(
+            [f"k{q}" for q in seqs], [b"x"] * n, [str(q) for q in seqs], [1.0] * n, [None] * n,
+            f"{sid}|{int(index) + n}", self.lag_ms.get(sid, 0),
+        )
+
+    def probes(self) -> list[tuple[str, Position]]:
+        """The AT_SEQUENCE_NUMBER iterators asked for: the partial-trim probes."""
+        return [(c[1], c[2]) for c in self.calls if c[0] == "iterator" and c[2].kind is PositionKind.AT_SEQUENCE_NUMBER]
+
+
+class FakeProgress:
+    def __init__(self, ends: dict[int, dict[str, BatchEnd]] | None = None) -> None:
+        self.by_batch = ends or {}
+
+    def ends(self, run: str, batch: int) -> dict[str, BatchEnd]:
+        return dict(self.by_batch.get(batch, {}))
+
+    def purge_before(self, run: str, batch: int, shard_ids=None) -> None:
+        pass
+
+
+class FakeClaim:
+    def acquire(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+def reader_for(kinesis: FakeKinesis, progress: FakeProgress | None = None, **options: str) -> KinesisStreamReader:
+    opts = parse_options(
+        {"streamName": "orders", "region": "us-east-1", "initialPosition": "trim_horizon", **options},
+        batch=False, environ={},
+    )
+    reader = KinesisStreamReader(opts)
+    reader._driver = StreamDriver(opts, kinesis=kinesis, progress=progress or FakeProgress(), claim=FakeClaim())
+    return reader
+
+
+def after(seq: int) -> Position:
+    return Position.after_sequence(str(seq))
+
+
+def ended(seq: int, stop: str = "record_limit", lag: int | None = 0, shard_end: bool = False) -> BatchEnd:
+    return BatchEnd(after(seq), 1, shard_end, stop, lag)
+
+
+def plan(batch: int, read: dict[str, Position], carried: dict[str, Position] | None = None, **kw: Any) -> Plan:
+    shards = {s: ShardPlan(p, 10) for s, p in read.items()}
+    shards.update({s: ShardPlan(p, 0) for s, p in (carried or {}).items()})
+    return Plan(run="r", batch=batch, shards=shards, **kw)
+
+
+def latest(reader: KinesisStreamReader, start: Plan | dict) -> Plan:
+    offset = start.to_offset() if isinstance(start, Plan) else start
+    return Plan.from_offset(reader.latestOffset(offset, ReadAllAvailable()))
+
+
+# -- 8a. a shard trimmed whole (no longer listed) ----------------------------------------------------
+
+
+def test_the_planner_drops_an_unlisted_shard_older_than_the_listing_and_keeps_a_listing_lag() -> None:
+    frontier = Frontier(
+        {S(1): after(7), S(5): Position.trim_horizon()},
+        {S(1): ShardStatus.IDLE, S(5): ShardStatus.PENDING},
+        frozenset({S(0)}),
+    )
+    listed = {S(2), S(3)}  # 1 is older than 3 and gone: trimmed; 5 is newer than anything listed: lag
+    with pytest.raises(DataLossError, match=rf"{S(1)}.*AFTER_SEQUENCE_NUMBER 7.*failOnDataLoss=false") as info:
+        drop_trimmed(frontier, listed, fail_on_data_loss=True, stream="orders")
+    assert S(5) not in str(info.value)
+    kept, trimmed = drop_trimmed(frontier, listed, fail_on_data_loss=False, stream="orders")
+    assert trimmed == [S(1)]
+    assert kept.positions == {S(5): Position.trim_horizon()} and S(1) not in kept.status
+    assert kept.drained == {S(0), S(1)}  # drained: its children become ready
+    assert drop_trimmed(frontier, set(), fail_on_data_loss=True, stream="orders") == (frontier, [])
+
+
+def running_past_merge(monkeypatch: pytest.MonkeyPatch, **options: str) -> tuple[KinesisStreamReader, FakeKinesis, Plan]:
+    """0 and 1 merged into 2; 0 is drained, 1 is read up to 7. Then 1 is trimmed while the query runs."""
+    monkeypatch.setattr(driver_module, "DISCOVERY_INTERVAL_S", 0.0)  # list on every call
+    kinesis = FakeKinesis(MERGE, {S(1): [7, 8, 9], S(2): [20]})
+    p1 = plan(1, {S(1): Position.trim_horizon()}, drained=frozenset({S(0)}))
+    progress = FakeProgress({1: {S(1): ended(7)}, 2: {S(1): ended(7, "caught_up")}})
+    reader = reader_for(kinesis, progress, **options)
+    p2 = latest(reader, p1)  # the first listing still has shard 1
+    assert p2.batch == 2 and p2.read == [S(1)] and p2.shards[S(1)].start == after(7)
+    kinesis.shards = [s for s in kinesis.shards if s["ShardId"] == S(2)]  # 0 and 1 trimmed
+    return reader, kinesis, p2
+
+
+def test_a_shard_trimmed_during_the_run_fails_with_data_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    reader, _, p2 = running_past_merge(monkeypatch)
+    reader.driver.progress.by_batch[2] = {S(1): ended(7)}  # still unread records behind 7 (record_limit)
+    with pytest.raises(DataLossError, match=rf"{S(1)} \(unread from AFTER_SEQUENCE_NUMBER 7\)"):
+        latest(reader, p2)
+
+
+def test_a_shard_trimmed_during_the_run_is_skipped_and_counted_without_fail_on_data_loss(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    reader, _, p2 = running_past_merge(monkeypatch, failOnDataLoss="false")
+    reader.driver.progress.by_batch[2] = {S(1): ended(7)}
+    with caplog.at_level(logging.WARNING):
+        p3 = latest(reader, p2)
+    assert p3.batch == 3 and p3.read == [S(2)] and p3.shards[S(2)].start == Position.trim_horizon()
+    assert S(1) not in p3.shards
+    assert any(S(1) in r.getMessage() and "failOnDataLoss=false" in r.getMessage() for r in caplog.records)
+    assert reader.reportLatestOffset()["dataLoss"] == {"trimmedShards": 1, "partlyTrimmedShards": 0}
+    latest(reader, p2)  # Spark asks again for the same start: the same shard is not counted twice
+    assert reader.reportLatestOffset()["dataLoss"]["trimmedShards"] == 1
+
+
+# -- 8a'. a shard that vanished between planning and reading (executor side) -------------------------
+
+
+def task_partition(fail_on_data_loss: bool):
+    """Batch 4 reads shard 1 from after sequence number 7."""
+    from kinesis_src.spark.partitions import Endpoint, KinesisPartition, ShardSlice
+
+    return KinesisPartition(
+        index=0, stream="orders", endpoint=Endpoint("us-east-1", None, None),
+        slices=(ShardSlice(S(1), after(7).to_dict(), 10),), fetch_interval_ms=0,
+        progress={"table": "t", "application": "a", "run": "r", "batch": "4"},
+        fail_on_data_loss=fail_on_data_loss,
+    )
+
+
+class RecordingProgressLog:
+    def __init__(self) -> None:
+        self.recorded: dict[str, BatchEnd] = {}
+
+    def record_many(self, run: str, batch: int, ends: dict[str, BatchEnd]) -> dict[str, BatchEnd]:
+        self.recorded.update(ends)
+        return dict(ends)
+
+
+def vanished_task(monkeypatch: pytest.MonkeyPatch) -> RecordingProgressLog:
+    from kinesis_src.spark import tasks
+
+    kinesis = FakeKinesis([listing(2, 0, TOP)], {S(2): [1]})  # shard 1 is gone
+    log_ = RecordingProgressLog()
+    monkeypatch.setattr(tasks, "kinesis_client", lambda endpoint: kinesis)
+    monkeypatch.setattr(tasks, "task_progress_log", lambda *a: log_)
+    return log_
+
+
+def test_a_task_whose_shard_vanished_records_it_ended_without_fail_on_data_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kinesis_src.spark.tasks import read_stream_partition
+
+    recorded = vanished_task(monkeypatch)
+    assert list(read_stream_partition(task_partition(fail_on_data_loss=False))) == []
+    end = recorded.recorded[S(1)]
+    assert end.shard_end and end.record_count == 0 and end.next_position == after(7)
+
+
+def test_a_task_whose_shard_vanished_fails_with_data_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kinesis_src.spark.tasks import read_stream_partition
+
+    recorded = vanished_task(monkeypatch)
+    with pytest.raises(DataLossError, match=rf"{S(1)}.*AFTER_SEQUENCE_NUMBER 7.*failOnDataLoss=false"):
+        list(read_stream_partition(task_partition(fail_on_data_loss=True)))
+    assert recorded.recorded == {}  # nothing recorded: a retry of the task fails the same way
+
+
+def test_partitions_carry_fail_on_data_loss() -> None:
+    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): [1]})
+    reader = reader_for(kinesis, failOnDataLoss="false")
+    p1 = plan(1, {S(0): Position.trim_horizon()})
+    parts = reader.partitions(plan(0, {}, {S(0): Position.trim_horizon()}).to_offset(), p1.to_offset())
+    assert [p.fail_on_data_loss for p in parts] == [False]
+    assert [p.fail_on_data_loss for p in reader_for(kinesis).partitions({}, p1.to_offset())] == [True]
+
+
+# -- 8b. a shard partly trimmed past its checkpointed position ---------------------------------------
+
+
+def restarted_on(records: list[int], **options: str) -> tuple[KinesisStreamReader, FakeKinesis, Plan]:
+    """A restart: the checkpoint has shard 0 idle after sequence number 5; the shard now holds ``records``."""
+    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): records})
+    previous = plan(3, {}, {S(0): after(5)})
+    return reader_for(kinesis, **options), kinesis, previous
+
+
+def test_after_a_restart_a_position_whose_record_was_trimmed_fails_with_data_loss() -> None:
+    reader, kinesis, previous = restarted_on([9, 10])  # 6..8 expired while the query was down
+    with pytest.raises(DataLossError, match=rf"{S(0)}.*sequence number 5.*oldest.*9.*failOnDataLoss=false"):
+        latest(reader, previous)
+    assert kinesis.probes() == [(S(0), Position.at_sequence("5"))]
+
+
+def test_after_a_restart_a_partly_trimmed_shard_continues_from_the_oldest_record_and_is_counted() -> None:
+    reader, _, previous = restarted_on([9, 10], failOnDataLoss="false")
+    nxt = latest(reader, previous)
+    assert nxt.read == [S(0)] and nxt.shards[S(0)].start == Position.at_sequence("9")
+    assert reader.reportLatestOffset()["dataLoss"] == {"trimmedShards": 0, "partlyTrimmedShards": 1}
+
+
+def test_after_a_restart_an_intact_position_costs_one_probe_and_passes() -> None:
+    reader, kinesis, previous = restarted_on([5, 6])
+    nxt = latest(reader, previous)
+    assert kinesis.probes() == [(S(0), Position.at_sequence("5"))]
+    assert nxt.read == [S(0)] and nxt.shards[S(0)].start == after(5)
+    latest(reader, previous)
+    assert len(kinesis.probes()) == 1  # once per restart, not per batch
+
+
+def test_a_shard_lagging_close_to_retention_is_probed_and_others_are_not() -> None:
+    kinesis = FakeKinesis([listing(0, 0, HALF), listing(1, HALF + 1, TOP)], {S(0): [12, 13], S(1): [11, 12]})
+    lagging = 23 * HOUR_MS + 1  # retention 24 h: less than an hour left before shard 0's next record expires
+    progress = FakeProgress({1: {S(0): ended(10, lag=lagging), S(1): ended(10, lag=HOUR_MS)}})
+    reader = reader_for(kinesis, progress)
+    reader.initialOffset()  # a fresh start in this driver: no restart probe
+    p1 = plan(1, {S(0): Position.trim_horizon(), S(1): Position.trim_horizon()})
+    with pytest.raises(DataLossError, match=rf"{S(0)}.*sequence number 10.*oldest.*12"):
+        latest(reader, p1)
+    assert kinesis.probes() == [(S(0), Position.at_sequence("10"))]  # shard 1 is far from retention
+
+
+# -- 9. the stream identity in the offset ------------------------------------------------------------
+
+
+def test_the_initial_offset_carries_the_stream_identity_as_its_last_key() -> None:
+    kinesis = FakeKinesis([listing(0, 0, TOP)])
+    offset = reader_for(kinesis).initialOffset()
+    assert list(offset)[-1] == "stream"
+    assert offset["stream"] == {"arn": ARN, "created": "2026-03-01T12:00:00.000000Z"}
+    back = Plan.from_offset(json.loads(json.dumps(offset)))
+    assert back.to_offset() == offset and back.stream is not None and back.stream.arn == ARN
+
+
+def test_every_plan_carries_the_identity_and_an_old_offset_adopts_the_current_one() -> None:
+    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): [1, 2]})
+    old = plan(0, {}, {S(0): Position.trim_horizon()}).to_offset()
+    del old["stream"]  # written before offsets carried the identity
+    nxt = latest(reader_for(kinesis), old)
+    assert nxt.batch == 1 and nxt.stream is not None and nxt.stream.to_dict()["arn"] == ARN
+    again = latest(reader_for(kinesis, FakeProgress({1: {S(0): ended(1)}})), nxt)
+    assert again.batch == 2 and again.stream == nxt.stream
+
+
+def test_a_recreated_stream_fails_with_the_way_to_start_over() -> None:
+    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): [1, 2]})
+    offset = reader_for(kinesis).initialOffset()
+    kinesis.summary["created"] = CREATED + timedelta(hours=2)  # deleted and created again, same name
+    reader = reader_for(kinesis)
+    with pytest.raises(StreamRecreatedError, match="deleted and created again") as info:
+        latest(reader, offset)
+    assert "checkpointLocation" in str(info.value) and "applicationName" in str(info.value)
+    assert not [c for c in kinesis.calls if c[0] in ("iterator", "records")]  # no old position was used
+    with pytest.raises(StreamRecreatedError):
+        reader.partitions(offset, {**offset, "batch": 1})  # a replayed batch after a restart is refused too
+
+
+def test_a_changed_stream_name_on_the_same_checkpoint_fails() -> None:
+    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): [1]})
+    offset = reader_for(kinesis).initialOffset()
+    kinesis.summary["arn"] = ARN.replace("orders", "payments")
+    with pytest.raises(StreamRecreatedError, match="streamName changed"):
+        latest(reader_for(kinesis), offset)
+
+
+def test_the_stream_is_described_once_per_driver() -> None:
+    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): [1]})
+    reader = reader_for(kinesis)
+    offset = reader.initialOffset()
+    for _ in range(3):
+        reader.latestOffset(offset, ReadAllAvailable())
+    assert [c for c in kinesis.calls if c[0] == "describe"] == [("describe", "orders")]
