@@ -46,6 +46,7 @@ from ..errors import ConfigurationError, ShardNotFoundError
 from ..leases.coordinator import LeaseCoordinator, LeaseTiming
 from ..leases.model import Lease
 from ..leases.shard_sync import ShardSync
+from ..leases.stream_binding import bind_stream
 from ..leases.table import LeaseTable
 from ..names import default_table_name, validate_name
 from ..positions import Position
@@ -173,7 +174,9 @@ class Consumer:
         table = LeaseTable(DynamoDBClient(self.settings), self.table_name, self.application, self.stream)
         table.ensure_table(create=True)
         kinesis = KinesisClient(self.settings)
-        kinesis.describe_stream(self.stream)  # a missing stream fails here, with its name
+        summary = kinesis.describe_stream(self.stream)  # a missing stream fails here, with its name
+        if summary.identity is not None:  # a recreated stream fails here, before any lease is read
+            bind_stream(table, summary.identity)
         return LeaseCoordinator(
             table,
             self.worker_id,
