@@ -50,7 +50,7 @@ def table(results: list[scenarios.Result]) -> str:
         injected = sum(r.injected.values())
         dup = str(r.duplicated)
         if r.engine == "consumer":
-            dup = f"{r.duplicated} ({r.dup_acked} after ack)"
+            dup = f"{r.duplicated} ({r.dup_acked} after an ack, {getattr(r, 'acked_twice', 0)} acked twice)"
         ooo = str(r.out_of_order) + ("" if r.order_required else " (not required)")
         lines.append(f"| {r.scenario} | {r.engine} | {r.fault} | {injected} | {r.produced} | {r.delivered} | "
                      f"{r.lost} | {dup} | {ooo} | {fmt(r.recover_s)} | {fmt(r.catchup_s)} | **{r.verdict}** |")
@@ -67,17 +67,19 @@ TRUNCATION = (
     "raises `MalformedResponseError`, which is not retriable (`kinesis_src/aws/decode.py`, "
     "`kinesis_src/errors.py`). Invariant 7 asks for connection errors to be retried: a 2xx body that does not "
     "parse (or is shorter than its Content-Length) should become a retriable connection error at the AWS "
-    "boundary. Reproduced one call at a time by the xfail tests in `tests/faults/test_fault_scenarios.py`."
+    "boundary. Reproduced one call at a time by the truncation tests in `tests/faults/test_fault_scenarios.py` "
+    "(fixed in 61a35e4)."
 )
 MERGE_CHILD = (
-    "**A merge child read before one of its parents.** At the SHARD_END of one parent, "
+    "**A merge child read before one of its parents** (found by this campaign, fixed in f6680b3; if "
+    "consumer order breaks again, check this first). At the SHARD_END of one parent, "
     "`Coordinator.shard_ended` -> `LeaseTable.mark_shard_end` creates the merge child's lease. The other "
     "parent, itself a split child whose own parent is still being read (here: slowed down by the faults), "
     "has no lease yet: it gets one when its parent ends or at the leader's next shard sync "
     "(`sync_interval_s`, 60 s). `assignment.is_assignable` (`kinesis_src/leases/assignment.py`) counts a "
     "parent without a lease as drained (trimmed), so the child is leased and read before that parent, and "
     "per-key order breaks (no record is lost or duplicated). Deterministic reproduction: "
-    "`test_a_merge_child_waits_for_a_parent_that_has_no_lease_yet` (xfail) holds shard 0's reads for 8 s "
+    "`test_a_merge_child_waits_for_a_parent_that_has_no_lease_yet` holds shard 0's reads for 8 s "
     "after the split+merge."
 )
 
@@ -89,7 +91,20 @@ IN_PROGRESS = (
     "cancellation (handled in `transact_write`) nor in a retriable set of `_translate_client_error` "
     "(`kinesis_src/aws/boundary.py`), so it becomes a plain, non-retriable `KinesisSourceError`: the Spark "
     "task recording its batch's progress fails and the query dies. Reproduced by "
-    "`test_transaction_in_progress_is_retried` (xfail)."
+    "`test_transaction_in_progress_is_retried` (fixed in 81dc834)."
+)
+
+STALE_HOLDER = (
+    "**REDELIVERED: a record delivered again after another worker had acknowledged it.** Under DynamoDB "
+    "throttling a live worker's heartbeat writes are retried past the failover time, so another worker "
+    "takes its lease (failover working as designed) and reads on from the last checkpoint. The old holder "
+    "does not know yet (it learns at its next lease renewal) and delivers the batch it had fetched: records "
+    "the new holder has already delivered and checkpointed. Its checkpoint raises `LeaseLostError` and "
+    "writes nothing (fencing holds), so nothing is lost and no record is acknowledged twice; but "
+    "docs/consumer.md promises that a record is delivered again only if it came after the shard's last "
+    "successful checkpoint, which this breaks. Closing the window needs the holder to stop delivering a "
+    "shard once its lease may have expired as others see it (last successful renewal older than the "
+    "failover time), not only while its own heartbeat is overdue."
 )
 
 
@@ -101,6 +116,8 @@ def diagnoses(results: list[scenarios.Result]) -> list[str]:
         texts.append(TRUNCATION)
     if "TransactionInProgressException" in " ".join(" ".join(r.failures) for r in results):
         texts.append(IN_PROGRESS)
+    if any(r.verdict == "REDELIVERED" for r in results):
+        texts.append(STALE_HOLDER)
     if any(r.engine == "consumer" and r.out_of_order and r.order_required for r in results):
         texts.append(MERGE_CHILD)
     return texts
@@ -185,8 +202,10 @@ Columns:
   sink's own log); **lost**: produced, never delivered (must be 0).
 - **duplicated**: Spark: extra copies of a `(shardId, sequenceNumber)` in the
   committed output (must be 0). Consumer: extra deliveries (at-least-once
-  allows the unacknowledged tail); "after ack" counts deliveries of a
-  record after an earlier delivery of it had been checkpointed (must be 0).
+  allows the unacknowledged tail); "after an ack" counts deliveries of a
+  record after an earlier delivery of it had been checkpointed (verdict
+  REDELIVERED: docs/consumer.md promises none), "acked twice" records
+  whose checkpoint succeeded after two deliveries (verdict DUPLICATED).
 - **out of order**: per-key counter regressions, each record counted at its
   first delivery (parents before children: must be 0 while
   `preserveShardOrder` is on).
@@ -212,9 +231,11 @@ Columns:
 `make test` runs `tests/faults/test_fault_proxy.py` (the proxy itself, a few
 seconds) and `tests/faults/test_fault_scenarios.py`, the fast subset of these
 scenarios: {fast}. It also holds one-call reproductions of the defects
-found here (marked xfail, with the defect named, until they are fixed): a
-truncated GetRecords or ListShards body, and a merge child read before its
-lease-less other parent. The whole table above is `{COMMAND}` only.
+found here (truncated GetRecords and ListShards bodies,
+TransactionInProgressException, a merge child read before its lease-less
+other parent), now regression tests. A fast scenario that shows the stale
+holder's redelivery (above) is reported as xfail naming it. The whole table
+above is `{COMMAND}` only.
 """
 
 

@@ -116,7 +116,8 @@ class Result:
     delivered: int = 0
     lost: int = 0
     duplicated: int = 0
-    dup_acked: int = 0
+    dup_acked: int = 0      # consumer: deliveries of a record after an earlier delivery of it was acknowledged
+    acked_twice: int = 0    # consumer: records whose checkpoint succeeded after two different deliveries
     out_of_order: int = 0
     recover_s: float | None = None
     catchup_s: float | None = None
@@ -128,7 +129,7 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        return (self.lost == 0 and self.dup_acked == 0 and not self.failures
+        return (self.lost == 0 and self.dup_acked == 0 and self.acked_twice == 0 and not self.failures
                 and (self.engine == "consumer" or self.duplicated == 0)
                 and (self.out_of_order == 0 or not self.order_required) and self.produced > 0)
 
@@ -138,12 +139,14 @@ class Result:
             return "ERROR"
         if self.lost:
             return "LOST"
-        if self.dup_acked or (self.engine == "spark" and self.duplicated):
+        if self.acked_twice or (self.engine == "spark" and self.duplicated):
             return "DUPLICATED"
         if self.failures:
             return "FAILED"
         if self.out_of_order and self.order_required:
             return "ORDER"
+        if self.dup_acked:
+            return "REDELIVERED"
         return "ok"
 
     def to_json(self) -> dict[str, Any]:
@@ -413,6 +416,7 @@ class ConsumerEngine:
             1 for v in per_record.values() for t, _ in v
             if any(a is not None and a < t for _, a in v)
         )
+        result.acked_twice = sum(1 for v in per_record.values() if sum(a is not None for _, a in v) > 1)
         latest: dict[str, tuple[int, str]] = {}
         where = {(k, n): (d[0], d[1]) for d in reversed(deliveries) for k, n, _ in d[5]}
         examples = []
