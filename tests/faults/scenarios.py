@@ -886,7 +886,7 @@ SCENARIOS: list[Scenario] = [
                                                 probability=1 / 3),
                               seconds=6)),
              fast=("consumer",)),
-    Scenario("dynamodb-transactions", ("spark",),  # the consumer makes no TransactWriteItems call
+    Scenario("dynamodb-transactions", BOTH,  # consumer: SHARD_END and child leases are one transaction
              "8 s burst: TransactWriteItems cancelled (TransactionConflict) 40% / TransactionInProgressException 30%",
              during_run(burst(lambda: transaction_canceled("conflict", "TransactionConflict", probability=0.4),
                               lambda: aws_error("in-progress", (D + "TransactWriteItems",),
