@@ -428,7 +428,7 @@ class ConsumerEngine:
                     examples.append(f"{key}:{n} ({where[(key, n)][1]} by {where[(key, n)][0]}) first delivered "
                                     f"after {key}:{previous[0]} ({previous[1]})")
             if n > previous[0]:
-                latest[key] = (n, "%s by %s" % (where[(key, n)][1], where[(key, n)][0]))
+                latest[key] = (n, f"{where[(key, n)][1]} by {where[(key, n)][0]}")
         if examples:
             result.notes.append("out of order, e.g. " + "; ".join(examples))
         after = [d[4] for d in deliveries if d[4] > fault_end and (affected is None or d[1] in affected)
@@ -821,7 +821,7 @@ def spark_option_changes(ctx: Context, engine: SparkEngine, result: Result) -> N
         committed = len(engine.batches())
         restarted = engine.start(*args)
         ctx.start_producing()
-        poll(lambda: len(engine.batches()) > committed or engine.died(), 180, 0.5)  # this run committed a batch
+        poll(lambda n=committed: len(engine.batches()) > n or engine.died(), 180, 0.5)  # this run committed a batch
         ctx.sleep_until(time.monotonic() + 2.0)
         last_put = ctx.stop_producing()
         engine.kill()  # mid-run: whatever was in flight is replayed by the next configuration
@@ -956,4 +956,4 @@ def by_name(name: str) -> Scenario:
     raise KeyError(name)
 
 
-__all__ = ["SCENARIOS", "Result", "Scenario", "by_name", "run", "encode"]
+__all__ = ["SCENARIOS", "Result", "Scenario", "by_name", "encode", "run"]
