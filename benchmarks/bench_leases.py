@@ -71,10 +71,11 @@ sys.path.insert(0, str(ROOT / "localstack"))
 
 from kinesis_src.aws.dynamodb import DynamoDBClient  # noqa: E402
 from kinesis_src.config import ENV_DYNAMODB_ENDPOINT_URL, AwsSettings  # noqa: E402
-from kinesis_src.leases.coordinator import LeaseCoordinator, LeaseTiming  # noqa: E402
+from kinesis_src.leases.coordinator import LeaseCoordinator  # noqa: E402
 from kinesis_src.leases.model import Checkpoint, Lease  # noqa: E402
 from kinesis_src.leases.progress import ProgressStore, ShardProgress  # noqa: E402
 from kinesis_src.leases.table import LeaseTable  # noqa: E402
+from kinesis_src.leases.timing import LeaseTiming  # noqa: E402
 from kinesis_src.positions import Position  # noqa: E402
 from kinesis_src.retry import RetryPolicy  # noqa: E402
 from lineage import MAX_HASH_KEY, HashRange  # noqa: E402

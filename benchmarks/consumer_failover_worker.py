@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kinesis_src.consumer import Consumer
-from kinesis_src.leases.coordinator import LeaseTiming
+from kinesis_src.leases.timing import LeaseTiming
 
 
 def emit(event: str, **fields: object) -> None:

@@ -43,11 +43,12 @@ from ..aws import DynamoDBClient, KinesisClient
 from ..aws.async_kinesis import AsyncKinesisClient
 from ..config import AwsSettings
 from ..errors import ConfigurationError, ShardNotFoundError
-from ..leases.coordinator import LeaseCoordinator, LeaseTiming
+from ..leases.coordinator import LeaseCoordinator
 from ..leases.model import Lease
 from ..leases.shard_sync import ShardSync
 from ..leases.stream_binding import bind_stream
 from ..leases.table import LeaseTable
+from ..leases.timing import LeaseTiming
 from ..names import default_table_name, validate_name
 from ..positions import Position
 from ..reader import MAX_RECORDS_PER_FETCH

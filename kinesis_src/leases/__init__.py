@@ -12,11 +12,13 @@
 """
 
 from .assignment import AssignmentPlan, is_assignable, plan_assignment
-from .coordinator import CycleReport, LeaseCoordinator, LeaseListener, LeaseTiming
+from .coordinator import CycleReport, LeaseCoordinator
+from .listener import LeaseListener
 from .model import Checkpoint, CheckpointKind, HeartbeatStatus, Lease, WorkerHeartbeat
 from .progress import ProgressStore, ShardProgress
 from .shard_sync import ShardSync
 from .table import LeaseTable
+from .timing import LeaseTiming
 
 __all__ = [
     "AssignmentPlan",

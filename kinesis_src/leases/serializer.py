@@ -35,8 +35,8 @@ from lineage import HashRange
 
 from ..aws.dynamodb import Item
 from ..errors import CorruptLeaseError, InvalidPositionError, KinesisSourceError
-from ..positions import format_timestamp
 from ..identity import StreamIdentity
+from ..positions import format_timestamp
 from .model import _SENTINELS, Checkpoint, CheckpointKind, Lease, WorkerHeartbeat
 
 # -- key layout -------------------------------------------------------------------

@@ -47,11 +47,12 @@ from kinesis_src.aws.dynamodb import DynamoDBClient  # noqa: E402
 from kinesis_src.aws.kinesis import KinesisClient  # noqa: E402
 from kinesis_src.config import AwsSettings  # noqa: E402
 from kinesis_src.errors import KinesisSourceError  # noqa: E402
-from kinesis_src.leases.coordinator import CycleReport, LeaseCoordinator, LeaseTiming  # noqa: E402
+from kinesis_src.leases.coordinator import CycleReport, LeaseCoordinator  # noqa: E402
 from kinesis_src.leases.model import Checkpoint, Lease  # noqa: E402
 from kinesis_src.leases.progress import ProgressStore, ShardProgress  # noqa: E402
 from kinesis_src.leases.shard_sync import ShardSync  # noqa: E402
 from kinesis_src.leases.table import LeaseTable  # noqa: E402
+from kinesis_src.leases.timing import LeaseTiming  # noqa: E402
 from kinesis_src.positions import Position  # noqa: E402
 from kinesis_src.reader import ShardReader  # noqa: E402
 from kinesis_src.retry import RetryPolicy  # noqa: E402

@@ -30,11 +30,12 @@ from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import LeaseLostError, LeaseTableNotFoundError
 from kinesis_src.leases.assignment import plan_assignment
-from kinesis_src.leases.coordinator import LeaseCoordinator, LeaseTiming
+from kinesis_src.leases.coordinator import LeaseCoordinator
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease, ShardEndResult
 from kinesis_src.leases.progress import ProgressStore
 from kinesis_src.leases.shard_sync import ShardSync
 from kinesis_src.leases.table import LeaseTable
+from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.positions import Position
 from kinesis_src.reader import ShardReader
 from kinesis_src.records import ChildShard

@@ -12,9 +12,10 @@ from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import CorruptLeaseError, LeaseLostError, WorkerIdInUseError
 from kinesis_src.leases.claim import QueryClaim
-from kinesis_src.leases.coordinator import LeaseCoordinator, LeaseTiming
+from kinesis_src.leases.coordinator import LeaseCoordinator
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease
 from kinesis_src.leases.table import LeaseTable
+from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.records import ChildShard
 from kinesis_src.retry import RetryPolicy
 from lineage import MAX_HASH_KEY, HashRange

@@ -9,9 +9,10 @@ from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import ApplicationInUseError
 from kinesis_src.leases.claim import QUERY_WORKER_ID, QueryClaim
-from kinesis_src.leases.coordinator import LeaseCoordinator, LeaseTiming
+from kinesis_src.leases.coordinator import LeaseCoordinator
 from kinesis_src.leases.model import Checkpoint, Lease
 from kinesis_src.leases.table import LeaseTable
+from kinesis_src.leases.timing import LeaseTiming
 from lineage import MAX_HASH_KEY, HashRange
 
 

@@ -1,0 +1,38 @@
+"""What a lease coordinator tells the process using its leases, and what it needs from shard sync."""
+
+from __future__ import annotations
+
+from typing import Iterable, Protocol
+
+from .model import Lease
+
+
+class LeaseListener(Protocol):
+    """What the process using the leases (a consumer) is told.
+
+    Called from the coordinator's thread; keep them short. ``before_release``
+    runs before a graceful release (shedding, shutdown): checkpoint there.
+    """
+
+    def on_acquired(self, lease: Lease) -> None: ...
+
+    def on_lost(self, lease: Lease, reason: str) -> None: ...
+
+    def before_release(self, lease: Lease) -> None: ...
+
+
+class NoListener:
+    def on_acquired(self, lease: Lease) -> None:
+        return None
+
+    def on_lost(self, lease: Lease, reason: str) -> None:
+        return None
+
+    def before_release(self, lease: Lease) -> None:
+        return None
+
+
+class SyncsShards(Protocol):
+    """What the coordinator needs from :class:`kinesis_src.shard_sync.ShardSync`."""
+
+    def run(self, leases: Iterable[Lease] | None = None) -> object: ...
