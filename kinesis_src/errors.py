@@ -201,9 +201,5 @@ class WorkerIdInUseError(KinesisSourceError):
 # --- Spark ---------------------------------------------------------------------
 
 
-class ProgressMissingError(KinesisSourceError):
-    """A batch's recorded ends are needed to plan the next batch but cannot be read."""
-
-
 class ApplicationInUseError(ConfigurationError):
     """Another running query already uses this applicationName on this stream."""
