@@ -42,7 +42,7 @@ from typing import Any, AsyncIterator
 from ..aws import DynamoDBClient, KinesisClient
 from ..aws.async_kinesis import AsyncKinesisClient
 from ..config import AwsSettings
-from ..errors import ConfigurationError, ShardNotFoundError
+from ..errors import ConfigurationError, DataLossError, ShardNotFoundError
 from ..leases.coordinator import LeaseCoordinator
 from ..leases.model import Lease
 from ..leases.shard_sync import ShardSync
@@ -103,6 +103,7 @@ class Consumer:
         preserve_shard_order: bool = True,
         metrics_interval_s: float = 60.0,
         end_ack_warning_s: float = END_ACK_WARNING_S,
+        fail_on_data_loss: bool = False,
         handle_signals: bool = True,
         retry: RetryPolicy | None = None,
     ) -> None:
@@ -126,6 +127,8 @@ class Consumer:
         self.preserve_shard_order = preserve_shard_order
         self.metrics_interval_s = metrics_interval_s
         self.handle_signals = handle_signals
+        self.fail_on_data_loss = fail_on_data_loss
+        self.check_retention = True  # one probe per holding that starts after a checkpointed record
         self.metrics = ConsumerMetrics(self.worker_id)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._kinesis: AsyncKinesisClient | None = None
@@ -290,8 +293,22 @@ class Consumer:
             limit=self.limit, pacing=self.pacing,
             deliver=lambda page, s=shard: self._deliver(s, page),
             on_end=lambda page, s=shard: self._fetched_to_end(s, page),
+            on_expired=self._checkpoint_expired if self.check_retention else None,
         )
         shard.task = asyncio.create_task(self._fetch(shard, fetcher), name=f"fetch-{lease.shard_id}")
+
+    async def _checkpoint_expired(self, shard_id: str, checkpointed: str, oldest: str) -> None:
+        """The record a holding resumes after is gone (retention): records after it may be lost."""
+        self.metrics.checkpoints_expired += 1
+        message = (
+            f"stream {self.stream!r}, shard {shard_id}: the checkpointed record {checkpointed} is no longer "
+            f"in the stream (trimmed past retention); reading resumes at the oldest record left, {oldest}. "
+            "Records between the two, if there were any, expired before they were read"
+        )
+        if self.fail_on_data_loss:
+            self._fail(DataLossError(message + " (fail_on_data_loss=True)."))
+            return
+        log.warning("consumer %s: %s.", self.worker_id, message)
 
     def _lost(self, lease: Lease, reason: str) -> None:
         shard = self._holdings.get(lease.shard_id)

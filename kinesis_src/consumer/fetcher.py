@@ -18,8 +18,8 @@ import time
 from typing import Awaitable, Callable
 
 from ..aws.async_kinesis import AsyncKinesisClient
-from ..errors import IteratorExpiredError, RetriesExhaustedError
-from ..positions import Position
+from ..errors import IteratorExpiredError, KinesisSourceError, RetriesExhaustedError
+from ..positions import Position, PositionKind
 from ..records import RecordPage
 from .pacing import FetchPacing
 
@@ -40,6 +40,7 @@ class ShardFetcher:
         pacing: FetchPacing,
         deliver: Callable[[RecordPage], Awaitable[None]],
         on_end: Callable[[RecordPage], Awaitable[None]],
+        on_expired: Callable[[str, str, str], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kinesis = kinesis
@@ -50,10 +51,13 @@ class ShardFetcher:
         self.pacing = pacing
         self.deliver = deliver
         self.on_end = on_end
+        self.on_expired = on_expired
         self.clock = clock
         self.calls = 0
 
     async def run(self) -> None:
+        if self.on_expired is not None and self.position.kind is PositionKind.AFTER_SEQUENCE_NUMBER:
+            await self._check_retention(self.position.sequence_number)  # type: ignore[arg-type]
         iterator = await self._iterator()
         while True:
             started = self.clock()
@@ -81,6 +85,26 @@ class ShardFetcher:
             )
             if wait > 0:
                 await asyncio.sleep(wait)
+
+    async def _check_retention(self, checkpointed: str) -> None:
+        """Is the checkpointed record still in the stream? (two calls, once per holding)
+
+        Kinesis does not refuse a position whose record expired: an iterator
+        after it silently starts at the oldest record left. The only visible
+        trace is that an iterator *at* it returns another record. An empty
+        answer says nothing (Kinesis may return empty pages); errors skip the
+        check rather than the shard.
+        """
+        try:
+            iterator = await self.kinesis.get_shard_iterator(
+                self.stream, self.shard_id, Position.at_sequence(checkpointed)
+            )
+            page = await self.kinesis.get_records(iterator, 1, self.shard_id, self.stream)
+        except KinesisSourceError as exc:
+            log.debug("shard %s: retention check skipped: %s", self.shard_id, exc)
+            return
+        if len(page) and page.sequence_numbers[0] != checkpointed:
+            await self.on_expired(self.shard_id, checkpointed, page.sequence_numbers[0])  # type: ignore[misc]
 
     async def _iterator(self) -> str:
         """An iterator at the current position; outages are waited out, like GetRecords'."""

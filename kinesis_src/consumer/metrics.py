@@ -33,6 +33,9 @@ class ConsumerMetrics:
     it. ``shards_held_past_end`` is the number of shards, now, whose end was
     seen longer ago than ``end_ack_warning_s`` while the batch that ends them
     is still not checkpointed: their children wait for that checkpoint.
+    ``checkpoints_expired`` counts holdings that started after a checkpointed
+    record that retention had already removed: records between it and the
+    oldest one left, if there were any, expired unread.
     """
 
     worker_id: str
@@ -46,6 +49,7 @@ class ConsumerMetrics:
     shards_ended: int = 0
     shard_ends_failed: int = 0
     shards_held_past_end: int = 0
+    checkpoints_expired: int = 0
     shards: dict[str, ShardMetrics] = field(default_factory=dict)
 
     @property

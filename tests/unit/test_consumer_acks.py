@@ -22,6 +22,7 @@ from kinesis_src.consumer import Consumer, FetchPacing, parse_initial_position
 from kinesis_src.consumer.shard_state import ShardPhase
 from kinesis_src.errors import (
     ConfigurationError,
+    DataLossError,
     LeaseLostError,
     MalformedResponseError,
     RetriesExhaustedError,
@@ -132,13 +133,16 @@ def lease(shard_id: str = SHARD, checkpoint: Checkpoint | None = None, counter: 
     return Lease(shard_id, checkpoint or Checkpoint.trim_horizon(), HashRange(0, 100), counter=counter, owner="me")
 
 
-def make_consumer(kinesis: ScriptedKinesis, **options: Any) -> tuple[Consumer, RecordingCoordinator]:
+def make_consumer(
+    kinesis: ScriptedKinesis, *, probe_retention: bool = False, **options: Any
+) -> tuple[Consumer, RecordingCoordinator]:
     consumer = Consumer("orders", application_name="app", region="us-east-1", worker_id="me", **options)
     coordinator = RecordingCoordinator()
     consumer._loop = asyncio.get_running_loop()
     consumer._kinesis = kinesis  # type: ignore[assignment]
     consumer._coordinator = coordinator  # type: ignore[assignment]
     consumer.pacing = FetchPacing(idle_interval_s=0, min_interval_s=0)
+    consumer.check_retention = probe_retention  # the probe's two calls would consume scripted pages
     return consumer, coordinator
 
 
@@ -269,6 +273,48 @@ def test_a_new_holder_resumes_after_the_checkpoint() -> None:
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         await consumer.__anext__()
         assert kinesis.starts == [(SHARD, Position.after_sequence("00007"))]
+
+    run(scenario)
+
+
+# -- an expired checkpoint (issue #9 item 8, consumer side) -------------------------------
+
+
+def test_a_holding_after_an_expired_checkpoint_is_counted_and_warned(caplog: pytest.LogCaptureFixture) -> None:
+    """An iterator AT the checkpointed record returns a later one: it expired, the gap may be lost."""
+
+    async def scenario() -> None:
+        kinesis = ScriptedKinesis({SHARD: [page([12]), page([12, 13])]})  # the probe sees 12, not 7
+        consumer, _ = make_consumer(kinesis, probe_retention=True)
+        consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
+        batch = await consumer.__anext__()
+        assert [r.sequence_number for r in batch.records] == ["00012", "00013"]
+        assert kinesis.starts == [(SHARD, Position.at_sequence("00007")), (SHARD, Position.after_sequence("00007"))]
+        assert consumer.metrics.checkpoints_expired == 1
+
+    run(scenario)
+    assert "checkpointed record 00007 is no longer in the stream" in caplog.text and "00012" in caplog.text
+
+
+def test_a_checkpoint_still_in_the_stream_is_not_a_loss() -> None:
+    async def scenario() -> None:
+        kinesis = ScriptedKinesis({SHARD: [page([7]), page([8])]})  # the probe finds 7 itself
+        consumer, _ = make_consumer(kinesis, probe_retention=True)
+        consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
+        batch = await consumer.__anext__()
+        assert [r.sequence_number for r in batch.records] == ["00008"]
+        assert consumer.metrics.checkpoints_expired == 0
+
+    run(scenario)
+
+
+def test_fail_on_data_loss_stops_the_consumer_naming_shard_and_positions() -> None:
+    async def scenario() -> None:
+        kinesis = ScriptedKinesis({SHARD: [page([12]), page([12])]})
+        consumer, _ = make_consumer(kinesis, probe_retention=True, fail_on_data_loss=True)
+        consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
+        with pytest.raises(DataLossError, match=r"shardId-000000000001.*00007.*00012"):
+            await consumer.__anext__()
 
     run(scenario)
 
