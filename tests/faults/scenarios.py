@@ -820,9 +820,9 @@ def spark_option_changes(ctx: Context, engine: SparkEngine, result: Result) -> N
     for args, reshard in zip(phases, reshards):
         committed = len(engine.batches())
         restarted = engine.start(*args)
-        ctx.start_producing()
         poll(lambda n=committed: len(engine.batches()) > n or engine.died(), 180, 0.5)  # this run committed a batch
-        ctx.sleep_until(time.monotonic() + 2.0)
+        ctx.start_producing()  # then records arrive while it runs (kept short: a few hundred per run)
+        ctx.sleep_until(time.monotonic() + 3.0)
         last_put = ctx.stop_producing()
         engine.kill()  # mid-run: whatever was in flight is replayed by the next configuration
         if reshard is not None:
