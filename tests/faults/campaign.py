@@ -226,6 +226,15 @@ Columns:
 
 {details(results)}
 
+## Defects this campaign found
+
+| scenario that found it | defect | fixed in |
+|---|---|---|
+| kinesis-truncated, both engines | A body cut short (full Content-Length announced) was accepted by botocore and parsed as `{{'message': ...}}`: a `KeyError` escaped `KinesisClient.get_shard_iterator` / `describe_stream` (a consumer worker died at start, the Spark query died in `latestOffset`), `list_shards` returned `[]`, and a cut GetRecords body raised the non-retriable `MalformedResponseError` | 61a35e4 (retriable `TruncatedResponseError` at the AWS boundary) |
+| dynamodb-transactions, Spark | `TransactionInProgressException` was not retriable: the task recording its batch's progress failed and the query died | 81dc834 |
+| kinesis-5xx, consumer (2 runs in 5) | A merge child's lease, created at one parent's SHARD_END while the other parent (a split child still waiting for its own parent) had no lease, counted the lease-less parent as trimmed: the child was read before that parent, per-key order broke | f6680b3 |
+| dynamodb-throttling, consumer (1 run in 3) | A worker whose lease was taken over while its heartbeat writes were being retried still delivered the batch it had fetched, records the new holder had already checkpointed (its own checkpoint was rejected: nothing lost, nothing acknowledged twice) | open when this page was written (verdict REDELIVERED when it shows) |
+
 ## In `make test`
 
 `make test` runs `tests/faults/test_fault_proxy.py` (the proxy itself, a few
