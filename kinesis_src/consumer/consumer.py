@@ -251,9 +251,12 @@ class Consumer:
 
     async def _until_trusted(self) -> None:
         """A worker whose own heartbeat is overdue (paused process, DynamoDB unreachable) may already
-        be declared dead: deliver nothing until it renews, or until its leases are dropped."""
+        be declared dead, and one whose table view is stale may have been stolen from unseen: deliver
+        nothing until it renews and reads the table again, or until its leases are dropped."""
         coordinator = self._coordinator
-        while coordinator is not None and not coordinator.is_live() and coordinator.failure is None:
+        while coordinator is not None and coordinator.failure is None and not (
+            coordinator.is_live() and coordinator.view_is_fresh()
+        ):
             if self._stopping:
                 return
             await asyncio.sleep(0.05)

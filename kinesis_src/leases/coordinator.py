@@ -100,6 +100,7 @@ class CycleReport:
 
 # -- the coordinator ----------------------------------------------------------------
 
+STEAL_PATIENCE_RENEWALS = 1.5  # a wish to steal must last this many renewals before it is acted on
 _FATAL_NOTE = "the lease coordinator stopped; fix the cause and restart the worker"
 
 
@@ -141,6 +142,7 @@ class LeaseCoordinator:
         self._judge = ExpiryJudge(timing.failover_s, clock)
         self._steal_wanted_since: float | None = None
         self._last_scan = float("-inf")
+        self._scanned_at = float("-inf")  # send time of the last scan that answered
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -202,6 +204,18 @@ class LeaseCoordinator:
         if not self.is_live():
             return {}
         return self._snapshot()
+
+    def view_is_fresh(self) -> bool:
+        """True while this worker has read the table recently enough to have seen any steal coming.
+
+        A thief steals only after wanting to for ``STEAL_PATIENCE_RENEWALS``
+        renewals, time in which the victim's own cycle hands the lease over
+        gracefully. A worker whose scans stall (DynamoDB throttled or
+        unreachable) cannot know it was stolen from, so the consumer delivers
+        nothing from a view older than that window: a stolen lease's
+        prefetched batches are not handed out after the thief checkpointed.
+        """
+        return self.clock() - self._scanned_at < STEAL_PATIENCE_RENEWALS * self.timing.renew_s
 
     def is_live(self) -> bool:
         """True while no other worker can have declared this one dead (local clock)."""
@@ -290,6 +304,7 @@ class LeaseCoordinator:
             self.register()
         report.heartbeat = self._heartbeat_if_due(report)
         view = self.table.scan()
+        self._scanned_at = self._last_scan
         live = self._judge_workers(view, report)
         self._reconcile(view, report)
         if self._sync_due(live):
@@ -413,7 +428,7 @@ class LeaseCoordinator:
         now = self.clock()
         if self._steal_wanted_since is None:
             self._steal_wanted_since = now
-        if now - self._steal_wanted_since < 1.5 * self.timing.renew_s:
+        if now - self._steal_wanted_since < STEAL_PATIENCE_RENEWALS * self.timing.renew_s:
             return ()
         self._steal_wanted_since = None
         return steals

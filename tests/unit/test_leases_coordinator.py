@@ -10,7 +10,7 @@ from moto import mock_aws
 
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
-from kinesis_src.errors import CorruptLeaseError, LeaseLostError, WorkerIdInUseError
+from kinesis_src.errors import CorruptLeaseError, LeaseLostError, ThrottledError, WorkerIdInUseError
 from kinesis_src.leases.claim import QueryClaim
 from kinesis_src.leases.coordinator import LeaseCoordinator
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease
@@ -270,3 +270,26 @@ def test_the_default_clock_keeps_counting_through_host_suspend(dynamodb: DynamoD
         asked.clear()
         assert clock() == pytest.approx(real(time.CLOCK_BOOTTIME), abs=1.0)
         assert asked == [time.CLOCK_BOOTTIME]
+
+
+def test_the_view_is_fresh_only_within_the_steal_patience_after_a_scan_that_answered(dynamodb) -> None:
+    """A victim that cannot read the table cannot see a steal coming: its view goes stale before a
+    thief's patience (1.5 renewals) runs out, and only a scan that answers makes it fresh again."""
+    clock = Clock()
+    seed(dynamodb, 2)
+    a = worker(dynamodb, "a", clock)
+    assert not a.view_is_fresh()  # never scanned
+    a.run_once()
+    assert a.view_is_fresh()
+    clock.advance(1.4)
+    assert a.view_is_fresh()
+    clock.advance(0.2)  # 1.6 s > 1.5 renewals of 1 s
+    assert not a.view_is_fresh()
+    failing = a.table.scan
+    a.table.scan = lambda: (_ for _ in ()).throw(ThrottledError("throttled"))  # type: ignore[method-assign]
+    with pytest.raises(ThrottledError):
+        a.run_once()
+    assert not a.view_is_fresh()  # a scan that failed does not count
+    a.table.scan = failing  # type: ignore[method-assign]
+    a.run_once()
+    assert a.view_is_fresh()
