@@ -107,6 +107,17 @@ STALE_HOLDER = (
     "failover time), not only while its own heartbeat is overdue."
 )
 
+EXPIRED_TWICE = (
+    "**Two expired iterators in a row fail a Spark task.** `ShardReader.fetch` (`kinesis_src/reader.py`) "
+    "answers an `IteratorExpiredError` by getting a fresh iterator at its position and retrying exactly "
+    "once; if that GetRecords is answered with ExpiredIteratorException too, the error escapes "
+    "`tasks.read_slice`, the task fails and, with Spark's local-mode task retries off, the query dies (the "
+    "restart then loses and duplicates nothing). This fault model (every GetRecords expired with 50 % "
+    "probability for 6 s) also expires brand-new iterators, which real Kinesis does not do, so this is a "
+    "robustness gap rather than an everyday failure; the consumer's fetcher rides it out. A bounded loop "
+    "(or the retry policy) around the re-acquisition would close it."
+)
+
 
 def diagnoses(results: list[scenarios.Result]) -> list[str]:
     texts = []
@@ -116,6 +127,8 @@ def diagnoses(results: list[scenarios.Result]) -> list[str]:
         texts.append(TRUNCATION)
     if "TransactionInProgressException" in " ".join(" ".join(r.failures) for r in results):
         texts.append(IN_PROGRESS)
+    if "IteratorExpiredError" in " ".join(" ".join(r.failures) for r in results):
+        texts.append(EXPIRED_TWICE)
     if any(r.verdict == "REDELIVERED" for r in results):
         texts.append(STALE_HOLDER)
     if any(r.engine == "consumer" and r.out_of_order and r.order_required for r in results):
