@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 MAX_RECORDS_PER_FETCH = 10_000  # the GetRecords API maximum
 MIN_FETCH_INTERVAL_S = 0.2  # Kinesis allows 5 GetRecords calls per second per shard
+EXPIRED_ITERATOR_ATTEMPTS = 5  # fresh iterators expiring again and again mean something else is wrong
 
 
 class StopReason(str, enum.Enum):
@@ -116,14 +117,18 @@ class ShardReader:
         self._pace()
         if self._iterator is None:
             self._iterator = self.kinesis.get_shard_iterator(self.stream, self.shard_id, self.position)
-        try:
-            page = self._get(limit)
-        except IteratorExpiredError:
-            log.info(
-                "iterator for shard %s of %r expired; resuming from %s", self.shard_id, self.stream, self.position
-            )
-            self._iterator = self.kinesis.get_shard_iterator(self.stream, self.shard_id, self.position)
-            page = self._get(limit)
+        for attempt in range(1, EXPIRED_ITERATOR_ATTEMPTS + 1):
+            try:
+                page = self._get(limit)
+                break
+            except IteratorExpiredError:
+                if attempt == EXPIRED_ITERATOR_ATTEMPTS:
+                    raise
+                log.info(
+                    "iterator for shard %s of %r expired; resuming from %s", self.shard_id, self.stream, self.position
+                )
+                self._pace()
+                self._iterator = self.kinesis.get_shard_iterator(self.stream, self.shard_id, self.position)
         self._advance(page)
         return page
 

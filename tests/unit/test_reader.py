@@ -9,7 +9,7 @@ from kinesis_src.aws import KinesisClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import IteratorExpiredError
 from kinesis_src.positions import Position, PositionKind
-from kinesis_src.reader import ShardReader, StopReason
+from kinesis_src.reader import EXPIRED_ITERATOR_ATTEMPTS, ShardReader, StopReason
 from kinesis_src.records import ChildShard, RecordPage
 
 
@@ -98,10 +98,17 @@ def test_expired_iterator_resumes_after_the_last_record_delivered() -> None:
     assert shard.iterator_requests == [Position.trim_horizon(), Position.after_sequence("200")]
 
 
-def test_expiry_twice_in_a_row_is_an_error_not_a_loop() -> None:
-    shard = FakeShard(30, expire=(1, 2))
+def test_expiry_a_few_times_in_a_row_is_ridden_out() -> None:
+    """The fault campaign: two expiries in a row failed a Spark task (only one re-acquisition was tried)."""
+    shard = FakeShard(30, expire=(1, 2, 3, 4))
+    assert seqs(reader(shard).read(max_records=30)) == shard.seqs
+
+
+def test_expiry_again_and_again_is_an_error_not_a_loop() -> None:
+    shard = FakeShard(30, expire=tuple(range(1, EXPIRED_ITERATOR_ATTEMPTS + 1)))
     with pytest.raises(IteratorExpiredError):
         reader(shard).read(max_records=30)
+    assert shard.calls == EXPIRED_ITERATOR_ATTEMPTS
 
 
 @pytest.mark.parametrize("end, expected", [("70", 7), ("75", 7), ("10", 1), ("300", 30)])
