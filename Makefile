@@ -44,7 +44,7 @@ bench: setup
 	$(PY) benchmarks/bench_consumer.py --setup-async-kinesis
 	$(ISOLATED) $(PY) benchmarks/bench_consumer.py
 
-# Every fault scenario on both engines (~25 min); rewrites docs/reliability.md.
+# Every fault scenario on both engines (~15-25 min); rewrites docs/reliability.md.
 campaign: setup
 	$(ISOLATED) $(PY) tests/faults/campaign.py
 

@@ -247,6 +247,7 @@ Columns:
 | dynamodb-transactions, Spark | `TransactionInProgressException` was not retriable: the task recording its batch's progress failed and the query died | 81dc834 |
 | kinesis-5xx, consumer (2 runs in 5) | A merge child's lease, created at one parent's SHARD_END while the other parent (a split child still waiting for its own parent) had no lease, counted the lease-less parent as trimmed: the child was read before that parent, per-key order broke | f6680b3 |
 | dynamodb-throttling, consumer (1 run in 3) | A worker whose lease was taken over while its heartbeat writes were being retried still delivered the batch it had fetched, records the new holder had already checkpointed (its own checkpoint was rejected: nothing lost, nothing acknowledged twice) | open when this page was written (verdict REDELIVERED when it shows) |
+| kinesis-expired-iterator, Spark (1 run in 3) | `ShardReader.fetch` re-acquires an expired iterator once; a second ExpiredIteratorException in a row fails the task and the query (nothing lost on restart) | open when this page was written |
 
 ## In `make test`
 
