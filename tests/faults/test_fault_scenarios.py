@@ -40,10 +40,12 @@ from kinesis_src.retry import RetryPolicy  # noqa: E402
 pytestmark = pytest.mark.integration
 
 STALE_HOLDER_DEFECT = (
-    "defect: a worker whose lease was taken over while its heartbeat writes were being retried (DynamoDB "
-    "throttling) still delivers the batch it had fetched -- records the new holder already checkpointed -- "
-    "until its next renewal notices the loss; its checkpoint is rejected (LeaseLostError), nothing is lost, "
-    "but docs/consumer.md promises no redelivery before the shard's last successful checkpoint"
+    "open defect: a lease stolen from a live worker (a forced steal, when DynamoDB throttling keeps the "
+    "victim's cycle from shedding it in time) lets the victim deliver the batches it had fetched until its "
+    "next scan, up to one scan interval, records the thief may already have checkpointed; the victim's "
+    "checkpoint is rejected (LeaseLostError), nothing is lost or acknowledged twice. Since 8de4b74 a victim "
+    "whose scans stall delivers nothing; closing the last window needs a two-phase steal (request on the "
+    "lease item, the victim releases at its next scan, force only after failover_s)"
 )
 
 FAST = [
