@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 MAX_RECORDS_PER_FETCH = 10_000  # the GetRecords API maximum
 MIN_FETCH_INTERVAL_S = 0.2  # Kinesis allows 5 GetRecords calls per second per shard
-EXPIRED_ITERATOR_ATTEMPTS = 5  # fresh iterators expiring again and again mean something else is wrong
+EXPIRED_ITERATOR_ATTEMPTS = 10  # fresh iterators expiring again and again (~14 s of backoff): give up
+EXPIRED_ITERATOR_MAX_BACKOFF_S = 2.0
 
 
 class StopReason(str, enum.Enum):
@@ -127,6 +128,8 @@ class ShardReader:
                 log.info(
                     "iterator for shard %s of %r expired; resuming from %s", self.shard_id, self.stream, self.position
                 )
+                if attempt > 1:  # fresh iterators expiring too: back off (a burst of service trouble)
+                    self._sleep(min(EXPIRED_ITERATOR_MAX_BACKOFF_S, 0.1 * 2 ** (attempt - 1)))
                 self._pace()
                 self._iterator = self.kinesis.get_shard_iterator(self.stream, self.shard_id, self.position)
         self._advance(page)

@@ -9,7 +9,7 @@ from kinesis_src.aws import KinesisClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import IteratorExpiredError
 from kinesis_src.positions import Position, PositionKind
-from kinesis_src.reader import EXPIRED_ITERATOR_ATTEMPTS, ShardReader, StopReason
+from kinesis_src.reader import EXPIRED_ITERATOR_ATTEMPTS, EXPIRED_ITERATOR_MAX_BACKOFF_S, ShardReader, StopReason
 from kinesis_src.records import ChildShard, RecordPage
 
 
@@ -104,11 +104,13 @@ def test_expiry_a_few_times_in_a_row_is_ridden_out() -> None:
     assert seqs(reader(shard).read(max_records=30)) == shard.seqs
 
 
-def test_expiry_again_and_again_is_an_error_not_a_loop() -> None:
+def test_expiry_again_and_again_backs_off_then_is_an_error_not_a_loop() -> None:
     shard = FakeShard(30, expire=tuple(range(1, EXPIRED_ITERATOR_ATTEMPTS + 1)))
+    slept: list[float] = []
     with pytest.raises(IteratorExpiredError):
-        reader(shard).read(max_records=30)
+        reader(shard, sleep=slept.append).read(max_records=30)
     assert shard.calls == EXPIRED_ITERATOR_ATTEMPTS
+    assert slept == sorted(slept) and slept[-1] == EXPIRED_ITERATOR_MAX_BACKOFF_S and 10 < sum(slept) < 20
 
 
 @pytest.mark.parametrize("end, expected", [("70", 7), ("75", 7), ("10", 1), ("300", 30)])
