@@ -96,26 +96,24 @@ IN_PROGRESS = (
 
 STALE_HOLDER = (
     "**REDELIVERED: a record delivered again after another worker had acknowledged it.** Under DynamoDB "
-    "throttling a live worker's heartbeat writes are retried past the failover time, so another worker "
-    "takes its lease (failover working as designed) and reads on from the last checkpoint. The old holder "
-    "does not know yet (it learns at its next lease renewal) and delivers the batch it had fetched: records "
-    "the new holder has already delivered and checkpointed. Its checkpoint raises `LeaseLostError` and "
-    "writes nothing (fencing holds), so nothing is lost and no record is acknowledged twice; but "
-    "docs/consumer.md promises that a record is delivered again only if it came after the shard's last "
-    "successful checkpoint, which this breaks. Closing the window needs the holder to stop delivering a "
-    "shard once its lease may have expired as others see it (last successful renewal older than the "
-    "failover time), not only while its own heartbeat is overdue."
+    "throttling the loaded worker's cycle does not shed a lease within the thief's patience (1.5 renewals), "
+    "so the thief steals it (a forced steal from a live worker) and reads on from the last checkpoint. "
+    "Until its next scan the victim still hands out the batch it had fetched: records the thief may already "
+    "have checkpointed. Its checkpoint raises `LeaseLostError` and writes nothing (fencing holds), so nothing "
+    "is lost and no record is acknowledged twice; docs/consumer.md states this one exception. Expiry-based "
+    "takeover cannot cause it (a worker trusts its leases only until its last acknowledged heartbeat's send "
+    "time plus the failover time), and since 8de4b74 a worker whose scans stall delivers nothing; the "
+    "remaining window (at most one scan interval after the steal) needs a two-phase steal to close: a steal "
+    "request on the lease item, released by the victim at its next scan, forced only after failover_s."
 )
 
 EXPIRED_TWICE = (
-    "**Two expired iterators in a row fail a Spark task.** `ShardReader.fetch` (`kinesis_src/reader.py`) "
-    "answers an `IteratorExpiredError` by getting a fresh iterator at its position and retrying exactly "
-    "once; if that GetRecords is answered with ExpiredIteratorException too, the error escapes "
-    "`tasks.read_slice`, the task fails and, with Spark's local-mode task retries off, the query dies (the "
-    "restart then loses and duplicates nothing). This fault model (every GetRecords expired with 50 % "
-    "probability for 6 s) also expires brand-new iterators, which real Kinesis does not do, so this is a "
-    "robustness gap rather than an everyday failure; the consumer's fetcher rides it out. A bounded loop "
-    "(or the retry policy) around the re-acquisition would close it."
+    "**Expired iterators fail a Spark task.** `ShardReader.fetch` (`kinesis_src/reader.py`) answers an "
+    "`IteratorExpiredError` by getting a fresh iterator at its position, up to 10 times with backoff "
+    "(~14 s, since 39df7ed; once before 82009c7). If this shows, the burst outlasted that budget: the error "
+    "escapes `tasks.read_slice`, the task fails and, with Spark's local-mode task retries off, the query "
+    "dies (the restart then loses and duplicates nothing). This fault model also expires brand-new "
+    "iterators, which real Kinesis does not do."
 )
 
 
@@ -246,8 +244,8 @@ Columns:
 | kinesis-truncated, both engines | A body cut short (full Content-Length announced) was accepted by botocore and parsed as `{{'message': ...}}`: a `KeyError` escaped `KinesisClient.get_shard_iterator` / `describe_stream` (a consumer worker died at start, the Spark query died in `latestOffset`), `list_shards` returned `[]`, and a cut GetRecords body raised the non-retriable `MalformedResponseError` | 61a35e4 (retriable `TruncatedResponseError` at the AWS boundary) |
 | dynamodb-transactions, Spark | `TransactionInProgressException` was not retriable: the task recording its batch's progress failed and the query died | 81dc834 |
 | kinesis-5xx, consumer (2 runs in 5) | A merge child's lease, created at one parent's SHARD_END while the other parent (a split child still waiting for its own parent) had no lease, counted the lease-less parent as trimmed: the child was read before that parent, per-key order broke | f6680b3 |
-| dynamodb-throttling, consumer (1 run in 3) | A worker whose lease was taken over while its heartbeat writes were being retried still delivered the batch it had fetched, records the new holder had already checkpointed (its own checkpoint was rejected: nothing lost, nothing acknowledged twice) | open when this page was written (verdict REDELIVERED when it shows) |
-| kinesis-expired-iterator, Spark (1 run in 3) | `ShardReader.fetch` re-acquires an expired iterator once; a second ExpiredIteratorException in a row fails the task and the query (nothing lost on restart) | open when this page was written |
+| dynamodb-throttling, consumer (1 run in 3) | A worker whose lease was stolen while its scans stalled still delivered the batches it had fetched, records the thief had already checkpointed (its own checkpoint was rejected: nothing lost, nothing acknowledged twice) | narrowed in 8de4b74 (no delivery from a view older than a thief's patience); a forced steal still leaves up to one scan interval (about 1 run in 4); a two-phase steal would close it (verdict REDELIVERED when it shows) |
+| kinesis-expired-iterator, Spark (1 run in 3) | `ShardReader.fetch` re-acquires an expired iterator once; a second ExpiredIteratorException in a row fails the task and the query (nothing lost on restart) | 82009c7, 39df7ed (up to 10 re-acquisitions, with backoff) |
 
 ## In `make test`
 
