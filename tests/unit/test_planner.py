@@ -23,23 +23,18 @@ from kinesis_src.spark.planner import (
 )
 from lineage import ShardGraph
 
+try:  # default rootdir import: this directory is on sys.path
+    from lineage_model import listing as model_listing
+except ImportError:  # tests/ and tests/unit/ made packages later
+    from tests.unit.lineage_model import listing as model_listing
+
 TOP = 2**128 - 1
 S = "shardId-{:012d}".format
 
 
 def listing(n: int, lo: int, hi: int, parents: tuple[int, ...] = (), closed: bool = False) -> dict:
-    out = {
-        "ShardId": S(n),
-        "HashKeyRange": {"StartingHashKey": str(lo), "EndingHashKey": str(hi)},
-        "SequenceNumberRange": {"StartingSequenceNumber": str(n + 1)},
-    }
-    if parents:
-        out["ParentShardId"] = S(parents[0])
-    if len(parents) == 2:
-        out["AdjacentParentShardId"] = S(parents[1])
-    if closed:
-        out["SequenceNumberRange"]["EndingSequenceNumber"] = str(n + 2)
-    return out
+    """lineage_model's listing with sequence numbers n+1 (start) and n+2 (end, when closed)."""
+    return model_listing(n, lo, hi, parents, ending=str(n + 2) if closed else None, starting=str(n + 1))
 
 
 def merged_graph() -> ShardGraph:
