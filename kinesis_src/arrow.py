@@ -39,8 +39,15 @@ def page_to_arrow(page: RecordPage, stream: str, shard_id: str) -> pa.RecordBatc
             pa.repeat(pa.scalar(stream, pa.string()), n) if n else pa.array([], pa.string()),
             pa.repeat(pa.scalar(shard_id, pa.string()), n) if n else pa.array([], pa.string()),
             pa.array(page.sequence_numbers, pa.string()),
-            pa.repeat(pa.scalar(0, pa.int64()), n) if n else pa.array([], pa.int64()),
+            _sub_sequence_numbers(page),
             micros.cast(pa.timestamp("us", tz="UTC")),
         ],
         schema=ARROW_SCHEMA,
     )
+
+
+def _sub_sequence_numbers(page: RecordPage) -> pa.Array:
+    if page.sub_sequence_numbers is not None:
+        return pa.array(page.sub_sequence_numbers, pa.int64())
+    n = len(page)
+    return pa.repeat(pa.scalar(0, pa.int64()), n) if n else pa.array([], pa.int64())

@@ -124,6 +124,14 @@ class MalformedResponseError(KinesisSourceError):
     """
 
 
+class MalformedAggregateError(KinesisSourceError):
+    """A KPL aggregated record failed its MD5 check or does not parse, and strict de-aggregation was asked for.
+
+    Without strict mode such a record is passed through whole, with a
+    warning and a counter, as the KCL does.
+    """
+
+
 class DataLossError(KinesisSourceError):
     """Records between two positions are gone (trimmed past retention)."""
 

@@ -22,6 +22,8 @@ class Record:
     sub_sequence_number: int
     shard_id: str
     approximate_arrival_timestamp: datetime | None
+    explicit_hash_key: str | None = None
+    """Set only for a user record of a KPL aggregate that was given one (hash-key ranges need it)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,12 @@ class RecordPage:
     carries it (epoch seconds, float); converting to datetime is deferred
     because most pages go straight to Arrow, which wants integers.
     ``next_iterator`` is None exactly when the shard is closed and fully read.
+
+    After KPL de-aggregation (:mod:`kinesis_src.retrieval.aggregation`) each
+    row is one *user* record: ``sub_sequence_numbers`` gives its index in its
+    aggregate and ``explicit_hash_keys`` its explicit hash key. Both stay
+    None on a page without aggregates (every sub-sequence number is 0), so
+    plain pages carry no extra columns. A page always holds whole aggregates.
     """
 
     partition_keys: list[str | None]
@@ -52,6 +60,8 @@ class RecordPage:
     next_iterator: str | None
     millis_behind_latest: int | None
     child_shards: tuple[ChildShard, ...] = field(default_factory=tuple)
+    sub_sequence_numbers: list[int] | None = None
+    explicit_hash_keys: list[str | None] | None = None
 
     def __len__(self) -> int:
         return len(self.sequence_numbers)
@@ -64,30 +74,45 @@ class RecordPage:
     def byte_count(self) -> int:
         return sum(map(len, self.data))
 
+    @property
+    def aggregated(self) -> bool:
+        """True if the page was de-aggregated (some rows share a sequence number)."""
+        return self.sub_sequence_numbers is not None
+
+    def sub_sequence(self, index: int) -> int:
+        return self.sub_sequence_numbers[index] if self.sub_sequence_numbers is not None else 0
+
     def records(self, shard_id: str) -> Iterator[Record]:
-        for pk, data, seq, ts in zip(
-            self.partition_keys, self.data, self.sequence_numbers, self.arrival_epoch
+        n = len(self.sequence_numbers)
+        subs = self.sub_sequence_numbers or [0] * n
+        keys = self.explicit_hash_keys or [None] * n
+        for pk, data, seq, sub, ehk, ts in zip(
+            self.partition_keys, self.data, self.sequence_numbers, subs, keys, self.arrival_epoch
         ):
             yield Record(
                 partition_key=pk if pk is not None else "",
                 data=data,
                 sequence_number=seq,
-                sub_sequence_number=0,
+                sub_sequence_number=sub,
                 shard_id=shard_id,
                 approximate_arrival_timestamp=epoch_to_datetime(ts),
+                explicit_hash_key=ehk,
             )
 
-    def slice(self, stop: int) -> RecordPage:
-        """The first ``stop`` records; used to end a replay exactly at a recorded position."""
+    def slice(self, stop: int, start: int = 0) -> RecordPage:
+        """Records ``start:stop``; used to end a replay exactly at a recorded position and to
+        drop the user records of an aggregate that a checkpoint already covers."""
         return RecordPage(
-            partition_keys=self.partition_keys[:stop],
-            data=self.data[:stop],
-            sequence_numbers=self.sequence_numbers[:stop],
-            arrival_epoch=self.arrival_epoch[:stop],
-            encryption_types=self.encryption_types[:stop],
+            partition_keys=self.partition_keys[start:stop],
+            data=self.data[start:stop],
+            sequence_numbers=self.sequence_numbers[start:stop],
+            arrival_epoch=self.arrival_epoch[start:stop],
+            encryption_types=self.encryption_types[start:stop],
             next_iterator=self.next_iterator,
             millis_behind_latest=self.millis_behind_latest,
             child_shards=self.child_shards,
+            sub_sequence_numbers=None if self.sub_sequence_numbers is None else self.sub_sequence_numbers[start:stop],
+            explicit_hash_keys=None if self.explicit_hash_keys is None else self.explicit_hash_keys[start:stop],
         )
 
 
