@@ -16,7 +16,7 @@ from .leases.shard_sync import ShardSync
 from .leases.table import LeaseTable
 from .names import default_table_name
 from .positions import Position
-from .reader import ShardRead, ShardReader
+from .retrieval.polling import ShardRead, ShardReader
 from .records import Record, RecordPage
 from .retry import RetryPolicy
 from .window import read_table

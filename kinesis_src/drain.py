@@ -21,7 +21,7 @@ from typing import Callable, Generator, Iterator
 from .aws import KinesisClient
 from .discovery import ShardDiscovery
 from .positions import Position
-from .reader import MIN_FETCH_INTERVAL_S, ShardRead, ShardReader, StopReason
+from .retrieval.polling import MIN_FETCH_INTERVAL_S, ShardRead, ShardReader, StopReason
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ def drain_stream(
     state: DrainState | None = None,
     on_shard_done: Callable[[str, DrainState], None] | None = None,
     end: datetime | None = None,
+    strict_aggregation: bool = False,
 ) -> Iterator[ShardRead]:
     """Yield :class:`ShardRead` chunks in lineage order until every shard is drained, caught up or past ``end``.
 
@@ -61,7 +62,9 @@ def drain_stream(
     they start at TRIM_HORIZON, as the KCL does for child leases. ``end``
     (aware datetime, inclusive) is an arrival-time cut: records that arrived
     after it are not delivered, so a stream that keeps receiving records
-    cannot keep the read going.
+    cannot keep the read going. KPL aggregates come out as their user
+    records; ``strict_aggregation`` fails on a malformed one instead of
+    passing it through whole.
     """
     start = start or Position.trim_horizon()
     state = state or DrainState()
@@ -73,7 +76,10 @@ def drain_stream(
             return
         for shard_id in ready:
             position = start if shard_id in initial else Position.trim_horizon()
-            reader = ShardReader(kinesis, stream, shard_id, position, fetch_interval_s=fetch_interval_s)
+            reader = ShardReader(
+                kinesis, stream, shard_id, position,
+                fetch_interval_s=fetch_interval_s, strict_aggregation=strict_aggregation,
+            )
             stop = yield from _read_shard(reader, chunk_records, state, end)
             if reader.shard_ended:
                 state.drained.add(shard_id)

@@ -34,11 +34,19 @@ class Position:
 
     ``sequence_number`` is set for the two sequence kinds, ``timestamp`` (UTC,
     timezone-aware) for AT_TIMESTAMP, neither otherwise.
+
+    ``sub_sequence_number`` (AFTER_SEQUENCE_NUMBER only) makes the position
+    "after user record N of the KPL aggregate with this sequence number", as
+    a Consumer checkpoint inside an aggregate needs. Kinesis cannot start
+    inside a record, so such a position reads AT the sequence number and the
+    shard cursor drops the user records up to N (the KCL does the same).
+    Without it, "after" means after the whole Kinesis record.
     """
 
     kind: PositionKind
     sequence_number: str | None = None
     timestamp: datetime | None = None
+    sub_sequence_number: int | None = None
 
     def __post_init__(self) -> None:
         needs_seq = self.kind in (PositionKind.AT_SEQUENCE_NUMBER, PositionKind.AFTER_SEQUENCE_NUMBER)
@@ -54,6 +62,13 @@ class Position:
             raise InvalidPositionError(
                 f"{self.kind.value} position {'needs' if is_ts else 'takes no'} timestamp"
                 f" (got {self.timestamp!r})"
+            )
+        if self.sub_sequence_number is not None and (
+            self.kind is not PositionKind.AFTER_SEQUENCE_NUMBER or self.sub_sequence_number < 0
+        ):
+            raise InvalidPositionError(
+                f"sub-sequence number {self.sub_sequence_number!r} needs an AFTER_SEQUENCE_NUMBER position "
+                "and must be >= 0"
             )
         if is_ts and self.timestamp.tzinfo is None:  # type: ignore[union-attr]
             raise InvalidPositionError(
@@ -79,8 +94,18 @@ class Position:
         return cls(PositionKind.AT_SEQUENCE_NUMBER, sequence_number=sequence_number)
 
     @classmethod
-    def after_sequence(cls, sequence_number: str) -> Position:
-        return cls(PositionKind.AFTER_SEQUENCE_NUMBER, sequence_number=sequence_number)
+    def after_sequence(cls, sequence_number: str, sub_sequence_number: int | None = None) -> Position:
+        """After the record ``sequence_number``, or after its user record ``sub_sequence_number``."""
+        return cls(
+            PositionKind.AFTER_SEQUENCE_NUMBER,
+            sequence_number=sequence_number,
+            sub_sequence_number=sub_sequence_number,
+        )
+
+    @property
+    def inside_record(self) -> bool:
+        """True for "after user record N of an aggregate": the read starts AT the record and skips."""
+        return self.sub_sequence_number is not None
 
     @classmethod
     def parse(cls, text: str, timestamp: str | None = None) -> Position:
@@ -110,18 +135,21 @@ class Position:
 
     def iterator_args(self) -> dict[str, Any]:
         """Keyword arguments for GetShardIterator."""
-        args: dict[str, Any] = {"ShardIteratorType": self.kind.value}
+        kind = PositionKind.AT_SEQUENCE_NUMBER if self.inside_record else self.kind
+        args: dict[str, Any] = {"ShardIteratorType": kind.value}
         if self.sequence_number is not None:
             args["StartingSequenceNumber"] = self.sequence_number
         if self.timestamp is not None:
             args["Timestamp"] = self.timestamp
         return args
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> dict[str, Any]:
         """Stable, JSON-ready form: fixed keys, so equal positions serialize equally."""
         out = {"kind": self.kind.value}
         if self.sequence_number is not None:
             out["sequenceNumber"] = self.sequence_number
+        if self.sub_sequence_number is not None:
+            out["subSequenceNumber"] = self.sub_sequence_number  # type: ignore[assignment]
         if self.timestamp is not None:
             out["timestamp"] = format_timestamp(self.timestamp)
         return out
@@ -140,14 +168,25 @@ class Position:
             kind,
             sequence_number=data.get("sequenceNumber"),
             timestamp=parse_timestamp(ts) if ts is not None else None,
+            sub_sequence_number=_sub_sequence(data.get("subSequenceNumber")),
         )
 
     def __str__(self) -> str:
+        if self.sub_sequence_number is not None:
+            return f"{self.kind.value} {self.sequence_number}/{self.sub_sequence_number}"
         if self.sequence_number is not None:
             return f"{self.kind.value} {self.sequence_number}"
         if self.timestamp is not None:
             return f"{self.kind.value} {format_timestamp(self.timestamp)}"
         return self.kind.value
+
+
+def _sub_sequence(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidPositionError(f"sub-sequence number {value!r} is not an integer")
+    return value
 
 
 def validate_sequence_number(value: str) -> str:

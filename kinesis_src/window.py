@@ -126,6 +126,7 @@ def read_table(
     progress: bool | None = None,
     kinesis: KinesisClient | None = None,
     max_records: int | None = None,
+    strict_aggregation: bool = False,
 ) -> pa.Table:
     """Read the records that arrived in ``[start, end)`` from every shard of the lineage.
 
@@ -138,7 +139,10 @@ def read_table(
     ``max_records`` keeps only the first that many rows of that order.
     ``progress``: a bar on stderr (None: only if stderr is a terminal).
     Pass ``kinesis`` to reuse a client, else ``region``/``endpoint_url``
-    (default: the environment) build one.
+    (default: the environment) build one. KPL aggregates come out as one
+    row per user record (``subSequenceNumber`` its index); a malformed
+    aggregate is one row with a warning, or, with ``strict_aggregation``,
+    a :class:`~kinesis_src.errors.MalformedAggregateError`.
     """
     window = resolve_window(start, end)
     _check_max_records(max_records)
@@ -149,7 +153,9 @@ def read_table(
     from .arrow import ARROW_SCHEMA
 
     with _progress_bar(stream_name, progress) as bar:
-        found = window_batches(client, stream_name, window, on_shard_done=bar.shards_done)
+        found = window_batches(
+            client, stream_name, window, on_shard_done=bar.shards_done, strict_aggregation=strict_aggregation
+        )
         batches = _take(found, max_records, bar)
     return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
 
@@ -175,6 +181,7 @@ def window_batches(
     window: Window,
     *,
     on_shard_done: Callable[[int], None] | None = None,
+    strict_aggregation: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Non-empty Arrow batches of the window's records, in lineage order; lazy, so callers may stop early.
 
@@ -187,7 +194,10 @@ def window_batches(
         if on_shard_done:
             on_shard_done(len(state.drained) + len(state.caught_up) + len(state.past_end))
 
-    chunks = drain_stream(kinesis, stream, window.first_position(), on_shard_done=shard_done, end=window.end)
+    chunks = drain_stream(
+        kinesis, stream, window.first_position(), on_shard_done=shard_done, end=window.end,
+        strict_aggregation=strict_aggregation,
+    )
     for chunk in chunks:
         for page in chunk.pages:
             batch = _in_window(page_to_arrow(page, stream, chunk.shard_id), window) if len(page) else None

@@ -5,7 +5,7 @@ from .blocking import BlockingBatch, BlockingConsumer
 from .consumer import Consumer
 from .metrics import ConsumerMetrics, ShardMetrics
 from .options import default_worker_id, parse_initial_position
-from .pacing import FetchPacing
+from ..retrieval.pacing import FetchPacing
 
 __all__ = [
     "Batch",

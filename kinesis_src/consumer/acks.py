@@ -30,9 +30,10 @@ import asyncio
 import logging
 from typing import Callable
 
-from ..errors import KinesisSourceError, LeaseLostError, RetriesExhaustedError
+from ..errors import ConfigurationError, KinesisSourceError, LeaseLostError, RetriesExhaustedError
 from ..leases.coordinator import LeaseCoordinator
 from ..leases.model import Checkpoint, Lease
+from ..records import Record
 from .batch import Batch
 from .metrics import ConsumerMetrics
 from .shard_state import HeldShard, Holdings
@@ -71,19 +72,36 @@ class Acknowledger:
 
     # -- checkpoints ------------------------------------------------------------------------
 
-    async def checkpoint(self, batch: Batch) -> None:
-        """``batch.checkpoint()``: this batch and every earlier one of its shard are processed."""
+    async def checkpoint(self, batch: Batch, record: Record | None = None) -> None:
+        """``batch.checkpoint(record)``: every record of the shard up to ``record`` (default: the
+        batch's last) is processed. Inside a KPL aggregate the checkpoint names the user record
+        (sequence and sub-sequence number), and a new owner resumes right after it."""
+        row = _row_of(batch, record)
         shard = self._current(batch)
         async with shard.lock:
             shard = self._current(batch)
             if batch.index <= shard.state.acknowledged:
                 return
-            if shard.state.covers_end(batch.index):
+            if row is not None:
+                await self._checkpoint_inside(shard, batch, row)
+            elif shard.state.covers_end(batch.index):
                 await self.end(shard, batch.index)
             else:
-                await self._write(shard, Checkpoint.sequence(batch.page.sequence_numbers[-1]))
+                page = batch.page
+                await self._write(shard, Checkpoint.sequence(page.sequence_numbers[-1], page.sub_sequence(len(page) - 1)))
                 shard.state.acknowledge(batch.index)
             self.on_progress()
+
+    async def _checkpoint_inside(self, shard: HeldShard, batch: Batch, row: int) -> None:
+        """A checkpoint at a record before the batch's last: earlier batches are done, this one is not."""
+        mark = (batch.index, row)
+        if shard.partly_acknowledged is not None and mark <= shard.partly_acknowledged:
+            return  # never a step back
+        page = batch.page
+        await self._write(shard, Checkpoint.sequence(page.sequence_numbers[row], page.sub_sequence(row)))
+        shard.partly_acknowledged = mark
+        if batch.index - 1 > shard.state.acknowledged:
+            shard.state.acknowledge(batch.index - 1)
 
     def _current(self, batch: Batch) -> HeldShard:
         shard = self.holdings.of(batch.generation, batch.shard_id)
@@ -210,3 +228,27 @@ class Acknowledger:
             "whose ends_shard is True.",
             self.worker_id, shard.shard_id, held_s, ", ".join(c.shard_id for c in children) or "none named",
         )
+
+
+def _row_of(batch: Batch, record: Record | None) -> int | None:
+    """The row of ``record`` in ``batch``; None for "the whole batch" (no record, or its last).
+
+    The record must be one of the batch's: a checkpoint is a position in
+    this shard, and a record from elsewhere would name another shard's.
+    """
+    if record is None:
+        return None
+    page = batch.page
+    if record.shard_id != batch.shard_id:
+        raise ConfigurationError(
+            f"batch.checkpoint(record): the record is from shard {record.shard_id}, the batch from "
+            f"{batch.shard_id}; checkpoint each record through its own batch"
+        )
+    for row in range(len(page) - 1, -1, -1):
+        if page.sequence_numbers[row] == record.sequence_number and page.sub_sequence(row) == record.sub_sequence_number:
+            return None if row == len(page) - 1 else row
+    raise ConfigurationError(
+        f"batch.checkpoint(record): record {record.sequence_number}/{record.sub_sequence_number} is not in "
+        f"this batch of shard {batch.shard_id}; checkpoint it through the batch that delivered it"
+    )
+

@@ -18,7 +18,10 @@ class Batch:
     """Records of one shard from one GetRecords call, in sequence order.
 
     ``await batch.checkpoint()`` acknowledges this batch *and every earlier
-    batch of the same shard* (a checkpoint is a position, as in the KCL).
+    batch of the same shard* (a checkpoint is a position, as in the KCL);
+    ``await batch.checkpoint(record)`` acknowledges only up to that record.
+    Each record is one user record: KPL aggregates arrive de-aggregated, and
+    share their sequence number, told apart by ``sub_sequence_number``.
     Checkpointing an older batch after a newer one is a no-op, never a step
     back. After the lease on the shard was lost (taken over, or released
     because this worker was shutting down or shedding load) it raises
@@ -37,7 +40,7 @@ class Batch:
     page: RecordPage
     index: int
     generation: int
-    _checkpoint: Callable[[Batch], Awaitable[None]] = field(repr=False)
+    _checkpoint: Callable[[Batch, Record | None], Awaitable[None]] = field(repr=False)
     _state: ShardState | None = field(default=None, repr=False)
     _records: list[Record] | None = field(default=None, repr=False)
 
@@ -79,8 +82,11 @@ class Batch:
     def __len__(self) -> int:
         return len(self.page)
 
-    async def checkpoint(self) -> None:
-        await self._checkpoint(self)
+    async def checkpoint(self, record: Record | None = None) -> None:
+        """Acknowledge this batch, or only its records up to and including ``record`` (one of this
+        batch's ``records``). Inside a KPL aggregate that is a position between user records: a
+        restart resumes at the next user record, as the KCL does."""
+        await self._checkpoint(self, record)
 
     def to_arrow(self) -> pyarrow.RecordBatch:
         """The batch as Arrow columns, in the schema of the Spark source and ``read_table``."""

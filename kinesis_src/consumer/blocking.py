@@ -60,8 +60,9 @@ class BlockingBatch:
     def to_arrow(self) -> Any:
         return self.batch.to_arrow()
 
-    def checkpoint(self) -> None:
-        self._run(self.batch.checkpoint())
+    def checkpoint(self, record: Record | None = None) -> None:
+        """See :meth:`Batch.checkpoint`: the whole batch, or up to and including ``record``."""
+        self._run(self.batch.checkpoint(record))
 
 
 class BlockingConsumer:

@@ -7,7 +7,7 @@ Three parties, and what each owns
   with the same application name, failover, parent-first assignment. It
   tells the consumer through the listener methods below, from its thread;
   they hop onto the event loop.
-* One **fetcher task per held shard** (:class:`.fetcher.ShardFetcher`) reads
+* One **fetcher task per held shard** (:class:`~kinesis_src.retrieval.async_polling.ShardFetcher`) reads
   from the lease's checkpoint, paced within Kinesis' per-shard limits, and
   queues batches. At most ``prefetch_batches`` undelivered batches per
   shard: a slow application slows fetching instead of filling memory.
@@ -51,16 +51,16 @@ from ..leases.table import LeaseTable
 from ..leases.timing import LeaseTiming
 from ..names import default_table_name, validate_name
 from ..positions import Position
-from ..reader import MAX_RECORDS_PER_FETCH
+from ..retrieval.polling import MAX_RECORDS_PER_FETCH
 from ..records import RecordPage
 from ..retry import RetryPolicy
 from .acks import Acknowledger
 from .batch import Batch
 from .bridge import LoopListener, SigtermHandler, cancel, on_loop
-from .fetcher import ShardFetcher
 from .metrics import ConsumerMetrics
 from .options import default_worker_id, parse_initial_position
-from .pacing import FetchPacing
+from ..retrieval.async_polling import ShardFetcher
+from ..retrieval.pacing import FetchPacing
 from .shard_state import EndAction, HeldShard, Holdings, ShardPhase
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,7 @@ class Consumer:
         metrics_interval_s: float = 60.0,
         end_ack_warning_s: float = END_ACK_WARNING_S,
         fail_on_data_loss: bool = False,
+        strict_aggregation: bool = False,
         handle_signals: bool = True,
         retry: RetryPolicy | None = None,
     ) -> None:
@@ -128,6 +129,7 @@ class Consumer:
         self.metrics_interval_s = metrics_interval_s
         self.handle_signals = handle_signals
         self.fail_on_data_loss = fail_on_data_loss
+        self.strict_aggregation = strict_aggregation
         self.check_retention = True  # one probe per holding that starts after a checkpointed record
         self.metrics = ConsumerMetrics(self.worker_id)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -297,6 +299,8 @@ class Consumer:
             deliver=lambda page, s=shard: self._deliver(s, page),
             on_end=lambda page, s=shard: self._fetched_to_end(s, page),
             on_expired=self._checkpoint_expired if self.check_retention else None,
+            strict_aggregation=self.strict_aggregation,
+            on_deaggregated=self.metrics.count_aggregates,
         )
         shard.task = asyncio.create_task(self._fetch(shard, fetcher), name=f"fetch-{lease.shard_id}")
 

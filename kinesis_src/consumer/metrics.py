@@ -35,7 +35,10 @@ class ConsumerMetrics:
     is still not checkpointed: their children wait for that checkpoint.
     ``checkpoints_expired`` counts holdings that started after a checkpointed
     record that retention had already removed: records between it and the
-    oldest one left, if there were any, expired unread.
+    oldest one left, if there were any, expired unread. ``aggregates`` counts
+    KPL aggregated records expanded into user records (``records`` counts
+    user records), ``aggregates_malformed`` those that failed their MD5 or
+    did not parse and were delivered whole (``strict_aggregation=False``).
     """
 
     worker_id: str
@@ -50,7 +53,13 @@ class ConsumerMetrics:
     shard_ends_failed: int = 0
     shards_held_past_end: int = 0
     checkpoints_expired: int = 0
+    aggregates: int = 0
+    aggregates_malformed: int = 0
     shards: dict[str, ShardMetrics] = field(default_factory=dict)
+
+    def count_aggregates(self, aggregates: int, malformed: int) -> None:
+        self.aggregates += aggregates
+        self.aggregates_malformed += malformed
 
     @property
     def leases_held(self) -> int:

@@ -215,6 +215,8 @@ class HeldShard:
     state: ShardState
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     task: asyncio.Task[None] | None = None
+    partly_acknowledged: tuple[int, int] | None = None
+    """(batch index, row) of the last checkpoint at a record before its batch's last."""
 
     @property
     def shard_id(self) -> str:

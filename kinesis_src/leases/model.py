@@ -42,7 +42,8 @@ class Checkpoint:
     A sequence checkpoint names the last record processed (the KCL's
     meaning): processing resumes *after* it. The sentinels say where to
     start a shard nobody has processed yet, or that it is finished.
-    ``sub_sequence_number`` > 0 marks a partly processed aggregated record.
+    ``sub_sequence_number`` names the user record of a KPL aggregate (0 for a
+    plain record): processing resumes after that user record.
     """
 
     kind: CheckpointKind
@@ -88,7 +89,7 @@ class Checkpoint:
     def from_position(cls, position: Position) -> Checkpoint:
         """The checkpoint that makes a new owner start at ``position``."""
         if position.kind is PositionKind.AFTER_SEQUENCE_NUMBER:
-            return cls.sequence(position.sequence_number)  # type: ignore[arg-type]
+            return cls.sequence(position.sequence_number, position.sub_sequence_number or 0)  # type: ignore[arg-type]
         if position.kind is PositionKind.AT_SEQUENCE_NUMBER:
             raise InvalidPositionError(
                 f"cannot checkpoint {position}: a checkpoint names the last record processed; "
@@ -110,15 +111,17 @@ class Checkpoint:
     def resume_position(self) -> Position | None:
         """Where the next owner starts reading; None for a finished shard.
 
-        A partly processed aggregated record resumes AT its sequence number
-        and the caller skips sub-records up to ``sub_sequence_number``.
+        A sequence checkpoint names the last *user* record processed,
+        ``(sequence_number, sub_sequence_number)``, as the KCL's does: the
+        next owner reads AT that record and drops its user records up to the
+        sub-sequence number (0 for a plain record). Re-reading the one record
+        costs a few bytes, and it is what makes a checkpoint inside a KPL
+        aggregate resume exactly after the user record acknowledged.
         """
         if self.kind is CheckpointKind.SHARD_END:
             return None
         if self.kind is CheckpointKind.SEQUENCE_NUMBER:
-            if self.sub_sequence_number:
-                return Position.at_sequence(self.sequence_number)  # type: ignore[arg-type]
-            return Position.after_sequence(self.sequence_number)  # type: ignore[arg-type]
+            return Position.after_sequence(self.sequence_number, self.sub_sequence_number)  # type: ignore[arg-type]
         if self.kind is CheckpointKind.AT_TIMESTAMP:
             return Position.at_timestamp(self.timestamp)  # type: ignore[arg-type]
         return Position(PositionKind(self.kind.value))

@@ -67,7 +67,7 @@ class ShardProgress:
     shard_ended: bool = False
     child_shard_ids: tuple[str, ...] = ()
     records: int = 0
-    stop_reason: str = ""  # why the read stopped (kinesis_src.reader.StopReason value); tells the planner
+    stop_reason: str = ""  # why the read stopped (kinesis_src.retrieval.cursor.StopReason value); tells the planner
     millis_behind_latest: int | None = None  # lag at the end of the read, for query progress
 
     def same_outcome(self, other: ShardProgress) -> bool:

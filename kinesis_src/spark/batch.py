@@ -62,6 +62,7 @@ class KinesisBatchReader(DataSourceReader):
                 fetch_interval_ms=opts.fetch_interval_ms,
                 end_timestamp=format_timestamp(end),
                 fail_on_data_loss=opts.fail_on_data_loss,
+                strict_aggregation=opts.strict_aggregation,
             )
             for i, group in enumerate(groups)
         ]

@@ -22,6 +22,7 @@ from ..identity import StreamIdentity
 from ..leases.claim import QueryClaim
 from ..leases.progress import ProgressStore
 from ..positions import Position
+from ..retrieval.polling import ShardReader
 from .offsets import Plan
 from .options import SourceOptions
 from .planner import (
@@ -76,7 +77,7 @@ class StreamDriver:
         self.trimmed: set[str] = set()  # shards skipped whole (failOnDataLoss=false), for reportLatestOffset
         self.partly_trimmed: set[tuple[str, str]] = set()  # (shard, checkpointed sequence number) skipped past
         self._ends: dict[tuple[str, int], dict[str, BatchEnd]] = {}
-        self._probes: dict[str, tuple[Position, str | None, float]] = {}
+        self._probes: dict[str, tuple[Position, ShardReader | None, float]] = {}
         self._listed: frozenset[str] = frozenset()  # shard ids of the last full listing
         self._listed_at = -math.inf
         self._verified_at: dict[str, float] = {}  # shard -> when its position was last checked for a trim
@@ -228,12 +229,13 @@ class StreamDriver:
         return found
 
     def _probe_one(self, sid: str, position: Position, cached, now: float) -> bool:
-        stream = self.options.stream_name
-        iterator = cached[1] if cached and cached[0] == position else None
+        """One GetRecords(Limit=1) through the same polling driver as the tasks; an empty answer keeps
+        the reader (its iterator goes on where the last probe stopped), data drops it."""
+        reader = cached[1] if cached and cached[0] == position else None
         try:
-            if iterator is None:
-                iterator = self.kinesis.get_shard_iterator(stream, sid, position)
-            page = self.kinesis.get_records(iterator, 1, sid, stream)
+            if reader is None:
+                reader = ShardReader(self.kinesis, self.options.stream_name, sid, position, fetch_interval_s=0)
+            step = reader.step(1)
         except IteratorExpiredError:
             self._probes.pop(sid, None)
             return False
@@ -242,8 +244,8 @@ class StreamDriver:
             self._probes.pop(sid, None)
             self._listed_at = -math.inf
             return True
-        if page.millis_behind_latest is not None:
-            self.lag[sid] = page.millis_behind_latest
-        has_data = len(page) > 0 or page.shard_ended
-        self._probes[sid] = (position, None if has_data else page.next_iterator, now)
+        if step.page.millis_behind_latest is not None:
+            self.lag[sid] = step.page.millis_behind_latest
+        has_data = step.raw_records > 0 or step.stop is not None
+        self._probes[sid] = (position, None if has_data else reader, now)
         return has_data

@@ -52,6 +52,7 @@ class SourceOptions:
     shards_per_task: int = 1
     fail_on_data_loss: bool = True
     preserve_shard_order: bool = True
+    strict_aggregation: bool = False
     max_records_per_trigger: int | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
@@ -79,7 +80,11 @@ _INT_OPTIONS: dict[str, tuple[str, int, int]] = {
     "shardspertask": ("shards_per_task", 1, 10_000),
     "maxrecordspertrigger": ("max_records_per_trigger", 1, 1_000_000_000),
 }
-_BOOL_OPTIONS = {"failondataloss": "fail_on_data_loss", "preserveshardorder": "preserve_shard_order"}
+_BOOL_OPTIONS = {
+    "failondataloss": "fail_on_data_loss",
+    "preserveshardorder": "preserve_shard_order",
+    "strictaggregation": "strict_aggregation",
+}
 _STRING_OPTIONS = {
     "streamname",
     "region",
@@ -96,7 +101,7 @@ KNOWN_OPTIONS = sorted(
     ["streamName", "region", "endpointUrl", "dynamodbEndpointUrl", "initialPosition", "startingTimestamp",
      "endingTimestamp", "endingPosition", "applicationName", "leaseTableName", "maxRecordsPerFetch",
      "maxRecordsPerShard", "maxFetchDurationMs", "fetchIntervalMs", "idlePollIntervalMs", "shardsPerTask",
-     "failOnDataLoss", "preserveShardOrder", "maxRecordsPerTrigger"],
+     "failOnDataLoss", "preserveShardOrder", "maxRecordsPerTrigger", "strictAggregation"],
     key=str.lower,
 )
 

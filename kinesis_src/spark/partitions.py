@@ -52,6 +52,7 @@ class KinesisPartition(InputPartition):
     end_timestamp: str | None = None  # ISO-8601: stop before records that arrived later
     progress: dict[str, str] = field(default_factory=dict)  # streaming: where to record ends
     fail_on_data_loss: bool = True  # a shard gone before it was read: fail, or record it ended and skip it
+    strict_aggregation: bool = False  # a malformed KPL aggregate fails the task instead of passing through whole
 
     @property
     def end_time(self):

@@ -154,6 +154,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     "batch": str(plan.batch),
                 },
                 fail_on_data_loss=opts.fail_on_data_loss,
+                strict_aggregation=opts.strict_aggregation,
             )
             for i, group in enumerate(groups)
         ]

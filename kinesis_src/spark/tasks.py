@@ -17,7 +17,7 @@ import pyarrow as pa
 from ..aws import KinesisClient
 from ..errors import DataLossError, MalformedResponseError, ShardNotFoundError
 from ..positions import Position
-from ..reader import ShardRead, ShardReader, StopReason
+from ..retrieval.polling import ShardRead, ShardReader, StopReason
 from .partitions import Endpoint, KinesisPartition, ShardSlice
 from .planner import SKIP_HINT, TRIMMED_STOP, BatchEnd
 from .progress_log import task_progress_log
@@ -49,6 +49,7 @@ def shard_reader(kinesis: KinesisClient, partition: KinesisPartition, piece: Sha
         piece.start_position,
         max_records_per_fetch=partition.max_records_per_fetch,
         fetch_interval_s=partition.fetch_interval_ms / 1000,
+        strict_aggregation=partition.strict_aggregation,
     )
 
 

@@ -108,7 +108,7 @@ STALE_HOLDER = (
 )
 
 EXPIRED_TWICE = (
-    "**Expired iterators fail a Spark task.** `ShardReader.fetch` (`kinesis_src/reader.py`) answers an "
+    "**Expired iterators fail a Spark task.** `ShardReader.fetch` (`kinesis_src/retrieval/polling.py`) answers an "
     "`IteratorExpiredError` by getting a fresh iterator at its position, up to 10 times with backoff "
     "(~14 s, since 39df7ed; once before 82009c7). If this shows, the burst outlasted that budget: the error "
     "escapes `tasks.read_slice`, the task fails and, with Spark's local-mode task retries off, the query "

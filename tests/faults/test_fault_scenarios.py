@@ -34,7 +34,7 @@ from proxy import KINESIS, TRUNCATE, Fault, ProxyPair, aws_error  # noqa: E402
 from kinesis_src import AwsSettings, KinesisClient, Position  # noqa: E402
 from kinesis_src.aws.dynamodb import DynamoDBClient  # noqa: E402
 from kinesis_src.errors import KinesisSourceError  # noqa: E402
-from kinesis_src.reader import ShardReader  # noqa: E402
+from kinesis_src.retrieval.polling import ShardReader  # noqa: E402
 from kinesis_src.retry import RetryPolicy  # noqa: E402
 
 pytestmark = pytest.mark.integration

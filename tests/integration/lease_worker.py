@@ -54,7 +54,7 @@ from kinesis_src.leases.shard_sync import ShardSync  # noqa: E402
 from kinesis_src.leases.table import LeaseTable  # noqa: E402
 from kinesis_src.leases.timing import LeaseTiming  # noqa: E402
 from kinesis_src.positions import Position  # noqa: E402
-from kinesis_src.reader import ShardReader  # noqa: E402
+from kinesis_src.retrieval.polling import ShardReader  # noqa: E402
 from kinesis_src.retry import RetryPolicy  # noqa: E402
 
 _out_lock = threading.Lock()

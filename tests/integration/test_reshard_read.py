@@ -14,7 +14,7 @@ from kinesis_src.errors import (
     ShardNotFoundError,
     StreamNotFoundError,
 )
-from kinesis_src.reader import ShardReader, StopReason
+from kinesis_src.retrieval.polling import ShardReader, StopReason
 from kinesis_src.workload import KeyedProducer, check_order
 
 pytestmark = pytest.mark.integration

@@ -30,7 +30,7 @@ from kinesis_src.errors import (
     TruncatedResponseError,
 )
 from kinesis_src.positions import Position
-from kinesis_src.reader import ShardReader
+from kinesis_src.retrieval.polling import ShardReader
 from kinesis_src.retry import RetryPolicy
 
 FAST = RetryPolicy(max_attempts=4, initial_backoff_s=0.001, max_backoff_s=0.002, deadline_s=5)

@@ -276,7 +276,73 @@ def test_a_new_holder_resumes_after_the_checkpoint() -> None:
         consumer, _ = make_consumer(kinesis)
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         await consumer.__anext__()
-        assert kinesis.starts == [(SHARD, Position.after_sequence("00007"))]
+        # A checkpoint names the last user record processed: read AT it, drop it (the KCL's way).
+        assert kinesis.starts == [(SHARD, Position.after_sequence("00007", 0))]
+        assert Position.after_sequence("00007", 0).iterator_args()["ShardIteratorType"] == "AT_SEQUENCE_NUMBER"
+
+    run(scenario)
+
+
+# -- checkpoints inside a KPL aggregate (issue #10) ---------------------------------------
+
+
+def aggregated(rows: list[tuple[int, int]], *, end: bool = False) -> RecordPage:
+    """A page as the cursor gives it after de-aggregation: (sequence, sub-sequence) per user record."""
+    plain = page([seq for seq, _ in rows], end=end)
+    return RecordPage(
+        partition_keys=[f"k{seq}.{sub}" for seq, sub in rows],
+        data=[f"{seq}.{sub}".encode() for seq, sub in rows],
+        sequence_numbers=plain.sequence_numbers,
+        arrival_epoch=plain.arrival_epoch,
+        encryption_types=plain.encryption_types,
+        next_iterator=plain.next_iterator,
+        millis_behind_latest=plain.millis_behind_latest,
+        child_shards=plain.child_shards,
+        sub_sequence_numbers=[sub for _, sub in rows],
+        explicit_hash_keys=[None for _ in rows],
+    )
+
+
+def test_a_checkpoint_at_a_record_inside_an_aggregate_names_its_sub_sequence_number() -> None:
+    async def scenario() -> None:
+        kinesis = ScriptedKinesis({SHARD: [aggregated([(1, 0), (2, 0), (2, 1), (2, 2)])]})
+        consumer, coordinator = make_consumer(kinesis)
+        consumer._acquired(lease())
+        batch = await consumer.__anext__()
+        await batch.checkpoint(batch.records[2])
+        await batch.checkpoint(batch.records[1])  # an earlier record after a later one: never a step back
+        assert coordinator.writes == [(SHARD, "00002/1")]
+        assert batch.ends_shard is False and consumer._holdings.get(SHARD).state.acknowledged == 0
+        await batch.checkpoint(batch.records[3])  # the batch's last record: the whole batch
+        assert coordinator.writes == [(SHARD, "00002/1"), (SHARD, "00002/2")]
+        assert consumer._holdings.get(SHARD).state.acknowledged == 1
+
+    run(scenario)
+
+
+def test_a_new_holder_resumes_after_the_user_record_acknowledged_inside_an_aggregate() -> None:
+    async def scenario() -> None:
+        # Reading AT sequence 2 serves the whole aggregate again; the user records 0 and 1 are dropped.
+        kinesis = ScriptedKinesis({SHARD: [aggregated([(2, 0), (2, 1), (2, 2), (3, 0)])]})
+        consumer, _ = make_consumer(kinesis)
+        consumer._acquired(lease(checkpoint=Checkpoint.sequence("00002", 1)))
+        batch = await consumer.__anext__()
+        assert kinesis.starts == [(SHARD, Position.after_sequence("00002", 1))]
+        assert [(r.sequence_number, r.sub_sequence_number) for r in batch.records] == [("00002", 2), ("00003", 0)]
+
+    run(scenario)
+
+
+def test_checkpointing_a_record_of_another_batch_is_refused_and_writes_nothing() -> None:
+    async def scenario() -> None:
+        kinesis = ScriptedKinesis({SHARD: [page([1, 2]), page([3, 4])]})
+        consumer, coordinator = make_consumer(kinesis, prefetch_batches=2)
+        consumer._acquired(lease())
+        first = await consumer.__anext__()
+        second = await consumer.__anext__()
+        with pytest.raises(ConfigurationError, match="not in this batch"):
+            await second.checkpoint(first.records[0])
+        assert coordinator.writes == []
 
     run(scenario)
 
@@ -293,7 +359,7 @@ def test_a_holding_after_an_expired_checkpoint_is_counted_and_warned(caplog: pyt
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         batch = await consumer.__anext__()
         assert [r.sequence_number for r in batch.records] == ["00012", "00013"]
-        assert kinesis.starts == [(SHARD, Position.at_sequence("00007")), (SHARD, Position.after_sequence("00007"))]
+        assert kinesis.starts == [(SHARD, Position.at_sequence("00007")), (SHARD, Position.after_sequence("00007", 0))]
         assert consumer.metrics.checkpoints_expired == 1
 
     run(scenario)

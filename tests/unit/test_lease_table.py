@@ -224,8 +224,13 @@ def test_a_hand_edited_item_in_the_table_fails_the_scan_not_silently(table: Leas
 
 def test_checkpoint_values_and_positions() -> None:
     assert Checkpoint.from_position(Position.after_sequence("42")) == Checkpoint.sequence("42")
-    assert Checkpoint.sequence("42").resume_position() == Position.after_sequence("42")
-    assert Checkpoint.sequence("42", 3).resume_position() == Position.at_sequence("42")
+    # A checkpoint names a user record: resume AT its sequence number, dropping user records through it.
+    assert Checkpoint.sequence("42").resume_position() == Position.after_sequence("42", 0)
+    assert Checkpoint.sequence("42", 3).resume_position() == Position.after_sequence("42", 3)
+    assert Checkpoint.from_position(Position.after_sequence("42", 3)) == Checkpoint.sequence("42", 3)
+    assert Checkpoint.sequence("42", 3).resume_position().iterator_args() == {
+        "ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": "42"
+    }
     assert Checkpoint.from_position(Position.latest()).kind is CheckpointKind.LATEST
     ts = Checkpoint.at_timestamp("2026-01-31T12:00:00Z")
     assert Checkpoint.from_position(ts.resume_position()) == ts

@@ -134,3 +134,26 @@ def test_parse_timestamp_returns_utc_or_raises_invalid_position(value: object) -
     except InvalidPositionError:
         return
     assert parsed.tzinfo is not None and parsed.utcoffset() == timedelta(0)
+
+
+def test_a_position_inside_an_aggregate_reads_at_its_record_and_round_trips() -> None:
+    inside = Position.after_sequence("42", 3)
+    assert inside.inside_record and not Position.after_sequence("42").inside_record
+    assert inside.iterator_args() == {"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": "42"}
+    assert inside.to_dict() == {"kind": "AFTER_SEQUENCE_NUMBER", "sequenceNumber": "42", "subSequenceNumber": 3}
+    assert Position.from_dict(inside.to_dict()) == inside
+    assert Position.from_dict(Position.after_sequence("42").to_dict()) == Position.after_sequence("42")
+    assert str(inside) == "AFTER_SEQUENCE_NUMBER 42/3"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Position(PositionKind.AT_SEQUENCE_NUMBER, "42", sub_sequence_number=1),
+        lambda: Position.after_sequence("42", -1),
+        lambda: Position.from_dict({"kind": "AFTER_SEQUENCE_NUMBER", "sequenceNumber": "42", "subSequenceNumber": "1"}),
+    ],
+)
+def test_a_sub_sequence_number_needs_an_after_position_and_a_non_negative_integer(make) -> None:
+    with pytest.raises(InvalidPositionError, match="sub-sequence number"):
+        make()

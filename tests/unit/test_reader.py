@@ -9,7 +9,8 @@ from kinesis_src.aws import KinesisClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import IteratorExpiredError
 from kinesis_src.positions import Position, PositionKind
-from kinesis_src.reader import EXPIRED_ITERATOR_ATTEMPTS, EXPIRED_ITERATOR_MAX_BACKOFF_S, ShardReader, StopReason
+from kinesis_src.retrieval.cursor import EXPIRED_ITERATOR_ATTEMPTS, EXPIRED_ITERATOR_MAX_BACKOFF_S, StopReason
+from kinesis_src.retrieval.polling import ShardReader
 from kinesis_src.records import ChildShard, RecordPage
 
 

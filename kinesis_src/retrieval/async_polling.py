@@ -1,4 +1,8 @@
-"""One shard's fetch loop on the event loop: iterator, GetRecords, pacing, expiry, SHARD_END.
+"""The async polling driver: one shard's fetch loop on the event loop, moving a shard cursor.
+
+Used by the Consumer (one task per held shard): iterator, GetRecords,
+pacing and outages are here; position, de-aggregation, expiry backoff and
+the end of the shard are the :class:`.cursor.ShardCursor`'s.
 
 It knows nothing of leases or checkpoints: it turns a start position into a
 sequence of pages handed to ``deliver`` (which may block: that is the
@@ -21,6 +25,7 @@ from ..aws.async_kinesis import AsyncKinesisClient
 from ..errors import IteratorExpiredError, KinesisSourceError, RetriesExhaustedError
 from ..positions import Position, PositionKind
 from ..records import RecordPage
+from .cursor import ShardCursor
 from .pacing import FetchPacing
 
 log = logging.getLogger(__name__)
@@ -41,12 +46,16 @@ class ShardFetcher:
         deliver: Callable[[RecordPage], Awaitable[None]],
         on_end: Callable[[RecordPage], Awaitable[None]],
         on_expired: Callable[[str, str, str], Awaitable[None]] | None = None,
+        strict_aggregation: bool = False,
+        on_deaggregated: Callable[[int, int], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kinesis = kinesis
         self.stream = stream
         self.shard_id = shard_id
-        self.position = start
+        self.cursor = ShardCursor(
+            stream, shard_id, start, strict_aggregation=strict_aggregation, on_deaggregated=on_deaggregated
+        )
         self.limit = limit
         self.pacing = pacing
         self.deliver = deliver
@@ -55,6 +64,10 @@ class ShardFetcher:
         self.clock = clock
         self.calls = 0
 
+    @property
+    def position(self) -> Position:
+        return self.cursor.position
+
     async def run(self) -> None:
         if self.on_expired is not None and self.position.kind is PositionKind.AFTER_SEQUENCE_NUMBER:
             await self._check_retention(self.position.sequence_number)  # type: ignore[arg-type]
@@ -62,9 +75,10 @@ class ShardFetcher:
         while True:
             started = self.clock()
             try:
-                page = await self.kinesis.get_records(iterator, self.limit, self.shard_id, self.stream)
+                raw = await self.kinesis.get_records(iterator, self.limit, self.shard_id, self.stream)
             except IteratorExpiredError:
                 log.info("iterator of shard %s expired (slow consumer?); resuming at %s", self.shard_id, self.position)
+                await asyncio.sleep(self.cursor.iterator_expired())  # never gives up: the consumer goes on
                 iterator = await self._iterator()
                 continue
             except RetriesExhaustedError as exc:
@@ -72,17 +86,14 @@ class ShardFetcher:
                 iterator = await self._iterator()
                 continue
             self.calls += 1
-            if len(page):
-                self.position = Position.after_sequence(page.sequence_numbers[-1])
-            if page.next_iterator is None:
-                await self.on_end(page)
+            step = self.cursor.accept(raw)
+            if self.cursor.ended:
+                await self.on_end(step.page)
                 return
-            if len(page) or page.millis_behind_latest is not None:
-                await self.deliver(page)  # an empty page: only the lag figure is news
-            iterator = page.next_iterator
-            wait = self.pacing.delay(
-                len(page), page.byte_count, page.millis_behind_latest, self.clock() - started, self.limit
-            )
+            if len(step.page) or raw.millis_behind_latest is not None:
+                await self.deliver(step.page)  # an empty page: only the lag figure is news
+            iterator = raw.next_iterator  # type: ignore[assignment]
+            wait = self.pacing.delay(step.raw_records, raw.byte_count, raw.millis_behind_latest, self.clock() - started, self.limit)
             if wait > 0:
                 await asyncio.sleep(wait)
 

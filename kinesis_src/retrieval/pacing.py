@@ -42,7 +42,20 @@ class FetchPacing:
         endpoints (kinesalite) always report 0.
         """
         interval = max(self.min_interval_s, byte_count / self.bytes_per_second)
-        full = limit > 0 and records >= limit
-        if records == 0 or (millis_behind_latest == 0 and not full):
+        if records == 0 or caught_up(records, millis_behind_latest, limit):
             interval = max(interval, self.idle_interval_s)
         return max(0.0, interval - elapsed_s)
+
+
+def caught_up(records: int, millis_behind_latest: int | None, limit: int) -> bool:
+    """Is a page the tip of its shard? It was not full and says it is 0 ms behind, or is empty and says nothing.
+
+    The one caught-up judgement of every reader: bounded reads stop on it
+    (``until_caught_up``), fetch loops slow down to the idle interval on it.
+    A full page (``records >= limit``) never counts, whatever the lag figure
+    says: some endpoints (kinesalite) always report 0. ``records`` counts
+    Kinesis records (an aggregate is one), the unit ``limit`` is in.
+    """
+    if millis_behind_latest is None:
+        return records == 0
+    return millis_behind_latest == 0 and not (limit > 0 and records >= limit)

@@ -1,0 +1,211 @@
+"""One shard's read state, with no I/O: the part every reader shares, whatever moves it.
+
+A driver (sync polling, async polling, enhanced fan-out) fetches pages of
+Kinesis records and hands each to :meth:`ShardCursor.accept`; the cursor
+returns what to deliver and what it learned. It owns:
+
+* the **position**: after the last user record delivered, as a
+  :class:`Position` whose sub-sequence number is set only while resuming
+  inside a KPL aggregate (the read starts AT the aggregate, and the user
+  records already acknowledged are dropped here);
+* **de-aggregation** (:mod:`.aggregation`), counted, strict or lenient;
+* the **stop reasons** a page can meet: SHARD_END, a recorded end
+  sequence (Spark's replay), an end timestamp (bounded batch reads). A cut
+  page never splits an aggregate: its user records share the aggregate's
+  sequence number and arrival time;
+* **expiry recovery**: how long to back off after the n-th expired
+  iterator in a row, and when to give up;
+* the **caught-up judgement** (:func:`.pacing.caught_up`), in Kinesis
+  records, the unit GetRecords' Limit counts.
+
+The drivers keep what is theirs: iterators or subscriptions, sleeping,
+retries of calls. Flink's ``KinesisShardSplitReaderBase`` with ``polling/``
+and ``fanout/`` beneath it has the same split.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Callable
+
+from ..positions import Position, validate_sequence_number
+from ..records import ChildShard, RecordPage
+from .aggregation import deaggregate
+from .pacing import caught_up
+
+log = logging.getLogger(__name__)
+
+EXPIRED_ITERATOR_ATTEMPTS = 10  # fresh iterators expiring again and again (~14 s of backoff): give up
+EXPIRED_ITERATOR_MAX_BACKOFF_S = 2.0
+
+
+class StopReason(str, enum.Enum):
+    RECORD_LIMIT = "record_limit"
+    TIME_LIMIT = "time_limit"
+    CAUGHT_UP = "caught_up"
+    END_SEQUENCE = "end_sequence"
+    END_TIMESTAMP = "end_timestamp"
+    SHARD_END = "shard_end"
+
+
+class CursorState(str, enum.Enum):
+    READING = "reading"
+    ENDED = "ended"  # SHARD_END seen: the shard is closed and every record was delivered
+
+
+@dataclass(frozen=True)
+class ReadEnd:
+    """Where a bounded read must stop: after sequence number ``sequence`` (inclusive), before the
+    first record that arrived after ``timestamp`` (epoch seconds). Either may be None."""
+
+    sequence: int | None = None
+    timestamp: float | None = None
+
+    @classmethod
+    def of(cls, sequence: str | None = None, timestamp: datetime | None = None) -> ReadEnd:
+        return cls(
+            int(validate_sequence_number(sequence)) if sequence is not None else None,
+            timestamp.timestamp() if timestamp is not None else None,
+        )
+
+
+NO_END = ReadEnd()
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one page meant: user records to deliver, a stop it met, and whether to re-acquire.
+
+    ``raw_records`` counts the Kinesis records the call returned (an
+    aggregate is one): pacing and the caught-up judgement are in that unit.
+    ``reacquire`` is True when the page was cut short: the driver's
+    iterator or subscription points past :attr:`ShardCursor.position` and
+    must be started again there before the next fetch.
+    """
+
+    page: RecordPage
+    raw_records: int
+    stop: StopReason | None
+    reacquire: bool = False
+
+    def caught_up(self, limit: int) -> bool:
+        return caught_up(self.raw_records, self.page.millis_behind_latest, limit)
+
+
+class ShardCursor:
+    """The read state of one shard; not thread-safe, one per shard and driver."""
+
+    def __init__(
+        self,
+        stream: str,
+        shard_id: str,
+        start: Position,
+        *,
+        strict_aggregation: bool = False,
+        on_deaggregated: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.stream = stream
+        self.shard_id = shard_id
+        self.position = start
+        self.strict_aggregation = strict_aggregation
+        self.state = CursorState.READING
+        self.child_shards: tuple[ChildShard, ...] = ()
+        self.millis_behind_latest: int | None = None
+        self.aggregates = 0
+        self.malformed_aggregates = 0
+        self.expired_in_a_row = 0
+        self.on_deaggregated = on_deaggregated  # (aggregates, malformed) per page that had any
+
+    @property
+    def ended(self) -> bool:
+        return self.state is CursorState.ENDED
+
+    def stopped_before_reading(self, end: ReadEnd = NO_END) -> StopReason | None:
+        """A stop already met where the cursor stands, before any call."""
+        if self.ended:
+            return StopReason.SHARD_END
+        seq = self.position.sequence_number
+        if end.sequence is not None and seq is not None and int(seq) >= end.sequence:
+            if not self.position.inside_record:
+                return StopReason.END_SEQUENCE
+        return None
+
+    # -- pages ------------------------------------------------------------------------------
+
+    def accept(self, raw: RecordPage, end: ReadEnd = NO_END) -> Step:
+        """Take one fetched page: de-aggregate, cut at ``end``, drop what was delivered, advance."""
+        self.expired_in_a_row = 0
+        self.millis_behind_latest = raw.millis_behind_latest
+        delivered = self.position
+        page = self._deaggregate(raw) if len(raw) else raw
+        page, cut, dropped = _cut(page, end)
+        if dropped:  # the iterator is past what was kept: the shard's end, if this page had it, is not reached
+            if len(page):
+                self.position = Position.after_sequence(page.sequence_numbers[-1])
+            return Step(_drop_through(page, delivered), len(raw), cut, reacquire=True)
+        if len(raw):  # the raw last record: an aggregate holding no user records is passed too
+            self.position = Position.after_sequence(raw.sequence_numbers[-1])
+        page = _drop_through(page, delivered)
+        if raw.next_iterator is None:
+            self.state = CursorState.ENDED
+            self.child_shards = raw.child_shards
+            return Step(page, len(raw), StopReason.SHARD_END)
+        return Step(page, len(raw), cut)
+
+    def _deaggregate(self, raw: RecordPage) -> RecordPage:
+        result = deaggregate(raw, strict=self.strict_aggregation, shard_id=self.shard_id, stream=self.stream)
+        self.aggregates += result.aggregates
+        self.malformed_aggregates += result.malformed
+        if (result.aggregates or result.malformed) and self.on_deaggregated is not None:
+            self.on_deaggregated(result.aggregates, result.malformed)
+        return result.page
+
+    # -- expired iterators --------------------------------------------------------------------
+
+    def iterator_expired(self) -> float:
+        """Seconds to wait before re-acquiring an iterator at :attr:`position`.
+
+        The first expiry in a row is a slow consumer: re-acquire at once.
+        Fresh iterators expiring again mean service trouble: back off
+        exponentially, up to :data:`EXPIRED_ITERATOR_MAX_BACKOFF_S`.
+        """
+        self.expired_in_a_row += 1
+        if self.expired_in_a_row == 1:
+            return 0.0
+        return min(EXPIRED_ITERATOR_MAX_BACKOFF_S, 0.1 * 2 ** (self.expired_in_a_row - 1))
+
+    @property
+    def expiry_exhausted(self) -> bool:
+        """True after :data:`EXPIRED_ITERATOR_ATTEMPTS` expiries in a row: a bounded read gives up."""
+        return self.expired_in_a_row >= EXPIRED_ITERATOR_ATTEMPTS
+
+
+def _cut(page: RecordPage, end: ReadEnd) -> tuple[RecordPage, StopReason | None, bool]:
+    """The records up to ``end``, the stop met (None: none), and whether records were dropped."""
+    if not len(page) or end == NO_END:
+        return page, None, False
+    keep, reason = len(page), None
+    if end.sequence is not None and int(page.sequence_numbers[-1]) >= end.sequence:
+        keep = sum(1 for s in page.sequence_numbers if int(s) <= end.sequence)
+        reason = StopReason.END_SEQUENCE
+    if end.timestamp is not None:
+        late = next((i for i, t in enumerate(page.arrival_epoch) if t is not None and t > end.timestamp), None)
+        if late is not None and late < keep:
+            keep, reason = late, StopReason.END_TIMESTAMP
+    if keep == len(page):
+        return page, reason, False
+    return page.slice(keep), reason, True
+
+
+def _drop_through(page: RecordPage, delivered: Position) -> RecordPage:
+    """Drop the user records a position inside an aggregate already covers (they lead the page)."""
+    if not delivered.inside_record or not len(page):
+        return page
+    seq, sub = delivered.sequence_number, delivered.sub_sequence_number
+    skip = 0
+    while skip < len(page) and page.sequence_numbers[skip] == seq and page.sub_sequence(skip) <= sub:  # type: ignore[operator]
+        skip += 1
+    return page.slice(len(page), skip) if skip else page
