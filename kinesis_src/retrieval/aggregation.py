@@ -128,19 +128,38 @@ def decode_aggregate(data: bytes) -> list[UserRecord]:
     """The user records of one aggregate (magic included); raises _Malformed with the reason."""
     if len(data) < len(AGGREGATE_MAGIC) + _DIGEST:
         raise _Malformed(f"{len(data)} bytes is shorter than the magic and the MD5 digest")
-    body = memoryview(data)[len(AGGREGATE_MAGIC) : len(data) - _DIGEST]
-    if hashlib.md5(body).digest() != data[-_DIGEST:]:
+    end = len(data) - _DIGEST
+    if hashlib.md5(memoryview(data)[4:end]).digest() != data[end:]:
         raise _Malformed("MD5 digest does not match")
     keys: list[str] = []
     hash_keys: list[str] = []
     records: list[tuple[int, int | None, bytes]] = []
-    for field, value in _fields(body):
-        if field == 1:
-            keys.append(_text(value))
+    pos = 4
+    while pos < end:  # the hot loop: one-byte tags and lengths are the common case, read inline
+        tag = data[pos]
+        if tag & 0x80:
+            tag, pos = _varint(data, pos, end)
+        else:
+            pos += 1
+        if tag & 7 != _LENGTH:
+            pos = _skip(data, pos, end, tag & 7)
+            continue
+        size = data[pos]
+        if size & 0x80:
+            size, pos = _varint(data, pos, end)
+        else:
+            pos += 1
+        stop = pos + size
+        if stop > end:
+            raise _Malformed("a length-delimited field runs past the end (truncated)")
+        field = tag >> 3
+        if field == 3:
+            records.append(_record(data, pos, stop))
+        elif field == 1:
+            keys.append(_text(data[pos:stop]))
         elif field == 2:
-            hash_keys.append(_text(value))
-        elif field == 3:
-            records.append(_record(value))
+            hash_keys.append(_text(data[pos:stop]))
+        pos = stop
     return [_user(k, h, d, keys, hash_keys) for k, h, d in records]
 
 
@@ -152,67 +171,58 @@ def _user(key: int, hash_key: int | None, data: bytes, keys: list[str], hash_key
     return UserRecord(keys[key], hash_keys[hash_key] if hash_key is not None else None, data)
 
 
-def _record(body: memoryview | int) -> tuple[int, int | None, bytes]:
-    if isinstance(body, int):
-        raise _Malformed("a record field is not length-delimited")
+def _record(data: bytes, pos: int, end: int) -> tuple[int, int | None, bytes]:
     key: int | None = None
     hash_key: int | None = None
-    data: bytes | None = None
-    for field, value in _fields(body):
-        if field == 1:
-            key = _number(value)
-        elif field == 2:
-            hash_key = _number(value)
-        elif field == 3:
-            if isinstance(value, int):
-                raise _Malformed("a record's data is not length-delimited")
-            data = bytes(value)
-    if key is None or data is None:
+    payload: bytes | None = None
+    while pos < end:
+        tag, pos = _varint(data, pos, end)
+        field, wire = tag >> 3, tag & 7
+        if wire == _VARINT and field in (1, 2):
+            value, pos = _varint(data, pos, end)
+            if field == 1:
+                key = value
+            else:
+                hash_key = value
+        elif wire == _LENGTH:
+            size, pos = _varint(data, pos, end)
+            if pos + size > end:
+                raise _Malformed("a length-delimited field runs past the end (truncated)")
+            if field == 3:
+                payload = data[pos : pos + size]
+            pos += size
+        else:
+            pos = _skip(data, pos, end, wire)
+    if key is None or payload is None:
         raise _Malformed("a record lacks its partition key index or its data")
-    return key, hash_key, data
+    return key, hash_key, payload
 
 
-def _number(value: memoryview | int) -> int:
-    if not isinstance(value, int):
-        raise _Malformed("an index is not a varint")
-    return value
-
-
-def _text(value: memoryview | int) -> str:
-    if isinstance(value, int):
-        raise _Malformed("a key table entry is not length-delimited")
+def _text(value: bytes) -> str:
     try:
-        return str(value, "utf-8")
+        return value.decode("utf-8")
     except UnicodeDecodeError:
         raise _Malformed("a key table entry is not UTF-8") from None
 
 
-def _fields(buf: memoryview):  # -> Iterator[tuple[int, memoryview | int]]
-    """(field number, value) pairs: varints as ints, length-delimited fields as slices; others skipped."""
-    pos, end = 0, len(buf)
-    while pos < end:
-        tag, pos = _varint(buf, pos)
-        field, wire = tag >> 3, tag & 7
-        if wire == _VARINT:
-            value, pos = _varint(buf, pos)
-            yield field, value
-        elif wire == _LENGTH:
-            size, pos = _varint(buf, pos)
-            if pos + size > end:
-                raise _Malformed("a length-delimited field runs past the end (truncated)")
-            yield field, buf[pos : pos + size]
-            pos += size
-        elif wire in (_FIXED64, _FIXED32):
-            pos += 8 if wire == _FIXED64 else 4
-            if pos > end:
-                raise _Malformed("a fixed-width field runs past the end (truncated)")
-        else:
-            raise _Malformed(f"wire type {wire} is not valid here")
+def _skip(data: bytes, pos: int, end: int, wire: int) -> int:
+    """Past a field this decoder does not read (tags, unknown fields), by its wire type."""
+    if wire == _VARINT:
+        return _varint(data, pos, end)[1]
+    if wire == _LENGTH:
+        size, pos = _varint(data, pos, end)
+        pos += size
+    elif wire in (_FIXED64, _FIXED32):
+        pos += 8 if wire == _FIXED64 else 4
+    else:
+        raise _Malformed(f"wire type {wire} is not valid here")
+    if pos > end:
+        raise _Malformed("a field runs past the end (truncated)")
+    return pos
 
 
-def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     result = shift = 0
-    end = len(buf)
     while True:
         if pos >= end:
             raise _Malformed("a varint runs past the end (truncated)")
