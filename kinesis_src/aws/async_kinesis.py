@@ -114,6 +114,13 @@ class AsyncKinesisClient:
     async def _call(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
         return await acall(what, self.endpoint, self.settings.retry, fn)
 
+    @property
+    def botocore_client(self) -> Any:
+        """The aiobotocore client, for the other modules of ``kinesis_src.aws`` (e.g. :mod:`.fanout`)."""
+        if self._client is None:
+            raise RuntimeError("AsyncKinesisClient is not open: use `async with AsyncKinesisClient(...)`")
+        return self._client
+
     async def describe_stream_status(self, stream: str) -> str:
         what = f"DescribeStreamSummary of stream {stream!r}"
         try:

@@ -84,6 +84,11 @@ class KinesisClient:
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         return call(what, self.endpoint, self.settings.retry, fn)
 
+    @property
+    def botocore_client(self) -> Any:
+        """The botocore client, for the other modules of ``kinesis_src.aws`` (e.g. :mod:`.fanout`)."""
+        return self._client
+
     # -- streams -------------------------------------------------------------------
 
     def describe_stream(self, stream: str) -> StreamSummary:
