@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from aws_kinesis_agg import deaggregator, messages_pb2
 from aws_kinesis_agg.aggregator import RecordAggregator

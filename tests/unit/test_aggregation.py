@@ -21,8 +21,10 @@ import logging
 from typing import Any
 
 import pytest
-from aws_kinesis_agg import deaggregator  # first: it puts its directory on sys.path, which messages_pb2 needs
-from aws_kinesis_agg import messages_pb2
+from aws_kinesis_agg import (
+    deaggregator,  # first: it puts its directory on sys.path, which messages_pb2 needs
+    messages_pb2,
+)
 from aws_kinesis_agg.aggregator import RecordAggregator
 from hypothesis import example, given
 from hypothesis import strategies as st
