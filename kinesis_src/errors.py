@@ -211,3 +211,44 @@ class WorkerIdInUseError(KinesisSourceError):
 
 class ApplicationInUseError(ConfigurationError):
     """Another running query already uses this applicationName on this stream."""
+
+
+# --- enhanced fan-out ------------------------------------------------------------
+
+
+class ConsumerLimitError(KinesisSourceError):
+    """The stream already has the 20 enhanced fan-out consumers AWS allows per stream.
+
+    Not retriable: only deregistering a consumer frees a slot. The message
+    names the stream, its consumers, and the command that deregisters one.
+    """
+
+
+class ConsumerStreamMismatchError(ConfigurationError):
+    """A consumer ARN registered on one stream was given to read another stream's shards.
+
+    Consumer names are per stream, so one name on two streams is two
+    consumers and never a conflict. The real mistake is a consumer ARN
+    carried over from another stream (configuration, a cached ARN): shard
+    ids repeat across streams, so the subscription would read the *other*
+    stream's shard of the same id.
+    """
+
+
+class SubscriptionBusyError(ThrottledError):
+    """SubscribeToShard was refused for now (ResourceInUseException or LimitExceededException).
+
+    AWS allows one SubscribeToShard per second per shard and consumer, and
+    refuses a new one within 5 s of the last successful one, or while another
+    subscription of the same consumer reads the shard. Retriable, with a
+    backoff of at least a second.
+    """
+
+    retriable = True
+
+
+class FanOutUnsupportedError(KinesisSourceError):
+    """The endpoint does not implement enhanced fan-out (kinesis-mock, kinesalite, ...).
+
+    Not retriable: use real Kinesis or LocalStack, or consumerMode=polling.
+    """
