@@ -50,6 +50,38 @@ def emulators() -> Iterator["launcher.Emulators"]:
         yield running
 
 
+@pytest.fixture(scope="session")
+def localstack() -> Iterator[str]:
+    """Real LocalStack (host mode, Kinesis only) for enhanced fan-out; yields its endpoint URL.
+
+    kinesis-mock cannot serve SubscribeToShard to botocore, so EFO tests need
+    LocalStack itself (``localstack/localstack_host.py``: ~5 s to start,
+    ~600 MB with its kinesis-mock). Started on first use, once per session.
+    """
+    _require_isolation()
+    import localstack_host  # noqa: PLC0415  (localstack/ is on sys.path, see above)
+
+    if not localstack_host.is_installed():
+        pytest.skip(
+            "LocalStack is not installed (needs Python 3.13): run `make setup` or "
+            "`python localstack/localstack_host.py install` outside the isolated namespace"
+        )
+    with localstack_host.LocalStack() as running:
+        yield running.endpoint
+
+
+@pytest.fixture
+def localstack_kinesis(localstack: str, monkeypatch: pytest.MonkeyPatch) -> KinesisClient:
+    """A KinesisClient for LocalStack (us-east-1, dummy credentials)."""
+    for key, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    retry = RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=1.0)
+    return KinesisClient(AwsSettings(region="us-east-1", endpoint_url=localstack, retry=retry))
+
+
 @pytest.fixture
 def emulator_env(emulators: "launcher.Emulators", monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     env = emulators.env()

@@ -1,10 +1,15 @@
 """The AWS boundary: the only package that imports botocore."""
 
 from .boundary import call, client_config, new_session, translate
+from .fanout import AsyncFanOut, ConsumerDescription, FanOut, FanOutEvent
 from .dynamodb import DynamoDBClient, TableDescription, TransactOutcome, WriteResult
 from .kinesis import KinesisClient, StreamSummary
 
 __all__ = [
+    "AsyncFanOut",
+    "ConsumerDescription",
+    "FanOut",
+    "FanOutEvent",
     "DynamoDBClient",
     "KinesisClient",
     "StreamSummary",
