@@ -98,11 +98,6 @@ def test_malformed_aggregates_pass_through_whole_with_a_warning_or_fail_when_str
         deaggregate(page(bad), strict=True, shard_id="shardId-7", stream="orders")
 
 
-def test_an_aggregate_without_user_records_yields_none() -> None:
-    result = deaggregate(page(_with_digest(b""), b"after"))
-    assert result.page.data == [b"after"] and result.aggregates == 1
-
-
 def _with_digest(body: bytes) -> bytes:
     import hashlib
 
