@@ -173,10 +173,14 @@ def _pyenv_candidates() -> list[Path]:
     return sorted(set(found), key=key, reverse=True)
 
 
+def _uv_home() -> Path:
+    """Where ``install_python`` puts uv from PyPI: beside LocalStack's venv, never in the project's."""
+    return venv_dir().parent / ".venv-localstack-uv"
+
+
 def _uv() -> str | None:
-    return shutil.which("uv") or next(
-        (str(p) for p in (Path(sys.executable).parent / "uv", REPO / ".venv" / "bin" / "uv") if p.exists()), None
-    )
+    local = _uv_home() / "bin" / "uv"
+    return shutil.which("uv") or (str(local) if local.exists() else None)
 
 
 def _uv_find() -> list[Path]:
@@ -213,8 +217,9 @@ def install_python() -> Path:
     """
     uv = _uv()
     if uv is None:
-        LOG.info("installing uv from PyPI to get Python 3.13")
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "uv"], check=True)
+        LOG.info("no Python 3.13 found; installing uv from PyPI into %s to get one", _uv_home())
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--target", str(_uv_home()), "uv"], capture_output=True, check=False)
         uv = _uv()
     if uv is not None:
         result = subprocess.run([uv, "python", "install", "3.13"], capture_output=True, text=True, check=False)
