@@ -513,7 +513,7 @@ def _patch_subscribe_to_shard() -> None:
     )
     from localstack.services.kinesis import provider
 
-    def subscribe_to_shard(self, context, consumer_arn, shard_id, starting_position, stream_id=None, **kwargs):  # type: ignore[no-untyped-def]
+    def subscribe_to_shard(self, context, consumer_arn, shard_id, starting_position, stream_id=None, **kwargs):
         kinesis = provider.connect_to(aws_access_key_id=context.account_id, region_name=context.region).kinesis
         try:
             stream_name = provider.find_stream_for_consumer(consumer_arn)
