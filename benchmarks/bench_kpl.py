@@ -30,11 +30,11 @@ import base64
 import hashlib
 import json
 import os
-import time
-from collections.abc import Callable
 
 from aws_kinesis_agg import deaggregator, messages_pb2
 from aws_kinesis_agg.aggregator import RecordAggregator
+
+from bench_decode import best_of  # benchmarks/ is on sys.path when run as a script
 
 from kinesis_src.aws.decode import decode_get_records
 from kinesis_src.records import RecordPage
@@ -93,15 +93,6 @@ def with_protobuf(raw: RecordPage) -> RecordPage:
         return deaggregate(raw).page
     finally:
         aggregation._decode = mine
-
-
-def best_of(repeat: int, fn: Callable[[], object]) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:

@@ -74,11 +74,6 @@ class RecordPage:
     def byte_count(self) -> int:
         return sum(map(len, self.data))
 
-    @property
-    def aggregated(self) -> bool:
-        """True if the page was de-aggregated (some rows share a sequence number)."""
-        return self.sub_sequence_numbers is not None
-
     def sub_sequence(self, index: int) -> int:
         return self.sub_sequence_numbers[index] if self.sub_sequence_numbers is not None else 0
 

@@ -160,11 +160,12 @@ def _decode(body: bytes | str) -> RecordPage:
         encryption_types=[r.get("EncryptionType") for r in records],
         next_iterator=doc.get("NextShardIterator"),
         millis_behind_latest=doc.get("MillisBehindLatest"),
-        child_shards=tuple(_child_shard(c) for c in doc.get("ChildShards") or ()),
+        child_shards=tuple(child_shard(c) for c in doc.get("ChildShards") or ()),
     )
 
 
-def _child_shard(raw: dict[str, Any]) -> ChildShard:
+def child_shard(raw: dict[str, Any]) -> ChildShard:
+    """A ``ChildShards`` entry (GetRecords and SubscribeToShard events name them the same way)."""
     hash_range = raw["HashKeyRange"]
     return ChildShard(
         shard_id=raw["ShardId"],

@@ -43,10 +43,11 @@ from ..errors import (
     ThrottledError,
 )
 from ..positions import Position
-from ..records import ChildShard, RecordPage
+from ..records import RecordPage
 from ..retry import RetryPolicy
 from .async_kinesis import AsyncKinesisClient
 from .boundary import acall, call, translate
+from .decode import child_shard
 from .kinesis import KinesisClient
 
 T = TypeVar("T")
@@ -140,16 +141,6 @@ def _epoch(value: Any) -> float | None:
     return value.timestamp() if isinstance(value, datetime) else float(value)
 
 
-def _child_shard(raw: dict[str, Any]) -> ChildShard:
-    hash_range = raw["HashKeyRange"]
-    return ChildShard(
-        shard_id=raw["ShardId"],
-        parent_shards=tuple(raw.get("ParentShards") or ()),
-        starting_hash_key=int(hash_range["StartingHashKey"]),
-        ending_hash_key=int(hash_range["EndingHashKey"]),
-    )
-
-
 def event_from(raw: dict[str, Any]) -> FanOutEvent:
     """A SubscribeToShardEvent as botocore parses it (Data as bytes, timestamps as datetimes)."""
     records = raw.get("Records") or []
@@ -162,7 +153,7 @@ def event_from(raw: dict[str, Any]) -> FanOutEvent:
         encryption_types=[r.get("EncryptionType") for r in records],
         next_iterator=continuation,
         millis_behind_latest=raw.get("MillisBehindLatest"),
-        child_shards=tuple(_child_shard(c) for c in raw.get("ChildShards") or ()),
+        child_shards=tuple(child_shard(c) for c in raw.get("ChildShards") or ()),
     )
     return FanOutEvent(page=page, continuation_sequence_number=continuation)
 

@@ -26,7 +26,6 @@ and ``fanout/`` beneath it has the same split.
 from __future__ import annotations
 
 import enum
-import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
@@ -35,8 +34,6 @@ from ..positions import Position, validate_sequence_number
 from ..records import ChildShard, RecordPage
 from .aggregation import deaggregate
 from .pacing import caught_up
-
-log = logging.getLogger(__name__)
 
 EXPIRED_ITERATOR_ATTEMPTS = 10  # fresh iterators expiring again and again (~14 s of backoff): give up
 EXPIRED_ITERATOR_MAX_BACKOFF_S = 2.0
@@ -128,10 +125,9 @@ class ShardCursor:
         if self.ended:
             return StopReason.SHARD_END
         seq = self.position.sequence_number
-        if end.sequence is not None and seq is not None and int(seq) >= end.sequence:
-            if not self.position.inside_record:
-                return StopReason.END_SEQUENCE
-        return None
+        if end.sequence is None or seq is None or self.position.inside_record:
+            return None  # inside an aggregate, its remaining user records are still to be read
+        return StopReason.END_SEQUENCE if int(seq) >= end.sequence else None
 
     # -- pages ------------------------------------------------------------------------------
 
