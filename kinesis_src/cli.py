@@ -231,14 +231,19 @@ def _row_record(row: dict) -> Record:
 
 
 def _as_json(record: Record) -> dict:
+    """One JSON line: a KPL user record is told apart by ``subSequenceNumber`` (0 for a plain record)."""
     ts = record.approximate_arrival_timestamp
-    return {
+    line = {
         "shardId": record.shard_id,
         "sequenceNumber": record.sequence_number,
+        "subSequenceNumber": record.sub_sequence_number,
         "partitionKey": record.partition_key,
-        "approximateArrivalTimestamp": format_timestamp(ts) if ts else None,
-        "data": base64.b64encode(record.data).decode(),
     }
+    if record.explicit_hash_key is not None:
+        line["explicitHashKey"] = record.explicit_hash_key
+    line["approximateArrivalTimestamp"] = format_timestamp(ts) if ts else None
+    line["data"] = base64.b64encode(record.data).decode()
+    return line
 
 
 if __name__ == "__main__":

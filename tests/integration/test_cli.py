@@ -53,6 +53,7 @@ def test_shards_and_read_in_lineage_order(kinesis: KinesisClient, stream_name: s
     for row in rows:
         key, n = decode(base64.b64decode(row["data"]))
         assert row["partitionKey"] == key
+        assert row["subSequenceNumber"] == 0 and "explicitHashKey" not in row  # plain records, no aggregates
         assert n == counters.get(key, 0) + 1, f"{key} out of order"
         counters[key] = n
 
