@@ -131,13 +131,24 @@ class ShardCursor:
 
     # -- pages ------------------------------------------------------------------------------
 
-    def accept(self, raw: RecordPage, end: ReadEnd = NO_END) -> Step:
-        """Take one fetched page: de-aggregate, cut at ``end``, drop what was delivered, advance."""
+    def accept(self, raw: RecordPage, end: ReadEnd = NO_END, max_records: int | None = None) -> Step:
+        """Take one fetched page: de-aggregate, cut at ``end``, drop what was delivered, advance.
+
+        ``max_records`` caps the user records delivered, rounded up to the
+        end of the aggregate the last one belongs to: GetRecords' Limit and
+        fan-out events count Kinesis records, so one page may hold far more
+        user records than asked for. A page cut this way stops with
+        RECORD_LIMIT and asks for a re-acquire.
+        """
         self.expired_in_a_row = 0
         self.millis_behind_latest = raw.millis_behind_latest
         delivered = self.position
         page = self._deaggregate(raw) if len(raw) else raw
         page, cut, dropped = _cut(page, end)
+        if max_records is not None:
+            limited = _limit(page, delivered, max_records)
+            if limited is not None:
+                page, cut, dropped = limited, StopReason.RECORD_LIMIT, True
         if dropped:  # the iterator is past what was kept: the shard's end, if this page had it, is not reached
             if len(page):
                 self.position = Position.after_sequence(page.sequence_numbers[-1])
@@ -196,12 +207,32 @@ def _cut(page: RecordPage, end: ReadEnd) -> tuple[RecordPage, StopReason | None,
     return page.slice(keep), reason, True
 
 
-def _drop_through(page: RecordPage, delivered: Position) -> RecordPage:
-    """Drop the user records a position inside an aggregate already covers (they lead the page)."""
-    if not delivered.inside_record or not len(page):
-        return page
+def _covered(page: RecordPage, delivered: Position) -> int:
+    """How many user records leading the page a position inside an aggregate already covers."""
+    if not delivered.inside_record:
+        return 0
     seq, sub = delivered.sequence_number, delivered.sub_sequence_number
     skip = 0
     while skip < len(page) and page.sequence_numbers[skip] == seq and page.sub_sequence(skip) <= sub:  # type: ignore[operator]
         skip += 1
+    return skip
+
+
+def _drop_through(page: RecordPage, delivered: Position) -> RecordPage:
+    """Drop the user records a position inside an aggregate already covers (they lead the page)."""
+    skip = _covered(page, delivered)
     return page.slice(len(page), skip) if skip else page
+
+
+def _limit(page: RecordPage, delivered: Position, max_records: int) -> RecordPage | None:
+    """The page cut after ``max_records`` new user records and the rest of their aggregate; None: no cut."""
+    if max_records < 1:
+        raise ValueError(f"max_records must be at least 1, got {max_records}")
+    last = _covered(page, delivered) + max_records - 1
+    if last >= len(page) - 1:
+        return None
+    seqs = page.sequence_numbers
+    keep = last + 1
+    while keep < len(page) and seqs[keep] == seqs[last]:
+        keep += 1
+    return page.slice(keep) if keep < len(page) else None

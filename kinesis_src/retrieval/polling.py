@@ -14,57 +14,23 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Callable
 
 from ..aws import KinesisClient
 from ..errors import ConfigurationError, IteratorExpiredError, MalformedResponseError
 from ..positions import Position
-from ..records import ChildShard, RecordPage
+from ..records import RecordPage
+from .bounded import MAX_RECORDS_PER_FETCH, BoundedRead, ShardRead
 from .cursor import NO_END, ReadEnd, ShardCursor, Step, StopReason
 
 log = logging.getLogger(__name__)
 
-MAX_RECORDS_PER_FETCH = 10_000  # the GetRecords API maximum
 MIN_FETCH_INTERVAL_S = 0.2  # Kinesis allows 5 GetRecords calls per second per shard
 
 __all__ = ["MAX_RECORDS_PER_FETCH", "MIN_FETCH_INTERVAL_S", "ShardRead", "ShardReader", "StopReason"]
 
 
-@dataclass
-class ShardRead:
-    """What one :meth:`ShardReader.read` call delivered and where the shard stands now."""
-
-    shard_id: str
-    start: Position
-    next_position: Position
-    pages: list[RecordPage]
-    stop_reason: StopReason
-    millis_behind_latest: int | None
-    child_shards: tuple[ChildShard, ...] = field(default_factory=tuple)
-
-    @property
-    def record_count(self) -> int:
-        return sum(len(p) for p in self.pages)
-
-    @property
-    def shard_ended(self) -> bool:
-        return self.stop_reason is StopReason.SHARD_END
-
-    @property
-    def last_sequence_number(self) -> str | None:
-        for page in reversed(self.pages):
-            if len(page):
-                return page.sequence_numbers[-1]
-        return None
-
-    def records(self):  # -> Iterator[Record]
-        for page in self.pages:
-            yield from page.records(self.shard_id)
-
-
-class ShardReader:
+class ShardReader(BoundedRead):
     """Stateful reader of one shard; not thread-safe, one per shard.
 
     ``fetch_interval_s`` spaces GetRecords calls on this shard so a tight
@@ -102,30 +68,14 @@ class ShardReader:
         self._sleep = sleep
         self._last_call: float | None = None
 
-    @property
-    def position(self) -> Position:
-        return self.cursor.position
-
-    @property
-    def shard_ended(self) -> bool:
-        return self.cursor.ended
-
-    @property
-    def child_shards(self) -> tuple[ChildShard, ...]:
-        return self.cursor.child_shards
-
-    @property
-    def millis_behind_latest(self) -> int | None:
-        return self.cursor.millis_behind_latest
-
     # -- one call ----------------------------------------------------------------
 
     def fetch(self, limit: int | None = None) -> RecordPage:
         """One GetRecords call from the current position; moves the position past what it returns."""
         return self.step(limit).page
 
-    def step(self, limit: int | None = None, end: ReadEnd = NO_END) -> Step:
-        """One GetRecords call, as the cursor judged it (``end`` cuts the page)."""
+    def step(self, limit: int | None = None, end: ReadEnd = NO_END, max_records: int | None = None) -> Step:
+        """One GetRecords call, as the cursor judged it (``end`` and ``max_records`` cut the page)."""
         if self.cursor.ended:
             raise ConfigurationError(f"shard {self.shard_id} already reached SHARD_END; nothing more to fetch")
         limit = min(limit or self.max_records_per_fetch, self.max_records_per_fetch)
@@ -145,7 +95,7 @@ class ShardReader:
                     self._sleep(backoff)
                 self._pace()
                 self._iterator = self._new_iterator()
-        step = self.cursor.accept(page, end)
+        step = self.cursor.accept(page, end, max_records)
         self._iterator = None if step.reacquire else page.next_iterator
         return step
 
@@ -166,63 +116,3 @@ class ShardReader:
         wait = self._last_call + self.fetch_interval_s - self._clock()
         if wait > 0:
             self._sleep(wait)
-
-    # -- bounded read ------------------------------------------------------------
-
-    def read(
-        self,
-        max_records: int | None = None,
-        max_duration_s: float | None = None,
-        until_caught_up: bool = False,
-        end_sequence: str | None = None,
-        end_timestamp: datetime | None = None,
-    ) -> ShardRead:
-        """Fetch until the first limit is met.
-
-        ``end_sequence`` (inclusive) makes the read stop exactly at a recorded
-        position, as a Spark batch replay must; ``until_caught_up`` stops at
-        the tip of an open shard (a short page with MillisBehindLatest 0).
-        Without any limit the read runs to SHARD_END, which for an open shard
-        means forever: callers must pass one. ``end_timestamp`` stops before
-        the first record that arrived after it (bounded batch reads).
-        ``max_records`` counts user records and never cuts a KPL aggregate,
-        so a read may return up to one aggregate more.
-        """
-        end = ReadEnd.of(end_sequence, end_timestamp)
-        start = self.position
-        started = self._clock()
-        pages: list[RecordPage] = []
-        count = 0
-        reason = self.cursor.stopped_before_reading(end)
-        while reason is None:
-            remaining = None if max_records is None else max_records - count
-            step = self.step(remaining, end)
-            pages.append(step.page)
-            count += len(step.page)
-            reason = step.stop or self._stop_reason(step, count, started, max_records, max_duration_s, until_caught_up)
-        return ShardRead(
-            shard_id=self.shard_id,
-            start=start,
-            next_position=self.position,
-            pages=pages,
-            stop_reason=reason,
-            millis_behind_latest=self.millis_behind_latest,
-            child_shards=self.child_shards,
-        )
-
-    def _stop_reason(
-        self,
-        step: Step,
-        count: int,
-        started: float,
-        max_records: int | None,
-        max_duration_s: float | None,
-        until_caught_up: bool,
-    ) -> StopReason | None:
-        if max_records is not None and count >= max_records:
-            return StopReason.RECORD_LIMIT
-        if until_caught_up and step.caught_up(self.max_records_per_fetch):
-            return StopReason.CAUGHT_UP
-        if max_duration_s is not None and self._clock() - started >= max_duration_s:
-            return StopReason.TIME_LIMIT
-        return None

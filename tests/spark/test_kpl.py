@@ -131,11 +131,6 @@ def test_strict_aggregation_fails_a_streaming_query_naming_the_shard_and_lenient
     assert "MalformedAggregateError" in message and "shardId-000000000000" in message and seqs[1] in message, message
 
 
-@pytest.mark.xfail(
-    reason="KPL de-aggregation not wired yet: maxRecordsPerShard goes to GetRecords as its Limit, which counts "
-    "Kinesis records, so one fetch can bring that many aggregates",
-    strict=True,
-)
 def test_max_records_per_shard_is_overshot_by_at_most_one_aggregate(
     spark, kinesis: KinesisClient, stream_name: str, tmp_path: Path
 ) -> None:

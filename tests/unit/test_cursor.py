@@ -153,3 +153,28 @@ def test_expired_iterators_back_off_after_the_first_and_give_up_after_the_limit(
     assert waits == sorted(waits) and c.expiry_exhausted
     c.accept(raw([]))
     assert c.expired_in_a_row == 0 and not c.expiry_exhausted
+
+
+def test_max_records_cuts_after_the_aggregate_holding_the_last_record_asked_for() -> None:
+    """GetRecords' Limit counts Kinesis records: two aggregates of 3 under max_records=4 keep 6, not 4 or 7."""
+    c = cursor()
+    step = c.accept(raw([(1, aggregate("a", "b", "c")), (2, aggregate("d", "e", "f")), (3, b"plain")]), max_records=4)
+    assert [r[2] for r in rows(step.page)] == [b"a:0", b"b:1", b"c:2", b"d:0", b"e:1", b"f:2"]
+    assert step.stop is StopReason.RECORD_LIMIT and step.reacquire
+    assert c.position == Position.after_sequence("00002") and c.state is CursorState.READING
+
+
+def test_max_records_counts_only_the_records_not_yet_delivered_inside_an_aggregate() -> None:
+    c = cursor(Position.after_sequence("00001", 0))
+    step = c.accept(raw([(1, aggregate("a", "b", "c")), (2, b"d"), (3, b"e")]), max_records=3)
+    assert [r[2] for r in rows(step.page)] == [b"b:1", b"c:2", b"d"]
+    assert step.stop is StopReason.RECORD_LIMIT and c.position == Position.after_sequence("00002")
+
+
+def test_max_records_that_the_page_fits_cuts_nothing_and_a_final_page_still_ends_the_shard() -> None:
+    c = cursor()
+    step = c.accept(raw([(1, aggregate("a", "b")), (2, b"c")], end=True), max_records=3)
+    assert len(step.page) == 3 and step.stop is StopReason.SHARD_END and c.ended
+    c = cursor()
+    step = c.accept(raw([(1, b"a"), (2, aggregate("b", "c"))], end=True), max_records=2)
+    assert len(step.page) == 3 and step.stop is StopReason.SHARD_END  # the last aggregate is never split
