@@ -1,0 +1,64 @@
+"""One in-memory Kinesis for the unit tests: streams, shards, records, resharding, retention, EFO.
+
+``from fake_kinesis import FakeKinesis`` (``tests/`` is on ``sys.path``). Modules: :mod:`.model`
+(shards, records, faults, calls), :mod:`.client` (the calls), :mod:`.aio` (the async twin).
+
+``FakeKinesis`` answers the calls the readers make of
+:class:`kinesis_src.aws.KinesisClient` (``describe_stream``, ``list_shards``,
+``get_shard_iterator``, ``get_records``) and of
+:class:`kinesis_src.aws.FanOut` (consumers and ``subscribe``), with the same
+argument lists, return types and errors. ``fake.aio()`` is the
+:class:`~kinesis_src.aws.async_kinesis.AsyncKinesisClient` /
+:class:`~kinesis_src.aws.AsyncFanOut` twin over the same state, calls and faults.
+
+The model, grown from ``tests/unit/lineage_model.py``'s simulator:
+* a shard has an id, parents, a hash range, a starting and (once closed) an
+  ending sequence number, and records in sequence order; sequence numbers
+  compare as integers, and generated ones grow across the whole fake;
+* ``split_shard`` / ``merge_shards`` close parents and create children as
+  Kinesis does; ``create_stream(listing=...)`` / ``set_listing`` take raw
+  ListShards dicts for shapes no reshard produces (gaps, changed parents);
+* a record's arrival time is the fake's ``clock`` (or given; the clock then
+  follows it); ``trim`` applies retention, ``drop_shard`` trims a whole shard;
+* an iterator remembers the sequence number it reads after, so trimming under
+  it behaves like Kinesis: reading resumes at the oldest record left.
+* a closed shard read to its end returns ``next_iterator=None`` (EFO: a null
+  continuation) with its ``ChildShards``, on the page of its last records, or
+  on an empty page after them with ``shard.end_page_apart``.
+
+Test hooks: ``calls`` (every call, in order), ``count(method, shard_id)``;
+``inject(method, error_or_gate, shard_id=, calls=)`` raises, or holds the call
+at a :class:`Gate`; ``expire_iterators()``; ``shard.page_sizes`` (records per
+next page or event), ``shard.lag_ms`` (MillisBehindLatest); endpoint quirks
+``shard_filter`` ("supported" | "rejected" | "ignored") and
+``ignores_exclusive_start``; ``events_per_subscription`` (a subscription's
+5 minutes) and ``records_per_event``.
+"""
+
+from .aio import AsyncFakeKinesis
+from .client import FakeKinesis
+from .model import (
+    MAX_HASH_KEY,
+    START,
+    Call,
+    FakeRecord,
+    FakeShard,
+    FakeStream,
+    Gate,
+    shard_id,
+    utc,
+)
+
+__all__ = [
+    "MAX_HASH_KEY",
+    "START",
+    "AsyncFakeKinesis",
+    "Call",
+    "FakeKinesis",
+    "FakeRecord",
+    "FakeShard",
+    "FakeStream",
+    "Gate",
+    "shard_id",
+    "utc",
+]
