@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from fake_kinesis import FakeKinesis
 
 from kinesis_src.discovery import ShardDiscovery
-from kinesis_src.errors import InvalidRequestError, LineageListingError
+from kinesis_src.errors import LineageListingError
 from kinesis_src.positions import Position
 
 TOP = 2**128 - 1
@@ -24,44 +25,38 @@ def shard(n: int, lo: int, hi: int, parent: int | None = None, closed: bool = Fa
     return out
 
 
-class FakeKinesis:
-    """Lists a fixed set of shards; can reject ShardFilter like endpoints that lack it."""
+def fake_stream(shards: list[dict], *, shard_filter: str = "supported", ignores_start: bool = False) -> FakeKinesis:
+    """Stream "s" listing ``shards``; ``shard_filter="rejected"`` is an endpoint that lacks ShardFilter."""
+    fake = FakeKinesis()
+    fake.create_stream("s", listing=shards)
+    fake.shard_filter, fake.ignores_exclusive_start = shard_filter, ignores_start
+    return fake
 
-    def __init__(self, shards: list[dict], rejects_filter: bool = False, ignores_start: bool = False) -> None:
-        self.shards = shards
-        self.rejects_filter = rejects_filter
-        self.ignores_start = ignores_start
-        self.calls: list[dict] = []
 
-    def list_shards(self, stream: str, exclusive_start_shard_id=None, shard_filter=None, page_size: int = 1000):
-        self.calls.append({"start": exclusive_start_shard_id, "filter": shard_filter})
-        if shard_filter and self.rejects_filter:
-            raise InvalidRequestError("ListShards: InvalidArgumentException: ShardFilter not supported")
-        if exclusive_start_shard_id and not self.ignores_start:
-            return [s for s in self.shards if s["ShardId"] > exclusive_start_shard_id]
-        return list(self.shards)
+def listed(fake: FakeKinesis, arg: str) -> list:
+    return [c.args[arg] for c in fake.calls_to("list_shards")]
 
 
 def test_full_then_incremental() -> None:
-    fake = FakeKinesis([shard(0, 0, TOP)])
+    fake = fake_stream([shard(0, 0, TOP)])
     discovery = ShardDiscovery(fake, "s")  # type: ignore[arg-type]
     assert discovery.refresh() == ("shardId-000000000000",)
-    fake.shards += [shard(1, 0, 99, parent=0), shard(2, 100, TOP, parent=0)]
+    fake.split_shard("s", "shardId-000000000000", 100)  # children 1 (0-99) and 2 (100-TOP)
     assert discovery.refresh() == ("shardId-000000000000", "shardId-000000000001", "shardId-000000000002")
-    assert fake.calls[-1]["start"] == "shardId-000000000000"
+    assert listed(fake, "exclusive_start_shard_id")[-1] == "shardId-000000000000"
     assert not discovery.graph.is_open("shardId-000000000000")
 
 
 def test_rejected_shard_filter_falls_back_and_is_remembered() -> None:
-    fake = FakeKinesis([shard(0, 0, TOP)], rejects_filter=True)
+    fake = fake_stream([shard(0, 0, TOP)], shard_filter="rejected")
     discovery = ShardDiscovery(fake, "s")  # type: ignore[arg-type]
     assert discovery.refresh(Position.latest()) == ("shardId-000000000000",)
-    assert [c["filter"] for c in fake.calls] == [{"Type": "AT_LATEST"}, None]
+    assert listed(fake, "shard_filter") == [{"Type": "AT_LATEST"}, None]
     assert discovery.filter_supported is False
 
 
 def test_ignored_exclusive_start_is_harmless() -> None:
-    fake = FakeKinesis([shard(0, 0, TOP)], ignores_start=True)
+    fake = fake_stream([shard(0, 0, TOP)], ignores_start=True)
     discovery = ShardDiscovery(fake, "s")  # type: ignore[arg-type]
     discovery.refresh()
     assert discovery.refresh() == ()
@@ -69,24 +64,24 @@ def test_ignored_exclusive_start_is_harmless() -> None:
 
 
 def test_at_timestamp_start_lists_from_that_time() -> None:
-    fake = FakeKinesis([shard(0, 0, TOP)])
+    fake = fake_stream([shard(0, 0, TOP)])
     ShardDiscovery(fake, "s").refresh(Position.at_timestamp("2026-01-01T00:00:00Z"))  # type: ignore[arg-type]
-    assert fake.calls[0]["filter"]["Type"] == "FROM_TIMESTAMP"
+    assert listed(fake, "shard_filter")[0]["Type"] == "FROM_TIMESTAMP"
 
 
 def test_a_listing_with_a_gap_names_the_stream() -> None:
-    fake = FakeKinesis([shard(0, 0, 10), shard(1, 20, TOP)])
+    fake = fake_stream([shard(0, 0, 10), shard(1, 20, TOP)])
     with pytest.raises(LineageListingError, match="stream 's'"):
         ShardDiscovery(fake, "s").refresh()  # type: ignore[arg-type]
 
 
 def test_conflicting_parents_between_listings_name_the_stream() -> None:
-    fake = FakeKinesis([shard(0, 0, TOP)])
+    fake = fake_stream([shard(0, 0, TOP)])
     discovery = ShardDiscovery(fake, "s")  # type: ignore[arg-type]
     discovery.refresh()
-    fake.shards = [shard(0, 0, TOP), shard(1, 0, TOP, parent=0)]
+    fake.set_listing("s", [shard(0, 0, TOP), shard(1, 0, TOP, parent=0)])
     discovery.refresh()
-    fake.shards = [shard(1, 0, TOP, parent=7)]
-    fake.ignores_start = True
+    fake.set_listing("s", [shard(1, 0, TOP, parent=7)])
+    fake.ignores_exclusive_start = True
     with pytest.raises(LineageListingError, match="shardId-000000000001"):
         discovery.refresh()
