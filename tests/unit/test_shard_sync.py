@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
+from fake_kinesis import FakeKinesis
 from moto import mock_aws
 
 from kinesis_src.aws.dynamodb import DynamoDBClient
@@ -41,16 +42,13 @@ def shard(i: int, lo: int, hi: int, parents: tuple[int, ...] = (), closed: bool 
     return out
 
 
-class FakeKinesis:
-    """Only what ShardDiscovery calls; the listing can be replaced between syncs."""
-
-    def __init__(self, shards: list[dict]) -> None:
-        self.shards = shards
-        self.calls = 0
-
-    def list_shards(self, stream: str, **kwargs) -> list[dict]:
-        self.calls += 1
-        return list(self.shards)
+def listed(shards: list[dict]) -> FakeKinesis:
+    """Stream "orders" listing ``shards``, ShardFilter ignored (as moto does): every sync sees the whole
+    listing, so the sync's own choice of shards is what is tested. ``set_listing`` replaces it."""
+    fake = FakeKinesis()
+    fake.create_stream("orders", listing=shards)
+    fake.shard_filter = "ignored"
+    return fake
 
 
 # shard 0 split into 1 and 2; 2 split into 3 and 4
@@ -83,7 +81,7 @@ def assignable(table: LeaseTable) -> list[str]:
 
 
 def test_fresh_table_at_trim_horizon_leases_every_shard_parent_first(table: LeaseTable) -> None:
-    sync = ShardSync(FakeKinesis(SPLIT_TWICE), table)
+    sync = ShardSync(listed(SPLIT_TWICE), table)
     report = sync.run()
     assert report.created == tuple(sid(i) for i in range(5))
     leases = leases_of(table)
@@ -94,13 +92,13 @@ def test_fresh_table_at_trim_horizon_leases_every_shard_parent_first(table: Leas
 
 
 def test_fresh_table_at_latest_leases_open_shards_only_and_later_children_at_trim_horizon(table: LeaseTable) -> None:
-    kinesis = FakeKinesis(SPLIT_TWICE)
+    kinesis = listed(SPLIT_TWICE)
     ShardSync(kinesis, table, Position.latest()).run()
     leases = leases_of(table)
     assert sorted(leases) == [sid(1), sid(3), sid(4)]
     assert all(l.checkpoint.kind is CheckpointKind.AT_TIMESTAMP for l in leases.values())
-    kinesis.shards = [*SPLIT_TWICE[:1], shard(1, 0, HALF - 1, (0,), closed=True), *SPLIT_TWICE[2:],
-                      shard(5, 0, HALF // 2, (1,)), shard(6, HALF // 2 + 1, HALF - 1, (1,))]
+    kinesis.set_listing("orders", [*SPLIT_TWICE[:1], shard(1, 0, HALF - 1, (0,), closed=True), *SPLIT_TWICE[2:],
+                                   shard(5, 0, HALF // 2, (1,)), shard(6, HALF // 2 + 1, HALF - 1, (1,))])
     report = ShardSync(kinesis, table, Position.latest()).run()
     assert report.created == (sid(5), sid(6))  # closed ancestors 0 and 2 are never leased
     assert leases_of(table)[sid(5)].checkpoint == Checkpoint.trim_horizon()
@@ -109,9 +107,9 @@ def test_fresh_table_at_latest_leases_open_shards_only_and_later_children_at_tri
 def test_a_latest_start_is_pinned_to_the_time_the_leases_were_created(table: LeaseTable) -> None:
     """A lease that still said LATEST when its first owner died (or handed it over) before checkpointing
     would make the next owner skip every record put in between: LATEST is pinned, as the Spark side does."""
-    before = datetime.now(timezone.utc)
-    ShardSync(FakeKinesis(SPLIT_ONCE), table, Position.latest()).run()
-    after = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
+    ShardSync(listed(SPLIT_ONCE), table, Position.latest()).run()
+    after = datetime.now(UTC)
     leases = leases_of(table)
     assert sorted(leases) == [sid(1), sid(2)]
     checkpoints = {l.checkpoint for l in leases.values()}
@@ -122,13 +120,13 @@ def test_a_latest_start_is_pinned_to_the_time_the_leases_were_created(table: Lea
 
 
 def test_fresh_table_at_timestamp(table: LeaseTable) -> None:
-    ShardSync(FakeKinesis(SPLIT_ONCE), table, Position.at_timestamp("2026-01-01T00:00:00Z")).run()
+    ShardSync(listed(SPLIT_ONCE), table, Position.at_timestamp("2026-01-01T00:00:00Z")).run()
     assert {l.checkpoint for l in leases_of(table).values()} == {Checkpoint.at_timestamp("2026-01-01T00:00:00Z")}
 
 
 def test_repairs_a_table_the_stream_outgrew_while_nobody_ran(table: LeaseTable) -> None:
     table.create_lease(Lease(sid(0), Checkpoint.sequence("150"), HashRange(0, MAX_HASH_KEY)))
-    report = ShardSync(FakeKinesis(SPLIT_TWICE), table).run()
+    report = ShardSync(listed(SPLIT_TWICE), table).run()
     assert report.created == (sid(1), sid(2), sid(3), sid(4))
     leases = leases_of(table)
     assert leases[sid(0)].checkpoint == Checkpoint.sequence("150")  # untouched
@@ -138,7 +136,7 @@ def test_repairs_a_table_the_stream_outgrew_while_nobody_ran(table: LeaseTable) 
 
 def test_trimmed_parents_are_tolerated_and_their_stale_leases_removed(table: LeaseTable, caplog) -> None:
     table.create_lease(Lease(sid(0), Checkpoint.sequence("150"), HashRange(0, MAX_HASH_KEY)))
-    kinesis = FakeKinesis(SPLIT_TWICE[1:])  # 0 was trimmed past retention
+    kinesis = listed(SPLIT_TWICE[1:])  # 0 was trimmed past retention
     with caplog.at_level(logging.WARNING, logger="kinesis_src.shard_sync"):
         report = ShardSync(kinesis, table).run()
     assert report.deleted_trimmed == (sid(0),)
@@ -148,13 +146,13 @@ def test_trimmed_parents_are_tolerated_and_their_stale_leases_removed(table: Lea
 
 
 def test_a_fresh_table_on_a_stream_whose_parents_are_trimmed(table: LeaseTable) -> None:
-    ShardSync(FakeKinesis([SPLIT_TWICE[1], *SPLIT_TWICE[3:]]), table).run()  # 0 and 2 trimmed
+    ShardSync(listed([SPLIT_TWICE[1], *SPLIT_TWICE[3:]]), table).run()  # 0 and 2 trimmed
     assert sorted(leases_of(table)) == [sid(1), sid(3), sid(4)]
     assert assignable(table) == [sid(1), sid(3), sid(4)]
 
 
 def test_drained_parents_are_cleaned_up_once_children_started_and_never_recreated(table: LeaseTable) -> None:
-    kinesis = FakeKinesis(SPLIT_ONCE)
+    kinesis = listed(SPLIT_ONCE)
     sync = ShardSync(kinesis, table)
     sync.run()
     parent = table.take_lease(table.get_lease(sid(0)), "w")
@@ -173,5 +171,5 @@ def test_drained_parents_are_cleaned_up_once_children_started_and_never_recreate
 
 def test_a_lease_newer_than_the_listing_is_kept(table: LeaseTable) -> None:
     table.create_lease(Lease(sid(9), Checkpoint.trim_horizon(), HashRange(0, MAX_HASH_KEY)))
-    report = ShardSync(FakeKinesis(SPLIT_TWICE), table).run()
+    report = ShardSync(listed(SPLIT_TWICE), table).run()
     assert sid(9) not in report.deleted_trimmed and sid(9) in leases_of(table)
