@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
+from fake_kinesis import FakeKinesis
 
 from kinesis_src import read_table
 from kinesis_src.arrow import ARROW_SCHEMA, page_to_arrow
 from kinesis_src.cli import export_format
 from kinesis_src.errors import ConfigurationError, InvalidPositionError
 from kinesis_src.positions import Position, PositionKind
-from kinesis_src.records import ChildShard, RecordPage
+from kinesis_src.records import RecordPage
 from kinesis_src.window import Window, _in_window, resolve_window
 
-NOW = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 TOP = 2**128 - 1
 
 
 def utc(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, timezone.utc)
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 # -- start / end --------------------------------------------------------------------
@@ -39,10 +40,10 @@ def test_latest_is_the_call_time_for_both_bounds() -> None:
 
 def test_iso_strings_and_aware_datetimes_become_utc() -> None:
     window = resolve_window("2026-03-01T10:00:00+02:00", "2026-03-01T09:30:00", NOW)
-    assert window.start == datetime(2026, 3, 1, 8, tzinfo=timezone.utc)
-    assert window.end == datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc)  # no offset: UTC
+    assert window.start == datetime(2026, 3, 1, 8, tzinfo=UTC)
+    assert window.end == datetime(2026, 3, 1, 9, 30, tzinfo=UTC)  # no offset: UTC
     zoned = datetime(2026, 3, 1, 14, tzinfo=timezone(timedelta(hours=5)))
-    assert resolve_window(zoned, NOW, NOW).start == datetime(2026, 3, 1, 9, tzinfo=timezone.utc)
+    assert resolve_window(zoned, NOW, NOW).start == datetime(2026, 3, 1, 9, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("arg", ["start", "end"])
@@ -109,16 +110,15 @@ def test_the_export_format_comes_from_the_flag_or_the_suffix() -> None:
 # -- the exact cut ------------------------------------------------------------------
 
 
-def page(seqs: list[str], arrivals: list[float | None], *, ended: bool = False, children=()) -> RecordPage:
+def page(seqs: list[str], arrivals: list[float | None]) -> RecordPage:
     return RecordPage(
         partition_keys=[f"k{s}" for s in seqs],
         data=[s.encode() for s in seqs],
         sequence_numbers=seqs,
         arrival_epoch=arrivals,
         encryption_types=[None] * len(seqs),
-        next_iterator=None if ended else "more",
+        next_iterator="more",
         millis_behind_latest=0,
-        child_shards=tuple(children),
     )
 
 
@@ -136,63 +136,29 @@ def test_the_cut_keeps_start_and_drops_end_on_table_microseconds() -> None:
 # -- the lineage walk on a fake stream ------------------------------------------------
 
 
-class FakeStream:
-    """Shards with fixed records; iterators are "shard:offset"; closed shards end with ChildShards.
+def fake_stream() -> FakeKinesis:
+    """Stream "s" on the shared fake: shard 0 splits into 1 and 2; 1 and 2 merge into 3 (open).
 
-    Shard 0 splits into 1 and 2; 1 and 2 merge into 3 (open). Record arrival
-    times (seconds): 0 -> 1, 2; 1 -> 3, 4; 2 -> 3.5, 4.5; 3 -> 5, 6.
+    Record arrival times (seconds): 0 -> 1, 2; 1 -> 3, 4; 2 -> 3.5, 4.5; 3 -> 5, 6.
     """
+    fake = FakeKinesis(clock=0.0)
+    fake.create_stream("s", 1)
 
-    MID = 2**127
+    def put(n: int, *arrivals: float) -> None:
+        for t in arrivals:
+            fake.put_record("s", f"k{t}", str(t).encode(), shard_id=sid(n), arrival=t)
 
-    def __init__(self) -> None:
-        self.records = {0: [1.0, 2.0], 1: [3.0, 4.0], 2: [3.5, 4.5], 3: [5.0, 6.0]}
-        self.children = {0: [1, 2], 1: [3], 2: [3]}
-        self.iterators_asked: list[tuple[str, Position]] = []
+    put(0, 1.0, 2.0)
+    fake.split_shard("s", sid(0), 2**127)
+    for n, t in [(1, 3.0), (2, 3.5), (1, 4.0), (2, 4.5)]:
+        put(n, t)
+    fake.merge_shards("s", sid(1), sid(2))
+    put(3, 5.0, 6.0)
+    return fake
 
-    def _shard(self, n: int, lo: int, hi: int, parents: tuple[int, ...] = ()) -> dict:
-        out = {
-            "ShardId": sid(n),
-            "HashKeyRange": {"StartingHashKey": str(lo), "EndingHashKey": str(hi)},
-            "SequenceNumberRange": {"StartingSequenceNumber": str(1000 * n + 1)},
-        }
-        if parents:
-            out["ParentShardId"] = sid(parents[0])
-        if len(parents) > 1:
-            out["AdjacentParentShardId"] = sid(parents[1])
-        if n in self.children:
-            out["SequenceNumberRange"]["EndingSequenceNumber"] = str(1000 * n + 999)
-        return out
 
-    def list_shards(self, stream: str, exclusive_start_shard_id=None, shard_filter=None, page_size: int = 1000):
-        shards = [
-            self._shard(0, 0, TOP),
-            self._shard(1, 0, self.MID - 1, (0,)),
-            self._shard(2, self.MID, TOP, (0,)),
-            self._shard(3, 0, TOP, (1, 2)),
-        ]
-        return [s for s in shards if exclusive_start_shard_id is None or s["ShardId"] > exclusive_start_shard_id]
-
-    def get_shard_iterator(self, stream: str, shard_id: str, position: Position) -> str:
-        self.iterators_asked.append((shard_id, position))
-        n = int(shard_id.rsplit("-", 1)[1])
-        times = self.records[n]
-        if position.kind is PositionKind.AT_TIMESTAMP:
-            offset = sum(1 for t in times if t < position.timestamp.timestamp())
-        elif position.kind is PositionKind.AFTER_SEQUENCE_NUMBER:
-            offset = int(position.sequence_number) - 1000 * n
-        else:
-            offset = 0
-        return f"{n}:{offset}"
-
-    def get_records(self, iterator: str, limit: int, shard_id: str, stream: str) -> RecordPage:
-        n, offset = map(int, iterator.split(":"))
-        times = self.records[n][offset : offset + limit]
-        end = offset + len(times)
-        ended = n in self.children and end == len(self.records[n])
-        children = [ChildShard(sid(c), (shard_id,), 0, TOP) for c in self.children.get(n, ())] if ended else []
-        result = page([str(1000 * n + i + 1) for i in range(offset, end)], times, ended=ended, children=children)
-        return RecordPage(**{**result.__dict__, "next_iterator": None if ended else f"{n}:{end}"})
+def iterators_asked(fake: FakeKinesis) -> list[tuple[str, Position]]:
+    return [(c.shard_id, c.position) for c in fake.calls_to("get_shard_iterator")]
 
 
 def sid(n: int) -> str:
@@ -207,7 +173,7 @@ def rows(table: pa.Table) -> list[tuple[str, float]]:
 
 
 def test_a_full_window_reads_parents_before_children() -> None:
-    fake = FakeStream()
+    fake = fake_stream()
     table = read_table("s", kinesis=fake, progress=False)  # type: ignore[arg-type]
     assert table.schema == ARROW_SCHEMA
     assert rows(table) == [
@@ -217,34 +183,34 @@ def test_a_full_window_reads_parents_before_children() -> None:
 
 
 def test_a_shard_past_the_end_stops_and_its_children_are_never_read() -> None:
-    fake = FakeStream()
+    fake = fake_stream()
     table = read_table("s", utc(2.0), utc(4.2), kinesis=fake, progress=False)  # type: ignore[arg-type]
     assert rows(table) == [("0", 2.0), ("1", 3.0), ("1", 4.0), ("2", 3.5)]
-    assert sid(3) not in {shard for shard, _ in fake.iterators_asked}
-    assert all(p == Position.at_timestamp(utc(2.0) - timedelta(milliseconds=1)) for _, p in fake.iterators_asked[:3])
+    assert sid(3) not in {shard for shard, _ in iterators_asked(fake)}
+    assert all(p == Position.at_timestamp(utc(2.0) - timedelta(milliseconds=1)) for _, p in iterators_asked(fake)[:3])
 
 
 def test_end_is_exclusive_and_start_inclusive_across_shards() -> None:
-    table = read_table("s", utc(3.5), utc(5.0), kinesis=FakeStream(), progress=False)  # type: ignore[arg-type]
+    table = read_table("s", utc(3.5), utc(5.0), kinesis=fake_stream(), progress=False)  # type: ignore[arg-type]
     assert rows(table) == [("1", 4.0), ("2", 3.5), ("2", 4.5)]
 
 
 def test_max_records_keeps_a_prefix_of_lineage_order() -> None:
-    fake = FakeStream()
+    fake = fake_stream()
     table = read_table("s", kinesis=fake, progress=False, max_records=3)  # type: ignore[arg-type]
     assert rows(table) == [("0", 1.0), ("0", 2.0), ("1", 3.0)]
-    assert sid(2) not in {shard for shard, _ in fake.iterators_asked}  # stopped reading, not just trimmed
-    assert read_table("s", kinesis=FakeStream(), progress=False, max_records=0).num_rows == 0  # type: ignore[arg-type]
+    assert sid(2) not in {shard for shard, _ in iterators_asked(fake)}  # stopped reading, not just trimmed
+    assert read_table("s", kinesis=fake_stream(), progress=False, max_records=0).num_rows == 0  # type: ignore[arg-type]
 
 
 def test_an_empty_window_is_an_empty_table_with_the_schema() -> None:
-    table = read_table("s", utc(100.0), utc(100.0), kinesis=FakeStream(), progress=False)  # type: ignore[arg-type]
+    table = read_table("s", utc(100.0), utc(100.0), kinesis=fake_stream(), progress=False)  # type: ignore[arg-type]
     assert table.num_rows == 0 and table.schema == ARROW_SCHEMA
 
 
 def test_progress_bar_counts_records_and_shards(capsys: pytest.CaptureFixture[str]) -> None:
-    read_table("s", kinesis=FakeStream(), progress=True)  # type: ignore[arg-type]
+    read_table("s", kinesis=fake_stream(), progress=True)  # type: ignore[arg-type]
     err = capsys.readouterr().err
     assert "8 rec" in err and "4 shards done" in err
-    read_table("s", kinesis=FakeStream(), progress=None)  # type: ignore[arg-type]
+    read_table("s", kinesis=fake_stream(), progress=None)  # type: ignore[arg-type]
     assert sys.stderr.isatty() or capsys.readouterr().err == ""  # None: only on a terminal
