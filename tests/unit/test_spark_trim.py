@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from fake_kinesis import FakeKinesis
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from kinesis_src.aws.kinesis import StreamSummary
-from kinesis_src.errors import DataLossError, ShardNotFoundError, StreamRecreatedError
+from kinesis_src.errors import DataLossError, StreamRecreatedError
 from kinesis_src.positions import Position, PositionKind
-from kinesis_src.records import RecordPage
 from kinesis_src.spark import driver as driver_module
 from kinesis_src.spark.driver import StreamDriver
 from kinesis_src.spark.offsets import Plan, ShardPlan
@@ -41,7 +40,7 @@ TOP = 2**128 - 1
 HALF = TOP // 2
 S = "shardId-{:012d}".format
 ARN = "arn:aws:kinesis:us-east-1:000000000000:stream/orders"
-CREATED = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+CREATED = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 HOUR_MS = 3_600_000
 
 
@@ -53,57 +52,22 @@ def listing(n: int, lo: int, hi: int, parents: tuple[int, ...] = (), closed: boo
 MERGE = [listing(0, 0, HALF, closed=True), listing(1, HALF + 1, TOP, closed=True), listing(2, 0, TOP, (0, 1))]
 
 
-class FakeKinesis:
-    """ListShards, DescribeStreamSummary, GetShardIterator and GetRecords over in-memory shards.
+def fake_stream(shards: list[dict], records: dict[str, list[int]] | None = None, **summary: Any) -> FakeKinesis:
+    """Stream "orders" on the shared fake, listing ``shards``; ``records[shard]`` is what the shard still
+    holds (older records were trimmed): an iterator at or after a trimmed sequence number starts at
+    the oldest record left. ``summary`` overrides the stream's arn / created / retention_hours."""
+    fake = FakeKinesis()
+    fake.create_stream("orders", listing=shards, **{"arn": ARN, "created": CREATED, **summary})
+    for sid, seqs in (records or {}).items():
+        for q in seqs:
+            fake.put_record("orders", f"k{q}", b"x", shard_id=sid, sequence_number=str(q), arrival=1.0)
+    return fake
 
-    ``records[shard]`` is what the shard still holds (older records were trimmed). As Kinesis
-    does, an iterator at or after a trimmed sequence number starts at the oldest record left.
-    """
 
-    def __init__(self, shards: list[dict], records: dict[str, list[int]] | None = None, **summary: Any) -> None:
-        self.shards = list(shards)
-        self.records = records or {}
-        self.lag_ms: dict[str, int] = {}
-        self.summary = {"arn": ARN, "created": CREATED, "retention_hours": 24, **summary}
-        self.calls: list[tuple] = []
-
-    def describe_stream(self, stream: str) -> StreamSummary:
-        self.calls.append(("describe", stream))
-        s = self.summary
-        return StreamSummary(stream, s["arn"], "ACTIVE", 1, s["retention_hours"], s["created"])
-
-    def list_shards(self, stream: str, exclusive_start_shard_id=None, shard_filter=None, page_size=1000):
-        self.calls.append(("list", exclusive_start_shard_id))
-        return [s for s in self.shards if exclusive_start_shard_id is None or s["ShardId"] > exclusive_start_shard_id]
-
-    def get_shard_iterator(self, stream: str, shard_id: str, position: Position) -> str:
-        self.calls.append(("iterator", shard_id, position))
-        if shard_id not in {s["ShardId"] for s in self.shards}:
-            raise ShardNotFoundError(f"shard {shard_id} is not part of stream {stream!r}")
-        seqs = self.records.get(shard_id, [])
-        if position.kind is PositionKind.TRIM_HORIZON:
-            index = 0
-        elif position.kind is PositionKind.AT_SEQUENCE_NUMBER:
-            index = next((i for i, q in enumerate(seqs) if q >= int(position.sequence_number)), len(seqs))
-        elif position.kind is PositionKind.AFTER_SEQUENCE_NUMBER:
-            index = next((i for i, q in enumerate(seqs) if q > int(position.sequence_number)), len(seqs))
-        else:
-            index = len(seqs)
-        return f"{shard_id}|{index}"
-
-    def get_records(self, iterator: str, limit: int, shard_id: str, stream: str) -> RecordPage:
-        self.calls.append(("records", shard_id))
-        sid, index = iterator.split("|")
-        seqs = self.records.get(sid, [])[int(index) : int(index) + limit]
-        n = len(seqs)
-        return RecordPage(
-            [f"k{q}" for q in seqs], [b"x"] * n, [str(q) for q in seqs], [1.0] * n, [None] * n,
-            f"{sid}|{int(index) + n}", self.lag_ms.get(sid, 0),
-        )
-
-    def probes(self) -> list[tuple[str, Position]]:
-        """The AT_SEQUENCE_NUMBER iterators asked for: the partial-trim probes."""
-        return [(c[1], c[2]) for c in self.calls if c[0] == "iterator" and c[2].kind is PositionKind.AT_SEQUENCE_NUMBER]
+def probes(kinesis: FakeKinesis) -> list[tuple[str, Position]]:
+    """The AT_SEQUENCE_NUMBER iterators asked for: the partial-trim probes."""
+    return [(c.shard_id, c.position) for c in kinesis.calls_to("get_shard_iterator")
+            if c.position.kind is PositionKind.AT_SEQUENCE_NUMBER]
 
 
 class FakeProgress:
@@ -177,13 +141,14 @@ def test_the_planner_drops_an_unlisted_shard_older_than_the_listing_and_keeps_a_
 def running_past_merge(monkeypatch: pytest.MonkeyPatch, **options: str) -> tuple[KinesisStreamReader, FakeKinesis, Plan]:
     """0 and 1 merged into 2; 0 is drained, 1 is read up to 7. Then 1 is trimmed while the query runs."""
     monkeypatch.setattr(driver_module, "DISCOVERY_INTERVAL_S", 0.0)  # list on every call
-    kinesis = FakeKinesis(MERGE, {S(1): [7, 8, 9], S(2): [20]})
+    kinesis = fake_stream(MERGE, {S(1): [7, 8, 9], S(2): [20]})
     p1 = plan(1, {S(1): Position.trim_horizon()}, drained=frozenset({S(0)}))
     progress = FakeProgress({1: {S(1): ended(7)}, 2: {S(1): ended(7, "caught_up")}})
     reader = reader_for(kinesis, progress, **options)
     p2 = latest(reader, p1)  # the first listing still has shard 1
     assert p2.batch == 2 and p2.read == [S(1)] and p2.shards[S(1)].start == after(7)
-    kinesis.shards = [s for s in kinesis.shards if s["ShardId"] == S(2)]  # 0 and 1 trimmed
+    kinesis.drop_shard("orders", S(0))  # 0 and 1 trimmed
+    kinesis.drop_shard("orders", S(1))
     return reader, kinesis, p2
 
 
@@ -236,7 +201,7 @@ class RecordingProgressLog:
 def vanished_task(monkeypatch: pytest.MonkeyPatch) -> RecordingProgressLog:
     from kinesis_src.spark import tasks
 
-    kinesis = FakeKinesis([listing(2, 0, TOP)], {S(2): [1]})  # shard 1 is gone
+    kinesis = fake_stream([listing(2, 0, TOP)], {S(2): [1]})  # shard 1 is gone
     log_ = RecordingProgressLog()
     monkeypatch.setattr(tasks, "kinesis_client", lambda endpoint: kinesis)
     monkeypatch.setattr(tasks, "task_progress_log", lambda *a: log_)
@@ -262,7 +227,7 @@ def test_a_task_whose_shard_vanished_fails_with_data_loss(monkeypatch: pytest.Mo
 
 
 def test_partitions_carry_fail_on_data_loss() -> None:
-    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): [1]})
+    kinesis = fake_stream([listing(0, 0, TOP)], {S(0): [1]})
     reader = reader_for(kinesis, failOnDataLoss="false")
     p1 = plan(1, {S(0): Position.trim_horizon()})
     parts = reader.partitions(plan(0, {}, {S(0): Position.trim_horizon()}).to_offset(), p1.to_offset())
@@ -275,7 +240,7 @@ def test_partitions_carry_fail_on_data_loss() -> None:
 
 def restarted_on(records: list[int], **options: str) -> tuple[KinesisStreamReader, FakeKinesis, Plan]:
     """A restart: the checkpoint has shard 0 idle after sequence number 5; the shard now holds ``records``."""
-    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): records})
+    kinesis = fake_stream([listing(0, 0, TOP)], {S(0): records})
     previous = plan(3, {}, {S(0): after(5)})
     return reader_for(kinesis, **options), kinesis, previous
 
@@ -284,7 +249,7 @@ def test_after_a_restart_a_position_whose_record_was_trimmed_fails_with_data_los
     reader, kinesis, previous = restarted_on([9, 10])  # 6..8 expired while the query was down
     with pytest.raises(DataLossError, match=rf"{S(0)}.*sequence number 5.*oldest.*9.*failOnDataLoss=false"):
         latest(reader, previous)
-    assert kinesis.probes() == [(S(0), Position.at_sequence("5"))]
+    assert probes(kinesis) == [(S(0), Position.at_sequence("5"))]
 
 
 def test_after_a_restart_a_partly_trimmed_shard_continues_from_the_oldest_record_and_is_counted() -> None:
@@ -297,14 +262,14 @@ def test_after_a_restart_a_partly_trimmed_shard_continues_from_the_oldest_record
 def test_after_a_restart_an_intact_position_costs_one_probe_and_passes() -> None:
     reader, kinesis, previous = restarted_on([5, 6])
     nxt = latest(reader, previous)
-    assert kinesis.probes() == [(S(0), Position.at_sequence("5"))]
+    assert probes(kinesis) == [(S(0), Position.at_sequence("5"))]
     assert nxt.read == [S(0)] and nxt.shards[S(0)].start == after(5)
     latest(reader, previous)
-    assert len(kinesis.probes()) == 1  # once per restart, not per batch
+    assert len(probes(kinesis)) == 1  # once per restart, not per batch
 
 
 def test_a_shard_lagging_close_to_retention_is_probed_and_others_are_not() -> None:
-    kinesis = FakeKinesis([listing(0, 0, HALF), listing(1, HALF + 1, TOP)], {S(0): [12, 13], S(1): [11, 12]})
+    kinesis = fake_stream([listing(0, 0, HALF), listing(1, HALF + 1, TOP)], {S(0): [12, 13], S(1): [11, 12]})
     lagging = 23 * HOUR_MS + 1  # retention 24 h: less than an hour left before shard 0's next record expires
     progress = FakeProgress({1: {S(0): ended(10, lag=lagging), S(1): ended(10, lag=HOUR_MS)}})
     reader = reader_for(kinesis, progress)
@@ -312,14 +277,14 @@ def test_a_shard_lagging_close_to_retention_is_probed_and_others_are_not() -> No
     p1 = plan(1, {S(0): Position.trim_horizon(), S(1): Position.trim_horizon()})
     with pytest.raises(DataLossError, match=rf"{S(0)}.*sequence number 10.*oldest.*12"):
         latest(reader, p1)
-    assert kinesis.probes() == [(S(0), Position.at_sequence("10"))]  # shard 1 is far from retention
+    assert probes(kinesis) == [(S(0), Position.at_sequence("10"))]  # shard 1 is far from retention
 
 
 # -- 9. the stream identity in the offset ------------------------------------------------------------
 
 
 def test_the_initial_offset_carries_the_stream_identity_as_its_last_key() -> None:
-    kinesis = FakeKinesis([listing(0, 0, TOP)])
+    kinesis = fake_stream([listing(0, 0, TOP)])
     offset = reader_for(kinesis).initialOffset()
     assert list(offset)[-1] == "stream"
     assert offset["stream"] == {"arn": ARN, "created": "2026-03-01T12:00:00.000000Z"}
@@ -328,7 +293,7 @@ def test_the_initial_offset_carries_the_stream_identity_as_its_last_key() -> Non
 
 
 def test_every_plan_carries_the_identity_and_an_old_offset_adopts_the_current_one() -> None:
-    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): [1, 2]})
+    kinesis = fake_stream([listing(0, 0, TOP)], {S(0): [1, 2]})
     old = plan(0, {}, {S(0): Position.trim_horizon()}).to_offset()
     del old["stream"]  # written before offsets carried the identity
     nxt = latest(reader_for(kinesis), old)
@@ -338,30 +303,30 @@ def test_every_plan_carries_the_identity_and_an_old_offset_adopts_the_current_on
 
 
 def test_a_recreated_stream_fails_with_the_way_to_start_over() -> None:
-    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): [1, 2]})
+    kinesis = fake_stream([listing(0, 0, TOP)], {S(0): [1, 2]})
     offset = reader_for(kinesis).initialOffset()
-    kinesis.summary["created"] = CREATED + timedelta(hours=2)  # deleted and created again, same name
+    kinesis.stream("orders").created = CREATED + timedelta(hours=2)  # deleted and created again, same name
     reader = reader_for(kinesis)
     with pytest.raises(StreamRecreatedError, match="deleted and created again") as info:
         latest(reader, offset)
     assert "checkpointLocation" in str(info.value) and "applicationName" in str(info.value)
-    assert not [c for c in kinesis.calls if c[0] in ("iterator", "records")]  # no old position was used
+    assert not kinesis.count("get_shard_iterator") + kinesis.count("get_records")  # no old position was used
     with pytest.raises(StreamRecreatedError):
         reader.partitions(offset, {**offset, "batch": 1})  # a replayed batch after a restart is refused too
 
 
 def test_a_changed_stream_name_on_the_same_checkpoint_fails() -> None:
-    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): [1]})
+    kinesis = fake_stream([listing(0, 0, TOP)], {S(0): [1]})
     offset = reader_for(kinesis).initialOffset()
-    kinesis.summary["arn"] = ARN.replace("orders", "payments")
+    kinesis.stream("orders").arn = ARN.replace("orders", "payments")
     with pytest.raises(StreamRecreatedError, match="streamName changed"):
         latest(reader_for(kinesis), offset)
 
 
 def test_the_stream_is_described_once_per_driver() -> None:
-    kinesis = FakeKinesis([listing(0, 0, TOP)], {S(0): [1]})
+    kinesis = fake_stream([listing(0, 0, TOP)], {S(0): [1]})
     reader = reader_for(kinesis)
     offset = reader.initialOffset()
     for _ in range(3):
         reader.latestOffset(offset, ReadAllAvailable())
-    assert [c for c in kinesis.calls if c[0] == "describe"] == [("describe", "orders")]
+    assert [c.stream for c in kinesis.calls_to("describe_stream")] == ["orders"]
