@@ -1,4 +1,4 @@
-"""The consumer's acknowledgement rules, on a scripted Kinesis and a recording coordinator (no servers).
+"""The consumer's acknowledgement rules, on the shared fake Kinesis and a recording coordinator (no servers).
 
 What is checked here is the bookkeeping the integration tests can only
 sample: which write a checkpoint becomes (sequence or SHARD_END), when a
@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import pytest
+from fake_kinesis import FakeKinesis, Gate
+from kpl import aggregate
 
 from kinesis_src.consumer import Consumer, FetchPacing, parse_initial_position
 from kinesis_src.consumer.shard_state import ShardPhase
@@ -30,63 +33,42 @@ from kinesis_src.errors import (
 )
 from kinesis_src.leases.model import Checkpoint, Lease
 from kinesis_src.positions import Position, PositionKind
-from kinesis_src.records import ChildShard, RecordPage
 from lineage import HashRange
+
+try:  # default rootdir import: this directory is on sys.path
+    from lineage_model import listing
+except ImportError:  # tests/ and tests/unit/ made packages later
+    from tests.unit.lineage_model import listing
 
 T = TypeVar("T")
 SHARD = "shardId-000000000001"
 OTHER = "shardId-000000000002"
-CHILD = ChildShard("shardId-000000000003", (SHARD,), 0, 100)
 
 
-def page(seqs: list[int], *, end: bool = False, lag: int | None = 1000) -> RecordPage:
-    return RecordPage(
-        partition_keys=[f"k{s}" for s in seqs],
-        data=[str(s).encode() for s in seqs],
-        sequence_numbers=[f"{s:05d}" for s in seqs],
-        arrival_epoch=[1.7e9 + s for s in seqs],
-        encryption_types=[None for _ in seqs],
-        next_iterator=None if end else f"it-{seqs[-1] if seqs else 'e'}",
-        millis_behind_latest=lag,
-        child_shards=(CHILD,) if end else (),
-    )
+Page = list[int | tuple[int, int]]  # sequence numbers; (sequence number, n): a KPL aggregate of n user records
 
 
-class Gate:
-    """A script item: the shard's next GetRecords waits until the test opens it."""
+def scripted(pages: dict[str, list[Page]], *, ends: bool = False, end_apart: bool = False) -> FakeKinesis:
+    """Stream "orders" on the shared fake Kinesis, each shard holding the records of its ``pages``,
+    one page per GetRecords, then empty pages (caught up). With ``ends`` SHARD is closed (its child is
+    shard 3): the page of its last records ends it, or an empty page after them with ``end_apart``."""
+    child = listing(3, 0, 100, (1,))
+    fake = FakeKinesis()
+    fake.create_stream("orders", listing=[listing(1, 0, 100, ending="99999" if ends else None),
+                                          listing(2, 101, 200), *([child] if ends else [])])
+    for sid, shard_pages in pages.items():
+        for record in (r for p in shard_pages for r in p):
+            seq, users = record if isinstance(record, tuple) else (record, 0)
+            data = aggregate([(f"k{seq}.{sub}", None, f"{seq}.{sub}".encode()) for sub in range(users)]) if users else b"%d" % seq
+            fake.put_record("orders", f"k{seq}", data, shard_id=sid, sequence_number=f"{seq:05d}", arrival=1.7e9 + seq)
+        fake.shard("orders", sid).page_sizes = [len(p) for p in shard_pages]
+    fake.shard("orders", SHARD).end_page_apart = end_apart
+    return fake
 
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
 
-    def open(self) -> None:
-        self.event.set()
-
-
-class ScriptedKinesis:
-    """Serves each shard's pages in order; an exhausted script serves empty pages (caught up)."""
-
-    def __init__(self, pages: dict[str, list[RecordPage | Exception | Gate]]) -> None:
-        self.pages = pages
-        self.calls: dict[str, int] = {}
-        self.starts: list[tuple[str, Position]] = []
-
-    async def get_shard_iterator(self, stream: str, shard_id: str, position: Position) -> str:
-        self.starts.append((shard_id, position))
-        return "it-0"
-
-    async def get_records(self, iterator: str, limit: int, shard_id: str, stream: str) -> RecordPage:
-        self.calls[shard_id] = self.calls.get(shard_id, 0) + 1
-        script = self.pages[shard_id]
-        if not script:
-            await asyncio.sleep(0.001)
-            return page([], lag=0)
-        item = script.pop(0)
-        if isinstance(item, Gate):
-            await item.event.wait()
-            item = script.pop(0)
-        if isinstance(item, Exception):
-            raise item
-        return item
+def starts(kinesis: FakeKinesis) -> list[tuple[str, Position]]:
+    """Where the consumer asked for iterators."""
+    return [(c.shard_id, c.position) for c in kinesis.calls_to("get_shard_iterator")]
 
 
 @dataclass
@@ -138,12 +120,12 @@ def lease(shard_id: str = SHARD, checkpoint: Checkpoint | None = None, counter: 
 
 
 def make_consumer(
-    kinesis: ScriptedKinesis, *, probe_retention: bool = False, **options: Any
+    kinesis: FakeKinesis, *, probe_retention: bool = False, **options: Any
 ) -> tuple[Consumer, RecordingCoordinator]:
     consumer = Consumer("orders", application_name="app", region="us-east-1", worker_id="me", **options)
     coordinator = RecordingCoordinator()
     consumer._loop = asyncio.get_running_loop()
-    consumer._kinesis = kinesis  # type: ignore[assignment]
+    consumer._kinesis = kinesis.aio()  # type: ignore[assignment]
     consumer._coordinator = coordinator  # type: ignore[assignment]
     consumer.pacing = FetchPacing(idle_interval_s=0, min_interval_s=0)
     consumer.check_retention = probe_retention  # the probe's two calls would consume scripted pages
@@ -172,7 +154,7 @@ async def until(condition: Callable[[], bool], what: str, timeout_s: float = 5.0
 
 def test_batches_arrive_in_order_and_the_last_checkpoint_of_a_closed_shard_ends_it() -> None:
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([1, 2]), page([3]), page([4, 5], end=True)]})
+        kinesis = scripted({SHARD: [[1, 2], [3], [4, 5]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
         consumer._acquired(lease())
         seen = []
@@ -190,7 +172,7 @@ def test_batches_arrive_in_order_and_the_last_checkpoint_of_a_closed_shard_ends_
 
 def test_an_empty_final_page_ends_the_shard_once_everything_delivered_is_acknowledged() -> None:
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([1]), page([], end=True)]})
+        kinesis = scripted({SHARD: [[1]]}, ends=True, end_apart=True)
         consumer, coordinator = make_consumer(kinesis)
         consumer._acquired(lease())
         batch = await consumer.__anext__()
@@ -204,7 +186,7 @@ def test_an_empty_final_page_ends_the_shard_once_everything_delivered_is_acknowl
 
 def test_a_closed_shard_without_records_ends_at_once() -> None:
     async def scenario() -> None:
-        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([], end=True)]}))
+        consumer, coordinator = make_consumer(scripted({}, ends=True))
         consumer._acquired(lease())
         await until(lambda: bool(coordinator.writes), "SHARD_END")
         assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")]
@@ -214,7 +196,7 @@ def test_a_closed_shard_without_records_ends_at_once() -> None:
 
 def test_checkpointing_an_older_batch_after_a_newer_one_never_moves_back() -> None:
     async def scenario() -> None:
-        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1]), page([2])]}), prefetch_batches=2)
+        consumer, coordinator = make_consumer(scripted({SHARD: [[1], [2]]}), prefetch_batches=2)
         consumer._acquired(lease())
         first = await consumer.__anext__()
         second = await consumer.__anext__()
@@ -227,7 +209,7 @@ def test_checkpointing_an_older_batch_after_a_newer_one_never_moves_back() -> No
 
 def test_checkpoint_after_the_lease_was_lost_raises_and_writes_nothing() -> None:
     async def scenario() -> None:
-        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1]), page([2])]}))
+        consumer, coordinator = make_consumer(scripted({SHARD: [[1], [2]]}))
         consumer._acquired(lease())
         batch = await consumer.__anext__()
         consumer._lost(lease(), "taken by w2")
@@ -241,7 +223,7 @@ def test_checkpoint_after_the_lease_was_lost_raises_and_writes_nothing() -> None
 
 def test_a_fenced_checkpoint_write_drops_the_shard() -> None:
     async def scenario() -> None:
-        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1])]}))
+        consumer, coordinator = make_consumer(scripted({SHARD: [[1]]}))
         consumer._acquired(lease())
         batch = await consumer.__anext__()
         coordinator.lost.add(SHARD)  # the table's condition fails: someone else took it
@@ -254,12 +236,12 @@ def test_a_fenced_checkpoint_write_drops_the_shard() -> None:
 
 def test_a_batch_from_an_earlier_holding_cannot_checkpoint_the_new_one() -> None:
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([1])]})
+        kinesis = scripted({SHARD: [[1]]})
         consumer, coordinator = make_consumer(kinesis)
         consumer._acquired(lease(counter=1))
         old = await consumer.__anext__()
         consumer._lost(lease(counter=1), "taken")
-        kinesis.pages[SHARD] = [page([1])]  # the shard read again from its checkpoint
+        # the shard is read again from its checkpoint: record 1 again
         consumer._acquired(lease(checkpoint=Checkpoint.trim_horizon(), counter=3))
         new = await consumer.__anext__()
         with pytest.raises(LeaseLostError):
@@ -272,12 +254,12 @@ def test_a_batch_from_an_earlier_holding_cannot_checkpoint_the_new_one() -> None
 
 def test_a_new_holder_resumes_after_the_checkpoint() -> None:
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([8])]})
+        kinesis = scripted({SHARD: [[8]]})
         consumer, _ = make_consumer(kinesis)
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         await consumer.__anext__()
         # A checkpoint names the last user record processed: read AT it, drop it (the KCL's way).
-        assert kinesis.starts == [(SHARD, Position.after_sequence("00007", 0))]
+        assert starts(kinesis) == [(SHARD, Position.after_sequence("00007", 0))]
         assert Position.after_sequence("00007", 0).iterator_args()["ShardIteratorType"] == "AT_SEQUENCE_NUMBER"
 
     run(scenario)
@@ -286,26 +268,9 @@ def test_a_new_holder_resumes_after_the_checkpoint() -> None:
 # -- checkpoints inside a KPL aggregate (issue #10) ---------------------------------------
 
 
-def aggregated(rows: list[tuple[int, int]], *, end: bool = False) -> RecordPage:
-    """A page as the cursor gives it after de-aggregation: (sequence, sub-sequence) per user record."""
-    plain = page([seq for seq, _ in rows], end=end)
-    return RecordPage(
-        partition_keys=[f"k{seq}.{sub}" for seq, sub in rows],
-        data=[f"{seq}.{sub}".encode() for seq, sub in rows],
-        sequence_numbers=plain.sequence_numbers,
-        arrival_epoch=plain.arrival_epoch,
-        encryption_types=plain.encryption_types,
-        next_iterator=plain.next_iterator,
-        millis_behind_latest=plain.millis_behind_latest,
-        child_shards=plain.child_shards,
-        sub_sequence_numbers=[sub for _, sub in rows],
-        explicit_hash_keys=[None for _ in rows],
-    )
-
-
 def test_a_checkpoint_at_a_record_inside_an_aggregate_names_its_sub_sequence_number() -> None:
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [aggregated([(1, 0), (2, 0), (2, 1), (2, 2)])]})
+        kinesis = scripted({SHARD: [[1, (2, 3)]]})
         consumer, coordinator = make_consumer(kinesis)
         consumer._acquired(lease())
         batch = await consumer.__anext__()
@@ -323,11 +288,11 @@ def test_a_checkpoint_at_a_record_inside_an_aggregate_names_its_sub_sequence_num
 def test_a_new_holder_resumes_after_the_user_record_acknowledged_inside_an_aggregate() -> None:
     async def scenario() -> None:
         # Reading AT sequence 2 serves the whole aggregate again; the user records 0 and 1 are dropped.
-        kinesis = ScriptedKinesis({SHARD: [aggregated([(2, 0), (2, 1), (2, 2), (3, 0)])]})
+        kinesis = scripted({SHARD: [[(2, 3), 3]]})
         consumer, _ = make_consumer(kinesis)
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00002", 1)))
         batch = await consumer.__anext__()
-        assert kinesis.starts == [(SHARD, Position.after_sequence("00002", 1))]
+        assert starts(kinesis) == [(SHARD, Position.after_sequence("00002", 1))]
         assert [(r.sequence_number, r.sub_sequence_number) for r in batch.records] == [("00002", 2), ("00003", 0)]
 
     run(scenario)
@@ -335,7 +300,7 @@ def test_a_new_holder_resumes_after_the_user_record_acknowledged_inside_an_aggre
 
 def test_checkpointing_a_record_of_another_batch_is_refused_and_writes_nothing() -> None:
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([1, 2]), page([3, 4])]})
+        kinesis = scripted({SHARD: [[1, 2], [3, 4]]})
         consumer, coordinator = make_consumer(kinesis, prefetch_batches=2)
         consumer._acquired(lease())
         first = await consumer.__anext__()
@@ -354,12 +319,12 @@ def test_a_holding_after_an_expired_checkpoint_is_counted_and_warned(caplog: pyt
     """An iterator AT the checkpointed record returns a later one: it expired, the gap may be lost."""
 
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([12]), page([12, 13])]})  # the probe sees 12, not 7
+        kinesis = scripted({SHARD: [[12, 13]]})  # the probe sees 12, not 7
         consumer, _ = make_consumer(kinesis, probe_retention=True)
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         batch = await consumer.__anext__()
         assert [r.sequence_number for r in batch.records] == ["00012", "00013"]
-        assert kinesis.starts == [(SHARD, Position.at_sequence("00007")), (SHARD, Position.after_sequence("00007", 0))]
+        assert starts(kinesis) == [(SHARD, Position.at_sequence("00007")), (SHARD, Position.after_sequence("00007", 0))]
         assert consumer.metrics.checkpoints_expired == 1
 
     run(scenario)
@@ -368,7 +333,7 @@ def test_a_holding_after_an_expired_checkpoint_is_counted_and_warned(caplog: pyt
 
 def test_a_checkpoint_still_in_the_stream_is_not_a_loss() -> None:
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([7]), page([8])]})  # the probe finds 7 itself
+        kinesis = scripted({SHARD: [[7, 8]]})  # the probe finds 7 itself
         consumer, _ = make_consumer(kinesis, probe_retention=True)
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         batch = await consumer.__anext__()
@@ -380,7 +345,7 @@ def test_a_checkpoint_still_in_the_stream_is_not_a_loss() -> None:
 
 def test_fail_on_data_loss_stops_the_consumer_naming_shard_and_positions() -> None:
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([12]), page([12])]})
+        kinesis = scripted({SHARD: [[12]]})
         consumer, _ = make_consumer(kinesis, probe_retention=True, fail_on_data_loss=True)
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         with pytest.raises(DataLossError, match=r"shardId-000000000001.*00007.*00012"):
@@ -399,7 +364,7 @@ def exhausted(what: str) -> RetriesExhaustedError:
 def test_the_batch_from_a_final_page_with_records_says_it_ends_the_shard() -> None:
     """Checkpointing every Nth batch must still end the shard: the application can tell the last batch."""
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([1]), page([2]), page([3], end=True)]})
+        kinesis = scripted({SHARD: [[1], [2], [3]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
         consumer._acquired(lease())
         batches = []
@@ -417,7 +382,7 @@ def test_the_batch_from_a_final_page_with_records_says_it_ends_the_shard() -> No
 
 def test_an_empty_final_page_marks_the_last_batch_still_waiting_for_the_application() -> None:
     async def scenario() -> None:
-        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1]), page([], end=True)]}))
+        consumer, coordinator = make_consumer(scripted({SHARD: [[1]]}, ends=True, end_apart=True))
         consumer._acquired(lease())
         await until(lambda: consumer._holdings.get(SHARD).state.phase is ShardPhase.END_SEEN, "the end to be seen")
         batch = await consumer.__anext__()
@@ -432,8 +397,9 @@ def test_an_end_seen_after_the_last_batch_was_passed_over_comes_as_an_empty_batc
     """The common case on Kinesis: the last records come with an iterator, the next call returns the
     end. An application that skipped the last batch's checkpoint has moved on: it gets one more batch."""
     async def scenario() -> None:
-        gate = Gate()
-        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1]), gate, page([], end=True)]}))
+        kinesis = scripted({SHARD: [[1]]}, ends=True, end_apart=True)
+        gate = kinesis.inject("get_records", Gate(), shard_id=SHARD, calls=(2,))
+        consumer, coordinator = make_consumer(kinesis)
         consumer._acquired(lease())
         last = await consumer.__anext__()
         assert not last.ends_shard  # nothing says so yet; the application skips its checkpoint
@@ -451,8 +417,8 @@ def test_an_end_seen_after_the_last_batch_was_passed_over_comes_as_an_empty_batc
 
 def test_checkpointing_the_last_records_after_the_end_was_seen_ends_the_shard_and_drops_the_empty_batch() -> None:
     async def scenario() -> None:
-        gate = Gate()
-        kinesis = ScriptedKinesis({SHARD: [page([1]), gate, page([], end=True)], OTHER: [page([7])]})
+        kinesis = scripted({SHARD: [[1]], OTHER: [[7]]}, ends=True, end_apart=True)
+        gate = kinesis.inject("get_records", Gate(), shard_id=SHARD, calls=(2,))
         consumer, coordinator = make_consumer(kinesis)
         consumer._acquired(lease())
         last = await consumer.__anext__()
@@ -470,8 +436,8 @@ def test_checkpointing_the_last_records_after_the_end_was_seen_ends_the_shard_an
 
 def test_a_shard_whose_last_batch_stays_unacknowledged_is_counted_and_warned_about_once(caplog) -> None:
     async def scenario() -> None:
-        gate = Gate()
-        kinesis = ScriptedKinesis({SHARD: [page([1]), gate, page([], end=True)]})
+        kinesis = scripted({SHARD: [[1]]}, ends=True, end_apart=True)
+        gate = kinesis.inject("get_records", Gate(), shard_id=SHARD, calls=(2,))
         consumer, coordinator = make_consumer(kinesis, end_ack_warning_s=0.05)
         consumer._acquired(lease())
         await consumer.__anext__()
@@ -500,7 +466,7 @@ def test_a_lease_lost_while_the_fetcher_ends_a_shard_drops_that_shard_only() -> 
     """SHARD_END written by the fetch task (everything was acknowledged before the end was seen) is
     rejected: the lease was stolen or expired meanwhile. The other shards carry on."""
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([], end=True)], OTHER: [page([7]), page([8])]})
+        kinesis = scripted({OTHER: [[7], [8]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
         coordinator.lost.add(SHARD)
         consumer._acquired(lease())
@@ -518,7 +484,7 @@ def test_a_lease_lost_while_the_fetcher_ends_a_shard_drops_that_shard_only() -> 
 
 def test_retries_running_out_while_the_fetcher_ends_a_shard_give_the_lease_back_and_the_rest_goes_on() -> None:
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([], end=True)], OTHER: [page([7])]})
+        kinesis = scripted({OTHER: [[7]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
         coordinator.end_errors[SHARD] = exhausted("SHARD_END")
         consumer._acquired(lease())
@@ -535,7 +501,7 @@ def test_a_shard_ending_checkpoint_whose_lease_is_lost_raises_lease_lost_and_the
     """The documented rule: like any checkpoint after the lease was lost. The batch's records go to the
     next owner, which reads the tail again and ends the shard."""
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([1], end=True)], OTHER: [page([7])]})
+        kinesis = scripted({SHARD: [[1]], OTHER: [[7]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
         consumer._acquired(lease())
         last = await consumer.__anext__()
@@ -554,7 +520,7 @@ def test_retries_running_out_on_a_shard_ending_checkpoint_give_the_shard_up_with
     """Retrying that checkpoint could not help: a first SHARD_END attempt that did land fences the retry.
     So the shard is given up at once, and the application hears what it hears for any lost lease."""
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([1], end=True)], OTHER: [page([7])]})
+        kinesis = scripted({SHARD: [[1]], OTHER: [[7]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
         consumer._acquired(lease())
         last = await consumer.__anext__()
@@ -588,7 +554,7 @@ def test_the_coordinator_seeing_our_own_shard_end_land_is_not_a_lost_lease() -> 
     """SHARD_END removes the lease's owner; a coordinator scan reading the table between the write and
     its response reports the lease lost. The write's outcome decides, not that report."""
     async def scenario() -> None:
-        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1], end=True)]}))
+        consumer, coordinator = make_consumer(scripted({SHARD: [[1]]}, ends=True))
         task, gate = await ending(consumer, coordinator)
         consumer._lost(lease(), "taken by nobody")
         assert consumer.held_shards() == [SHARD]
@@ -602,7 +568,7 @@ def test_the_coordinator_seeing_our_own_shard_end_land_is_not_a_lost_lease() -> 
 
 def test_a_shard_end_write_finishes_even_if_its_caller_is_cancelled_or_the_shard_released() -> None:
     async def scenario() -> None:
-        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1], end=True)]}))
+        consumer, coordinator = make_consumer(scripted({SHARD: [[1]]}, ends=True))
         task, gate = await ending(consumer, coordinator)
         release = asyncio.create_task(consumer._prepare_release(SHARD))
         task.cancel()  # e.g. the blocking wrapper's Ctrl-C
@@ -620,23 +586,23 @@ def test_a_shard_end_write_finishes_even_if_its_caller_is_cancelled_or_the_shard
 
 def test_prefetch_bounds_how_far_fetching_runs_ahead_of_the_application() -> None:
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([i]) for i in range(1, 20)]})
+        kinesis = scripted({SHARD: [[i] for i in range(1, 20)]})
         consumer, _ = make_consumer(kinesis, prefetch_batches=2)
         consumer._acquired(lease())
-        await until(lambda: kinesis.calls.get(SHARD, 0) >= 3, "the fetcher to fill its slots")
+        await until(lambda: kinesis.count("get_records", SHARD) >= 3, "the fetcher to fill its slots")
         for _ in range(20):  # scheduler turns: a fetcher not held back would fetch again in these
             await asyncio.sleep(0)
         assert consumer._holdings.get(SHARD).slots.locked()
-        assert kinesis.calls[SHARD] == 3  # two batches queued, the third page waits for a slot
+        assert kinesis.count("get_records", SHARD) == 3  # two batches queued, the third page waits for a slot
         await consumer.__anext__()
-        await until(lambda: kinesis.calls[SHARD] == 4, "one more fetch after one delivery")
+        await until(lambda: kinesis.count("get_records", SHARD) == 4, "one more fetch after one delivery")
 
     run(scenario)
 
 
 def test_release_waits_for_the_batch_in_hand_to_be_checkpointed_and_drops_the_rest() -> None:
     async def scenario() -> None:
-        kinesis = ScriptedKinesis({SHARD: [page([1]), page([2])]})
+        kinesis = scripted({SHARD: [[1], [2]]})
         consumer, coordinator = make_consumer(kinesis, prefetch_batches=2)
         consumer._acquired(lease())
         batch = await consumer.__anext__()
@@ -657,7 +623,7 @@ def test_release_waits_for_the_batch_in_hand_to_be_checkpointed_and_drops_the_re
 
 def test_release_gives_up_waiting_after_the_timeout() -> None:
     async def scenario() -> None:
-        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1])]}), release_timeout_s=0.05)
+        consumer, coordinator = make_consumer(scripted({SHARD: [[1]]}), release_timeout_s=0.05)
         consumer._acquired(lease())
         batch = await consumer.__anext__()
         await asyncio.wait_for(consumer._prepare_release(SHARD), 1)
@@ -670,7 +636,7 @@ def test_release_gives_up_waiting_after_the_timeout() -> None:
 
 def test_nothing_is_delivered_while_the_worker_cannot_trust_its_own_leases() -> None:
     async def scenario() -> None:
-        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1]), page([2])]}), prefetch_batches=2)
+        consumer, coordinator = make_consumer(scripted({SHARD: [[1], [2]]}), prefetch_batches=2)
         coordinator.live = False  # heartbeat overdue: others may have declared this worker dead
         consumer._acquired(lease())
         await until(lambda: consumer._queue.qsize() == 2, "both batches to be queued")
@@ -698,7 +664,7 @@ def test_nothing_is_delivered_from_a_stale_view_of_the_table() -> None:
     (the fault campaign's dynamodb-throttling scenario delivered such batches after the thief's ack)."""
 
     async def scenario() -> None:
-        consumer, coordinator = make_consumer(ScriptedKinesis({SHARD: [page([1]), page([2])]}), prefetch_batches=2)
+        consumer, coordinator = make_consumer(scripted({SHARD: [[1], [2]]}), prefetch_batches=2)
         coordinator.fresh = False
         consumer._acquired(lease())
         await until(lambda: consumer._queue.qsize() == 2, "both batches to be queued")
@@ -718,7 +684,9 @@ def test_nothing_is_delivered_from_a_stale_view_of_the_table() -> None:
 def test_a_fetch_error_no_retry_can_fix_reaches_the_application() -> None:
     async def scenario() -> None:
         bad = MalformedResponseError("GetRecords response body is not the documented shape")
-        consumer, _ = make_consumer(ScriptedKinesis({SHARD: [bad]}))
+        kinesis = scripted({})
+        kinesis.inject("get_records", bad, shard_id=SHARD)
+        consumer, _ = make_consumer(kinesis)
         consumer._acquired(lease())
         with pytest.raises(MalformedResponseError):
             await consumer.__anext__()
@@ -728,7 +696,9 @@ def test_a_fetch_error_no_retry_can_fix_reaches_the_application() -> None:
 
 def test_stop_ends_the_iteration_and_metrics_count_what_was_delivered() -> None:
     async def scenario() -> None:
-        consumer, _ = make_consumer(ScriptedKinesis({SHARD: [page([1, 2, 3], lag=250)]}))
+        kinesis = scripted({SHARD: [[1, 2, 3]]})
+        kinesis.shard("orders", SHARD).lag_ms = 250
+        consumer, _ = make_consumer(kinesis)
         consumer._acquired(lease())
         batch = await consumer.__anext__()
         assert len(batch) == 3 and batch.millis_behind_latest == 250
@@ -755,7 +725,7 @@ def test_stop_ends_the_iteration_and_metrics_count_what_was_delivered() -> None:
         ("EARLIEST", PositionKind.TRIM_HORIZON),
         ("latest", PositionKind.LATEST),
         ("2026-01-02T03:04:05Z", PositionKind.AT_TIMESTAMP),
-        (datetime(2026, 1, 2, tzinfo=timezone.utc), PositionKind.AT_TIMESTAMP),
+        (datetime(2026, 1, 2, tzinfo=UTC), PositionKind.AT_TIMESTAMP),
     ],
 )
 def test_initial_positions(value: Any, kind: PositionKind) -> None:
