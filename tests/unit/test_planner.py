@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import math
 
+from fake_kinesis import FakeKinesis
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kinesis_src.positions import Position
+from kinesis_src.positions import Position, PositionKind
 from kinesis_src.spark.offsets import Plan, ShardPlan
 from kinesis_src.spark.planner import (
     BatchEnd,
@@ -166,37 +167,53 @@ def test_finished_shards_are_idle_under_a_trigger_without_cut() -> None:
     assert set(for_trigger(previous, frontier, later).status.values()) == {ShardStatus.PENDING}
 
 
-class FakeDriver:
-    """The driver's I/O replaced: recorded ends per batch, probe answers, a fixed listing."""
+class RecordedEnds:
+    """The progress log: the ends the tasks recorded, per batch."""
 
-    def __init__(self, ends: dict[int, dict[str, BatchEnd]], data: dict[str, bool], graph: ShardGraph) -> None:
-        self.ends, self.data, self.probed = ends, data, []
-        self.discovery = type("Discovery", (), {"graph": graph})()
-        self.lag: dict[str, int] = {}
-        self.identity = None  # an endpoint without creation times: nothing to compare
+    def __init__(self, ends: dict[int, dict[str, BatchEnd]]) -> None:
+        self.by_batch = ends
 
-    def frontier_after(self, plan: Plan) -> Frontier:
-        return admit_ready(advance(plan, self.ends.get(plan.batch, {})), self.discovery.graph, True)
+    def ends(self, run: str, batch: int) -> dict[str, BatchEnd]:
+        return dict(self.by_batch.get(batch, {}))
 
-    def probe(self, shard_ids, positions) -> dict[str, bool]:
-        self.probed.extend(shard_ids)
-        return {sid: self.data.get(sid, False) for sid in shard_ids}
+    def purge_before(self, run: str, batch: int, shard_ids=None) -> None:
+        pass
 
 
-def two_open_shards() -> ShardGraph:
-    g = ShardGraph()
-    g.update([listing(0, 0, TOP // 2), listing(1, TOP // 2 + 1, TOP)])
-    return g
+class NoClaim:
+    def acquire(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
 
 
-def stream_reader(driver: FakeDriver, **options):
+def two_open_shards() -> list[dict]:
+    return [listing(0, 0, TOP // 2), listing(1, TOP // 2 + 1, TOP)]
+
+
+def stream_reader(shards: list[dict], records: dict[str, list[int]], ends: dict[int, dict[str, BatchEnd]], **options):
+    """A stream reader whose driver reads stream "orders" (``shards`` holding ``records``) on the shared
+    fake Kinesis, with ``ends`` as the recorded batch ends."""
+    from kinesis_src.spark.driver import StreamDriver
     from kinesis_src.spark.options import parse_options
     from kinesis_src.spark.stream import KinesisStreamReader
 
+    kinesis = FakeKinesis()
+    kinesis.create_stream("orders", listing=shards)
+    for sid, seqs in records.items():
+        for q in seqs:
+            kinesis.put_record("orders", f"k{q}", b"x", shard_id=sid, sequence_number=str(q))
     opts = parse_options({"streamName": "orders", "region": "us-east-1", **options}, batch=False, environ={})
     reader = KinesisStreamReader(opts)
-    reader._driver = driver
-    return reader
+    reader._driver = StreamDriver(opts, kinesis=kinesis, progress=RecordedEnds(ends), claim=NoClaim())
+    return reader, kinesis
+
+
+def probed(kinesis: FakeKinesis) -> list[str]:
+    """Shards probed for new data (GetRecords(Limit=1) after their position; AT_SEQUENCE_NUMBER
+    iterators are the driver's checks for trimmed positions, not probes)."""
+    return [c.shard_id for c in kinesis.calls_to("get_shard_iterator") if c.position.kind is not PositionKind.AT_SEQUENCE_NUMBER]
 
 
 def test_latest_offset_after_available_now_probes_finished_shards() -> None:
@@ -204,11 +221,11 @@ def test_latest_offset_after_available_now_probes_finished_shards() -> None:
 
     previous, _ = finished_by_available_now()
     ends = {1: {S(0): end("5", "end_timestamp"), S(1): end("6", "caught_up")}}
-    driver = FakeDriver(ends, {S(1): True}, two_open_shards())
-    reader = stream_reader(driver)  # a processing-time run: prepareForTriggerAvailableNow never called
+    records = {S(0): [4, 5], S(1): [6, 7]}  # shard 1 has data after its end, shard 0 has none
+    reader, kinesis = stream_reader(two_open_shards(), records, ends)  # a processing-time run: no AvailableNow
     start = previous.to_offset()
     nxt = Plan.from_offset(reader.latestOffset(start, ReadAllAvailable()))
-    assert sorted(driver.probed) == [S(0), S(1)]
+    assert sorted(probed(kinesis)) == [S(0), S(1)]
     assert nxt.batch == 2 and nxt.read == [S(1)] and nxt.shards[S(1)].start == Position.after_sequence("6")
 
 
@@ -325,15 +342,14 @@ def test_read_limit_is_a_hard_cap_and_every_pending_shard_progresses(
 def test_latest_offset_plans_at_most_max_records_per_trigger() -> None:
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
-    g = ShardGraph()
     quarter = (TOP + 1) // 4
-    g.update([listing(i, i * quarter, (i + 1) * quarter - 1) for i in range(4)])
-    reader = stream_reader(FakeDriver({}, {}, g), maxRecordsPerTrigger="2")
+    shards = [listing(i, i * quarter, (i + 1) * quarter - 1) for i in range(4)]
+    reader, kinesis = stream_reader(shards, {S(i): [4, 5] for i in range(4)}, {}, maxRecordsPerTrigger="2")
     p0 = plan_of(0, {}, {S(i): Position.trim_horizon() for i in range(4)})
     first = Plan.from_offset(reader.latestOffset(p0.to_offset(), reader.getDefaultReadLimit()))
     assert first.read == [S(0), S(1)] and first.pending == {S(2), S(3)}
     assert sum(sp.max_records for sp in first.shards.values()) == 2
-    reader.driver.ends[1] = {S(0): end("4", "record_limit"), S(1): end("5", "caught_up")}
+    reader.driver.progress.by_batch[1] = {S(0): end("4", "record_limit"), S(1): end("5", "caught_up")}
     second = Plan.from_offset(reader.latestOffset(first.to_offset(), ReadMaxRows(2)))
     assert second.read == [S(2), S(3)] and second.pending == {S(0)}
-    assert reader.driver.probed == [S(1)]  # only the shard that reached the tip; unread ones need no probe
+    assert probed(kinesis) == [S(1)]  # only the shard that reached the tip; unread ones need no probe
