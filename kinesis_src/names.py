@@ -24,6 +24,16 @@ def validate_name(value: str, option: str) -> str:
     return value
 
 
+def validate_consumer_name(value: str, option: str = "consumerName") -> str:
+    """An enhanced fan-out consumer's name: what RegisterStreamConsumer accepts."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise ConfigurationError(
+            f"{option} {value!r} is not a valid stream consumer name: use 1-128 characters from "
+            "A-Z a-z 0-9 _ . - (names are per stream; the default is the application name)"
+        )
+    return value
+
+
 def validate_table_name(value: str) -> str:
     if not isinstance(value, str) or not _TABLE_NAME.fullmatch(value):
         raise ConfigurationError(

@@ -59,7 +59,9 @@ from .batch import Batch
 from .bridge import LoopListener, SigtermHandler, cancel, on_loop
 from .metrics import ConsumerMetrics
 from .options import default_worker_id, parse_initial_position
-from ..retrieval.async_polling import ShardFetcher
+from ..retrieval.registration import ConsumerMode, FanOutTarget, deregister, parse_consumer_mode, register
+from ..retrieval.registration import consumer_name as consumer_name_of
+from .fetching import Fetcher, FetchSettings, new_fetcher
 from ..retrieval.pacing import FetchPacing
 from .shard_state import EndAction, HeldShard, Holdings, ShardPhase
 
@@ -105,6 +107,9 @@ class Consumer:
         end_ack_warning_s: float = END_ACK_WARNING_S,
         fail_on_data_loss: bool = False,
         strict_aggregation: bool = False,
+        consumer_mode: str = "polling",
+        consumer_name: str | None = None,
+        require_consumer_deregistration: bool = False,
         handle_signals: bool = True,
         retry: RetryPolicy | None = None,
     ) -> None:
@@ -130,6 +135,15 @@ class Consumer:
         self.handle_signals = handle_signals
         self.fail_on_data_loss = fail_on_data_loss
         self.strict_aggregation = strict_aggregation
+        self.consumer_mode = parse_consumer_mode(consumer_mode, "consumer_mode")
+        self.consumer_name = consumer_name_of(consumer_name, self.application, "consumer_name")
+        if self.consumer_mode is not ConsumerMode.EFO and (consumer_name is not None or require_consumer_deregistration):
+            raise ConfigurationError(
+                "consumer_name and require_consumer_deregistration apply to enhanced fan-out only: "
+                "add consumer_mode='efo', or remove them"
+            )
+        self.require_consumer_deregistration = require_consumer_deregistration
+        self.fan_out: FanOutTarget | None = None  # the registered stream consumer, once started in EFO mode
         self.check_retention = True  # one probe per holding that starts after a checkpointed record
         self.metrics = ConsumerMetrics(self.worker_id)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -162,7 +176,13 @@ class Consumer:
         self._loop = asyncio.get_running_loop()
         if self.handle_signals:  # first: a SIGTERM while starting still ends in a graceful close
             self._sigterm.install(self._loop, self.stop)
-        self._kinesis = await AsyncKinesisClient(self.settings).__aenter__()
+        try:
+            if self.consumer_mode is ConsumerMode.EFO:
+                self.fan_out = await asyncio.to_thread(register, KinesisClient(self.settings), self.stream, self.consumer_name)
+        except BaseException:
+            self._sigterm.remove()
+            raise
+        self._kinesis = await AsyncKinesisClient(self.settings, self._fetch_settings().max_connections).__aenter__()
         try:
             self._coordinator = await asyncio.to_thread(self._new_coordinator)
             await asyncio.to_thread(self._coordinator.start)
@@ -208,6 +228,8 @@ class Consumer:
         await cancel(self._housekeeping)
         if self._kinesis is not None:
             await self._kinesis.__aexit__(None, None, None)
+        if self.fan_out is not None and self.require_consumer_deregistration:
+            await asyncio.to_thread(deregister, KinesisClient(self.settings), self.fan_out)
         log.info("consumer %s stopped: %s", self.worker_id, self.metrics.summary())
 
     def stop(self) -> None:
@@ -293,16 +315,17 @@ class Consumer:
         if start is None:
             return
         shard = self._holdings.take(lease)
-        fetcher = ShardFetcher(
-            self._kinesis, self.stream, lease.shard_id, start,  # type: ignore[arg-type]
-            limit=self.limit, pacing=self.pacing,
+        fetcher = new_fetcher(
+            self._kinesis, self._fetch_settings(), self.stream, lease.shard_id, start,  # type: ignore[arg-type]
             deliver=lambda page, s=shard: self._deliver(s, page),
             on_end=lambda page, s=shard: self._fetched_to_end(s, page),
             on_expired=self._checkpoint_expired if self.check_retention else None,
-            strict_aggregation=self.strict_aggregation,
             on_deaggregated=self.metrics.count_aggregates,
         )
         shard.task = asyncio.create_task(self._fetch(shard, fetcher), name=f"fetch-{lease.shard_id}")
+
+    def _fetch_settings(self) -> FetchSettings:
+        return FetchSettings(self.limit, self.pacing, self.strict_aggregation, self.fan_out)
 
     async def _checkpoint_expired(self, shard_id: str, checkpointed: str, oldest: str) -> None:
         """The record a holding resumes after is gone (retention): records after it may be lost."""
@@ -368,7 +391,7 @@ class Consumer:
 
     # -- fetching ---------------------------------------------------------------------------
 
-    async def _fetch(self, shard: HeldShard, fetcher: ShardFetcher) -> None:
+    async def _fetch(self, shard: HeldShard, fetcher: Fetcher) -> None:
         try:
             await fetcher.run()
         except asyncio.CancelledError:

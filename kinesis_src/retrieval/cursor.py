@@ -26,7 +26,7 @@ and ``fanout/`` beneath it has the same split.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Callable
 
@@ -87,6 +87,7 @@ class Step:
     raw_records: int
     stop: StopReason | None
     reacquire: bool = False
+    resumed_past: str | None = None  # the first record read when the one resumed at was gone (see accept)
 
     def caught_up(self, limit: int) -> bool:
         return caught_up(self.raw_records, self.page.millis_behind_latest, limit)
@@ -139,10 +140,22 @@ class ShardCursor:
         fan-out events count Kinesis records, so one page may hold far more
         user records than asked for. A page cut this way stops with
         RECORD_LIMIT and asks for a re-acquire.
+
+        A read resumed inside a record starts AT it (see
+        :meth:`Position.after_sequence`), so its first record must be that
+        one. Kinesis does not refuse a position whose record was trimmed
+        past retention: it starts at the oldest record left. The step then
+        names that record in ``resumed_past``; records between the two, if
+        any, were lost before they were read.
         """
         self.expired_in_a_row = 0
         self.millis_behind_latest = raw.millis_behind_latest
         delivered = self.position
+        if delivered.inside_record and len(raw) and raw.sequence_numbers[0] != delivered.sequence_number:
+            return replace(self._accept(raw, end, max_records, delivered), resumed_past=raw.sequence_numbers[0])
+        return self._accept(raw, end, max_records, delivered)
+
+    def _accept(self, raw: RecordPage, end: ReadEnd, max_records: int | None, delivered: Position) -> Step:
         page = self._deaggregate(raw) if len(raw) else raw
         page, cut, dropped = _cut(page, end)
         if max_records is not None:

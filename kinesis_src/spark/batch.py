@@ -19,6 +19,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from ..aws import KinesisClient
 from ..discovery import ShardDiscovery
 from ..positions import format_timestamp
+from ..retrieval.registration import ConsumerMode, register
 from .options import SourceOptions
 from .partitions import Endpoint, KinesisPartition, ShardSlice
 from .planner import lineage_rank
@@ -42,12 +43,14 @@ class KinesisBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.options
         end = self._end()
-        discovery = ShardDiscovery(KinesisClient(opts.aws_settings()), opts.stream_name)
+        kinesis = KinesisClient(opts.aws_settings())
+        discovery = ShardDiscovery(kinesis, opts.stream_name)
         discovery.refresh(opts.initial_position)
         rank = lineage_rank(discovery.graph)
         shards = sorted(discovery.graph.shard_ids(), key=lambda s: (rank[s], s))
         start = opts.initial_position.to_dict()
         groups = [shards[i : i + opts.shards_per_task] for i in range(0, len(shards), opts.shards_per_task)]
+        fan_out = register(kinesis, opts.stream_name, opts.consumer_name) if opts.consumer_mode is ConsumerMode.EFO else None
         log.info(
             "batch read of %r: %d shards in %d partitions, from %s to %s",
             opts.stream_name, len(shards), len(groups), opts.initial_position, format_timestamp(end),
@@ -63,6 +66,7 @@ class KinesisBatchReader(DataSourceReader):
                 end_timestamp=format_timestamp(end),
                 fail_on_data_loss=opts.fail_on_data_loss,
                 strict_aggregation=opts.strict_aggregation,
+                fan_out=fan_out,
             )
             for i, group in enumerate(groups)
         ]

@@ -23,6 +23,7 @@ from ..leases.claim import QueryClaim
 from ..leases.progress import ProgressStore
 from ..positions import Position
 from ..retrieval.polling import ShardReader
+from ..retrieval.registration import ConsumerMode, FanOutTarget, deregister, register
 from .offsets import Plan
 from .options import SourceOptions
 from .planner import (
@@ -72,6 +73,7 @@ class StreamDriver:
             progress = progress or ProgressLog(ProgressStore.of(leases))
         self.claim = claim
         self.claim.acquire()
+        self.fan_out = self._register_fan_out()
         self.progress = progress
         self.lag: dict[str, int] = {}
         self.trimmed: set[str] = set()  # shards skipped whole (failOnDataLoss=false), for reportLatestOffset
@@ -88,9 +90,24 @@ class StreamDriver:
         """The stream as it is now (None from endpoints that do not report a creation time)."""
         return self.summary.identity
 
+    def _register_fan_out(self) -> FanOutTarget | None:
+        """consumerMode=efo: the stream consumer every task subscribes with, registered once per driver."""
+        opts = self.options
+        if opts.consumer_mode is not ConsumerMode.EFO:
+            return None
+        try:
+            return register(self.kinesis, opts.stream_name, opts.consumer_name, stream_arn=self.summary.arn)
+        except BaseException:
+            self.claim.release()
+            raise
+
     def close(self) -> None:
         self._probes.clear()
-        self.claim.release()
+        try:
+            if self.fan_out is not None and self.options.require_consumer_deregistration:
+                deregister(self.kinesis, self.fan_out)
+        finally:
+            self.claim.release()
 
     def data_loss(self) -> dict[str, int]:
         return {"trimmedShards": len(self.trimmed), "partlyTrimmedShards": len(self.partly_trimmed)}

@@ -28,6 +28,7 @@ from ..config import (
 )
 from ..errors import ConfigurationError, InvalidPositionError
 from ..positions import Position, parse_timestamp
+from ..retrieval.registration import ConsumerMode, consumer_name, parse_consumer_mode
 
 INITIAL_POSITIONS = ("latest", "trim_horizon", "earliest", "at_timestamp")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
@@ -54,6 +55,9 @@ class SourceOptions:
     preserve_shard_order: bool = True
     strict_aggregation: bool = False
     max_records_per_trigger: int | None = None
+    consumer_mode: ConsumerMode = ConsumerMode.POLLING
+    consumer_name: str = ""  # the enhanced fan-out consumer; parse_options derives it from applicationName
+    require_consumer_deregistration: bool = False
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def aws_settings(self) -> AwsSettings:
@@ -84,6 +88,7 @@ _BOOL_OPTIONS = {
     "failondataloss": "fail_on_data_loss",
     "preserveshardorder": "preserve_shard_order",
     "strictaggregation": "strict_aggregation",
+    "requireconsumerderegistration": "require_consumer_deregistration",
 }
 _STRING_OPTIONS = {
     "streamname",
@@ -96,12 +101,15 @@ _STRING_OPTIONS = {
     "endingposition",
     "applicationname",
     "leasetablename",
+    "consumermode",
+    "consumername",
 }
 KNOWN_OPTIONS = sorted(
     ["streamName", "region", "endpointUrl", "dynamodbEndpointUrl", "initialPosition", "startingTimestamp",
      "endingTimestamp", "endingPosition", "applicationName", "leaseTableName", "maxRecordsPerFetch",
      "maxRecordsPerShard", "maxFetchDurationMs", "fetchIntervalMs", "idlePollIntervalMs", "shardsPerTask",
-     "failOnDataLoss", "preserveShardOrder", "maxRecordsPerTrigger", "strictAggregation"],
+     "failOnDataLoss", "preserveShardOrder", "maxRecordsPerTrigger", "strictAggregation", "consumerMode",
+     "consumerName", "requireConsumerDeregistration"],
     key=str.lower,
 )
 
@@ -137,6 +145,8 @@ def parse_options(
         ending_latest=_ending_latest(opts, bool(batch)),
         application_name=application,
         lease_table_name=_name(opts.get("leasetablename") or f"kinesis-src-{application}", "leaseTableName"),
+        consumer_mode=parse_consumer_mode(opts.get("consumermode", "polling"), "option 'consumerMode' ="),
+        consumer_name=consumer_name(opts.get("consumername"), application, "option 'consumerName' ="),
         extra={k: v for k, v in opts.items() if k.startswith("spark.")},
     )
     for key, (name, low, high) in _INT_OPTIONS.items():
@@ -267,7 +277,24 @@ def _ending_latest(opts: Mapping[str, str], batch: bool) -> bool:
     return True
 
 
+def _check_fan_out(parsed: SourceOptions, opts: Mapping[str, str], batch: bool) -> None:
+    efo_only = [name for key, name in (("consumername", "consumerName"),
+                ("requireconsumerderegistration", "requireConsumerDeregistration")) if key in opts]
+    if efo_only and parsed.consumer_mode is not ConsumerMode.EFO:
+        raise ConfigurationError(
+            f"option(s) {', '.join(repr(n) for n in efo_only)} apply to enhanced fan-out only: add "
+            ".option('consumerMode', 'efo'), or remove them"
+        )
+    if batch and parsed.require_consumer_deregistration:
+        raise ConfigurationError(
+            "option 'requireConsumerDeregistration' applies to streaming queries (deregistered when the query "
+            "stops); a batch read has no such moment. Deregister afterwards with `aws kinesis "
+            "deregister-stream-consumer`, or kinesis_src.aws.FanOut(...).deregister_consumer"
+        )
+
+
 def _check_combinations(parsed: SourceOptions, opts: Mapping[str, str], batch: bool) -> None:
+    _check_fan_out(parsed, opts, batch)
     if not batch and ("endingtimestamp" in opts or "endingposition" in opts):
         raise ConfigurationError(
             "options 'endingTimestamp' / 'endingPosition' apply to batch reads (spark.read) only; "

@@ -14,6 +14,7 @@ from pyspark.sql.datasource import InputPartition
 
 from ..config import AwsSettings
 from ..positions import Position, parse_timestamp
+from ..retrieval.registration import FanOutTarget
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class KinesisPartition(InputPartition):
     progress: dict[str, str] = field(default_factory=dict)  # streaming: where to record ends
     fail_on_data_loss: bool = True  # a shard gone before it was read: fail, or record it ended and skip it
     strict_aggregation: bool = False  # a malformed KPL aggregate fails the task instead of passing through whole
+    fan_out: FanOutTarget | None = None  # consumerMode=efo: the registered consumer tasks subscribe with
 
     @property
     def end_time(self):

@@ -31,6 +31,7 @@ from .driver import StreamDriver
 from .offsets import Plan, ShardPlan
 from .options import SourceOptions
 from .partitions import KinesisPartition, ShardSlice
+from .shutdown import stop_on_sigterm
 from .planner import for_trigger, idle_shards, lineage_rank, next_plan, prune_drained
 from .tasks import read_stream_partition
 
@@ -53,6 +54,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def driver(self) -> StreamDriver:
         if self._driver is None:
             self._driver = StreamDriver(self.options)
+            stop_on_sigterm()  # so Spark's stop reaches stop(): see .shutdown
         return self._driver
 
     # -- offsets -------------------------------------------------------------------
@@ -155,6 +157,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 },
                 fail_on_data_loss=opts.fail_on_data_loss,
                 strict_aggregation=opts.strict_aggregation,
+                fan_out=self.driver.fan_out,
             )
             for i, group in enumerate(groups)
         ]

@@ -15,8 +15,11 @@ from typing import Iterator
 import pyarrow as pa
 
 from ..aws import KinesisClient
+from ..aws.fanout import FanOut
 from ..errors import DataLossError, MalformedResponseError, ShardNotFoundError
 from ..positions import Position
+from ..retrieval.bounded import BoundedRead
+from ..retrieval.fanout import FanOutReader
 from ..retrieval.polling import ShardRead, ShardReader, StopReason
 from .partitions import Endpoint, KinesisPartition, ShardSlice
 from .planner import SKIP_HINT, TRIMMED_STOP, BatchEnd
@@ -41,7 +44,19 @@ def read_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
                 yield page_to_arrow(page, partition.stream, piece.shard_id)
 
 
-def shard_reader(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice) -> ShardReader:
+def shard_reader(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice) -> BoundedRead:
+    """A polling reader, or a fan-out one with consumerMode=efo: the same bounded read either way."""
+    if partition.fan_out is not None:
+        return FanOutReader(
+            FanOut(kinesis),
+            partition.fan_out.consumer_arn,
+            partition.stream,
+            piece.shard_id,
+            piece.start_position,
+            stream_arn=partition.fan_out.stream_arn,
+            max_records_per_fetch=partition.max_records_per_fetch,
+            strict_aggregation=partition.strict_aggregation,
+        )
     return ShardReader(
         kinesis,
         partition.stream,

@@ -162,3 +162,25 @@ def test_max_records_per_trigger_is_a_hard_cap_below_the_shard_count(
     assert query.exception() is None
     assert sorted(seen.rows) == sorted(written)
     assert max(sizes) <= 3 and len(sizes) >= 4, sizes  # 4 shards, yet never more than 3 rows a batch
+
+
+def test_a_stopped_query_releases_its_claim_so_a_restart_need_not_wait_it_out(
+    spark, kinesis: KinesisClient, stream_name: str, tmp_path: Path
+) -> None:
+    """Spark ends the driver-side reader's process with SIGTERM: stop() must still run and release
+    the applicationName claim (before, the claim stayed until its heartbeat went stale)."""
+    from kinesis_src.config import AwsSettings
+    from kinesis_src.spark.progress_log import open_lease_table
+
+    kinesis.create_stream(stream_name, 1)
+    kinesis.wait_active(stream_name)
+    put(kinesis, stream_name, 5, "x")
+    seen = Seen()
+    query = start(spark, stream_name, tmp_path / "cp", seen.collect_all, {"processingTime": "200 milliseconds"})
+    table = open_lease_table(AwsSettings.from_env(), f"kinesis-src-lc-{stream_name}", f"lc-{stream_name}", stream_name)
+    try:
+        until(query, lambda: seen.count() >= 5, "the 5 records")
+        assert table.read_claim() is not None  # held while the query runs
+    finally:
+        query.stop()
+    wait_for(lambda: table.read_claim() is None, 30, "the claim's release after query.stop()", poll_s=0.2)

@@ -178,3 +178,18 @@ def test_max_records_that_the_page_fits_cuts_nothing_and_a_final_page_still_ends
     c = cursor()
     step = c.accept(raw([(1, b"a"), (2, aggregate("b", "c"))], end=True), max_records=2)
     assert len(step.page) == 3 and step.stop is StopReason.SHARD_END  # the last aggregate is never split
+
+
+def test_a_resume_whose_record_was_trimmed_names_the_first_record_read_instead() -> None:
+    """Resuming reads AT the checkpointed record: a page starting elsewhere means it expired."""
+    c = cursor(Position.after_sequence("00007", 0))
+    step = c.accept(raw([(12, b"a"), (13, b"b")]))
+    assert step.resumed_past == "00012" and len(step.page) == 2 and c.position == Position.after_sequence("00013")
+    assert c.accept(raw([(14, b"c")])).resumed_past is None  # judged once, on the first records
+
+
+def test_a_resume_whose_record_is_still_there_is_no_gap_and_an_empty_page_defers_the_judgement() -> None:
+    c = cursor(Position.after_sequence("00007", 0))
+    assert c.accept(raw([])).resumed_past is None and c.position == Position.after_sequence("00007", 0)
+    step = c.accept(raw([(7, b"old"), (8, b"new")]))
+    assert step.resumed_past is None and [r[2] for r in rows(step.page)] == [b"new"]
