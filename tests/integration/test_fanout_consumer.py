@@ -17,7 +17,7 @@ from kpl import aggregate, check_user_records, produce_through_split_and_merge
 
 from kinesis_src import Consumer, KinesisClient, LeaseTiming, Record
 from kinesis_src.aws import FanOut
-from kinesis_src.errors import ConfigurationError
+from kinesis_src.errors import ConfigurationError, FanOutUnsupportedError
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +107,20 @@ def test_efo_options_are_checked_before_anything_starts() -> None:
         Consumer("s", application_name="a", region="us-east-1", consumer_mode="efo", consumer_name="my app")
     with pytest.raises(ConfigurationError, match="apply to enhanced fan-out only"):
         Consumer("s", application_name="a", region="us-east-1", consumer_name="billing")
+
+
+def test_efo_against_an_endpoint_without_it_fails_naming_the_endpoint_and_the_fix(
+    kinesis: KinesisClient, emulators: Any, stream_name: str
+) -> None:
+    """kinesis-mock registers consumers but cannot serve SubscribeToShard to botocore."""
+    kinesis.create_stream(stream_name, 1)
+    kinesis.wait_active(stream_name)
+    kinesis.put_records(stream_name, [("k", b"x")])
+
+    async def run() -> None:
+        async with consumer(stream_name, "efo-unsupported", kinesis.endpoint, emulators) as worker:
+            await asyncio.wait_for(worker.__anext__(), QUIET_S)
+
+    with pytest.raises(FanOutUnsupportedError) as failed:
+        asyncio.run(run())
+    assert kinesis.endpoint in str(failed.value) and "consumerMode=polling" in str(failed.value)

@@ -70,3 +70,36 @@ def test_endpoint_options_with_credentials_are_rejected_without_echoing_them(opt
     message = str(info.value)
     assert f"'{option}'" in message
     assert "canary-s3cr3t" not in message and "AKIACANARYUSER" not in message
+
+
+def test_consumer_mode_defaults_to_polling_and_efo_names_its_consumer_after_the_application() -> None:
+    from kinesis_src.retrieval.registration import ConsumerMode
+
+    assert _parse().consumer_mode is ConsumerMode.POLLING
+    efo = _parse(consumerMode="EFO", applicationName="billing")
+    assert efo.consumer_mode is ConsumerMode.EFO and efo.consumer_name == "billing"
+    assert not efo.require_consumer_deregistration
+    named = _parse(False, consumerMode="efo", consumerName="billing-efo", requireConsumerDeregistration="true")
+    assert named.consumer_name == "billing-efo" and named.require_consumer_deregistration
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"consumerMode": "fanout"}, "option 'consumerMode' = 'fanout' is not a consumer mode: use 'polling'"),
+        ({"consumerMode": "efo", "consumerName": "my consumer"}, "not a valid stream consumer name"),
+        ({"consumerMode": "efo", "consumerName": "x" * 129}, "1-128 characters"),
+        ({"consumerName": "billing"}, "'consumerName' apply to enhanced fan-out only: add .option('consumerMode', 'efo')"),
+        ({"requireConsumerDeregistration": "true"}, "apply to enhanced fan-out only"),
+        ({"consumerMode": "efo", "requireConsumerDeregistration": "yes"}, "must be true or false"),
+    ],
+)
+def test_bad_fan_out_options_name_the_option_and_the_fix(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError) as failed:
+        _parse(False, **options)
+    assert message in str(failed.value)
+
+
+def test_consumer_deregistration_is_refused_for_a_batch_read_which_has_no_stop() -> None:
+    with pytest.raises(ConfigurationError, match="applies to streaming queries"):
+        _parse(True, consumerMode="efo", requireConsumerDeregistration="true")
