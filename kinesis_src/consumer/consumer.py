@@ -144,7 +144,7 @@ class Consumer:
             )
         self.require_consumer_deregistration = require_consumer_deregistration
         self.fan_out: FanOutTarget | None = None  # the registered stream consumer, once started in EFO mode
-        self.check_retention = True  # one probe per holding that starts after a checkpointed record
+        self.check_retention = True  # report a resume whose checkpointed record was trimmed (the first page tells)
         self.metrics = ConsumerMetrics(self.worker_id)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._kinesis: AsyncKinesisClient | None = None

@@ -22,8 +22,8 @@ import time
 from typing import Awaitable, Callable
 
 from ..aws.async_kinesis import AsyncKinesisClient
-from ..errors import IteratorExpiredError, KinesisSourceError, RetriesExhaustedError
-from ..positions import Position, PositionKind
+from ..errors import IteratorExpiredError, RetriesExhaustedError
+from ..positions import Position
 from ..records import RecordPage
 from .cursor import ShardCursor
 from .pacing import FetchPacing
@@ -53,6 +53,7 @@ class ShardFetcher:
         self.kinesis = kinesis
         self.stream = stream
         self.shard_id = shard_id
+        self.start = start
         self.cursor = ShardCursor(
             stream, shard_id, start, strict_aggregation=strict_aggregation, on_deaggregated=on_deaggregated
         )
@@ -69,8 +70,6 @@ class ShardFetcher:
         return self.cursor.position
 
     async def run(self) -> None:
-        if self.on_expired is not None and self.position.kind is PositionKind.AFTER_SEQUENCE_NUMBER:
-            await self._check_retention(self.position.sequence_number)  # type: ignore[arg-type]
         iterator = await self._iterator()
         while True:
             started = self.clock()
@@ -87,6 +86,8 @@ class ShardFetcher:
                 continue
             self.calls += 1
             step = self.cursor.accept(raw)
+            if step.resumed_past is not None and self.on_expired is not None:
+                await self.on_expired(self.shard_id, self.start.sequence_number or "", step.resumed_past)
             if self.cursor.ended:
                 await self.on_end(step.page)
                 return
@@ -96,26 +97,6 @@ class ShardFetcher:
             wait = self.pacing.delay(step.raw_records, raw.byte_count, raw.millis_behind_latest, self.clock() - started, self.limit)
             if wait > 0:
                 await asyncio.sleep(wait)
-
-    async def _check_retention(self, checkpointed: str) -> None:
-        """Is the checkpointed record still in the stream? (two calls, once per holding)
-
-        Kinesis does not refuse a position whose record expired: an iterator
-        after it silently starts at the oldest record left. The only visible
-        trace is that an iterator *at* it returns another record. An empty
-        answer says nothing (Kinesis may return empty pages); errors skip the
-        check rather than the shard.
-        """
-        try:
-            iterator = await self.kinesis.get_shard_iterator(
-                self.stream, self.shard_id, Position.at_sequence(checkpointed)
-            )
-            page = await self.kinesis.get_records(iterator, 1, self.shard_id, self.stream)
-        except KinesisSourceError as exc:
-            log.debug("shard %s: retention check skipped: %s", self.shard_id, exc)
-            return
-        if len(page) and page.sequence_numbers[0] != checkpointed:
-            await self.on_expired(self.shard_id, checkpointed, page.sequence_numbers[0])  # type: ignore[misc]
 
     async def _iterator(self) -> str:
         """An iterator at the current position; outages are waited out, like GetRecords'."""

@@ -128,7 +128,7 @@ def make_consumer(
     consumer._kinesis = kinesis.aio()  # type: ignore[assignment]
     consumer._coordinator = coordinator  # type: ignore[assignment]
     consumer.pacing = FetchPacing(idle_interval_s=0, min_interval_s=0)
-    consumer.check_retention = probe_retention  # the probe's two calls would consume scripted pages
+    consumer.check_retention = probe_retention
     return consumer, coordinator
 
 
@@ -319,12 +319,12 @@ def test_a_holding_after_an_expired_checkpoint_is_counted_and_warned(caplog: pyt
     """An iterator AT the checkpointed record returns a later one: it expired, the gap may be lost."""
 
     async def scenario() -> None:
-        kinesis = scripted({SHARD: [[12, 13]]})  # the probe sees 12, not 7
+        kinesis = scripted({SHARD: [[12, 13]]})  # the read AT 7 starts at 12
         consumer, _ = make_consumer(kinesis, probe_retention=True)
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         batch = await consumer.__anext__()
         assert [r.sequence_number for r in batch.records] == ["00012", "00013"]
-        assert starts(kinesis) == [(SHARD, Position.at_sequence("00007")), (SHARD, Position.after_sequence("00007", 0))]
+        assert starts(kinesis) == [(SHARD, Position.after_sequence("00007", 0))]  # no extra probe: the read tells
         assert consumer.metrics.checkpoints_expired == 1
 
     run(scenario)
@@ -333,7 +333,7 @@ def test_a_holding_after_an_expired_checkpoint_is_counted_and_warned(caplog: pyt
 
 def test_a_checkpoint_still_in_the_stream_is_not_a_loss() -> None:
     async def scenario() -> None:
-        kinesis = scripted({SHARD: [[7, 8]]})  # the probe finds 7 itself
+        kinesis = scripted({SHARD: [[7, 8]]})  # the read AT 7 finds 7 itself
         consumer, _ = make_consumer(kinesis, probe_retention=True)
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         batch = await consumer.__anext__()
