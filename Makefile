@@ -9,7 +9,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ISOLATED := $(PY) localstack/launcher.py isolated --
 
-.PHONY: setup localstack-host demo demo-library demo-consumer test unit bench campaign emulators clean
+.PHONY: setup localstack-host demo demo-library demo-consumer demo-efo test unit bench campaign emulators clean
 
 setup: $(VENV)/.installed localstack/node_modules/.kinesis-src-install-stamp localstack-host
 
@@ -37,6 +37,9 @@ demo-library: setup
 demo-consumer: setup
 	$(ISOLATED) $(PY) examples/consumer_etl.py
 
+demo-efo: setup
+	$(ISOLATED) $(PY) examples/efo_consumers.py
+
 test: setup
 	$(ISOLATED) $(PY) -m pytest
 
@@ -50,6 +53,7 @@ bench: setup
 	$(ISOLATED) $(PY) benchmarks/bench_leases.py
 	$(PY) benchmarks/bench_consumer.py --setup-async-kinesis
 	$(ISOLATED) $(PY) benchmarks/bench_consumer.py
+	$(ISOLATED) $(PY) benchmarks/bench_efo.py
 
 # Every fault scenario on both engines (~15-25 min); rewrites docs/reliability.md.
 campaign: setup

@@ -1,4 +1,4 @@
-"""The consumer example runs as documented (`make demo-consumer`), so it cannot rot unnoticed."""
+"""The consumer examples run as documented (`make demo-consumer`, `make demo-efo`), so they cannot rot unnoticed."""
 
 from __future__ import annotations
 
@@ -22,3 +22,14 @@ def test_consumer_etl_example_passes_its_own_order_check(emulator_env: dict[str,
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "per-key order check: OK" in result.stdout
     assert "missing           0" in result.stdout and "duplicates        0" in result.stdout
+
+
+def test_efo_example_reads_with_two_applications_and_deregisters_them(localstack: str, emulators) -> None:  # noqa: ANN001
+    env = {**emulators.env(), "KINESIS_SRC_ENDPOINT_URL": localstack,
+           "KINESIS_SRC_DYNAMODB_ENDPOINT_URL": emulators.dynamodb_endpoint, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "efo_consumers.py")], env=env, capture_output=True, text=True, timeout=240,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "stream consumers while reading: ['audit', 'billing']" in result.stdout
+    assert "consumers deregistered: OK" in result.stdout and result.stdout.count("duplicates        0") == 2
