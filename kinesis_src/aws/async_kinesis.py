@@ -12,7 +12,7 @@ so it needs its own subclass; the decoding function is the same).
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
 from aiobotocore.config import AioConfig
 from aiobotocore.parsers import AioJSONParser, AioResponseParserFactory
@@ -32,6 +32,9 @@ from .decode import (
     takes_botocore_path,
 )
 from .kinesis import shard_not_found, stream_not_found
+
+if TYPE_CHECKING:
+    from .fanout import AsyncFanOut
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -120,6 +123,12 @@ class AsyncKinesisClient:
         if self._client is None:
             raise RuntimeError("AsyncKinesisClient is not open: use `async with AsyncKinesisClient(...)`")
         return self._client
+
+    def fan_out(self) -> AsyncFanOut:
+        """:meth:`KinesisClient.fan_out`, async: on this open client."""
+        from .fanout import AsyncFanOut  # noqa: PLC0415  (fanout imports this module)
+
+        return AsyncFanOut(self)
 
     async def describe_stream_status(self, stream: str) -> str:
         what = f"DescribeStreamSummary of stream {stream!r}"

@@ -6,7 +6,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import botocore.session
 
@@ -23,6 +23,9 @@ from ..positions import Position
 from ..records import RecordPage
 from .boundary import call, client_config, new_session, use_fast_parser
 from .decode import PAGE_KEY
+
+if TYPE_CHECKING:
+    from .fanout import FanOut
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -88,6 +91,12 @@ class KinesisClient:
     def botocore_client(self) -> Any:
         """The botocore client, for the other modules of ``kinesis_src.aws`` (e.g. :mod:`.fanout`)."""
         return self._client
+
+    def fan_out(self) -> FanOut:
+        """Enhanced fan-out calls on this client (consumers, SubscribeToShard); fakes return their own."""
+        from .fanout import FanOut  # noqa: PLC0415  (fanout imports this module)
+
+        return FanOut(self)
 
     # -- streams -------------------------------------------------------------------
 

@@ -51,18 +51,24 @@ from ..leases.table import LeaseTable
 from ..leases.timing import LeaseTiming
 from ..names import default_table_name, validate_name
 from ..positions import Position
-from ..retrieval.polling import MAX_RECORDS_PER_FETCH
 from ..records import RecordPage
+from ..retrieval.pacing import FetchPacing
+from ..retrieval.polling import MAX_RECORDS_PER_FETCH
+from ..retrieval.registration import (
+    ConsumerMode,
+    FanOutTarget,
+    deregister,
+    parse_consumer_mode,
+    register,
+)
+from ..retrieval.registration import consumer_name as consumer_name_of
 from ..retry import RetryPolicy
 from .acks import Acknowledger
 from .batch import Batch
 from .bridge import LoopListener, SigtermHandler, cancel, on_loop
+from .fetching import Fetcher, FetchSettings, new_fetcher
 from .metrics import ConsumerMetrics
 from .options import default_worker_id, parse_initial_position
-from ..retrieval.registration import ConsumerMode, FanOutTarget, deregister, parse_consumer_mode, register
-from ..retrieval.registration import consumer_name as consumer_name_of
-from .fetching import Fetcher, FetchSettings, new_fetcher
-from ..retrieval.pacing import FetchPacing
 from .shard_state import EndAction, HeldShard, Holdings, ShardPhase
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Union
 
 from ..aws.async_kinesis import AsyncKinesisClient
-from ..aws.fanout import AsyncFanOut
 from ..positions import Position
 from ..records import RecordPage
 from ..retrieval.async_fanout import FanOutFetcher
@@ -52,7 +51,7 @@ def new_fetcher(
 ) -> Fetcher:
     if settings.fan_out is not None:
         return FanOutFetcher(
-            AsyncFanOut(kinesis), settings.fan_out.consumer_arn, stream, shard_id, start,
+            kinesis.fan_out(), settings.fan_out.consumer_arn, stream, shard_id, start,
             deliver=deliver, on_end=on_end, on_expired=on_expired, stream_arn=settings.fan_out.stream_arn,
             strict_aggregation=settings.strict_aggregation, on_deaggregated=on_deaggregated,
         )

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from ..aws import KinesisClient
-from ..aws.fanout import FanOut, check_consumer_stream
+from ..aws.fanout import check_consumer_stream
 from ..errors import ConfigurationError
 from ..names import validate_consumer_name
 
@@ -59,7 +59,7 @@ class FanOutTarget:
 def register(kinesis: KinesisClient, stream: str, name: str, *, stream_arn: str | None = None) -> FanOutTarget:
     """Find or register ``name`` on the stream and wait until it is ACTIVE (idempotent: every worker may)."""
     arn = stream_arn or kinesis.describe_stream(stream).arn
-    consumer = FanOut(kinesis).register_consumer(arn, name)
+    consumer = kinesis.fan_out().register_consumer(arn, name)
     check_consumer_stream(consumer.arn, arn)
     log.info("stream %r: enhanced fan-out consumer %r is ACTIVE (%s)", stream, name, consumer.arn)
     return FanOutTarget(consumer.arn, arn, name)
@@ -67,7 +67,7 @@ def register(kinesis: KinesisClient, stream: str, name: str, *, stream_arn: str 
 
 def deregister(kinesis: KinesisClient, target: FanOutTarget) -> None:
     """Deregister the consumer: its subscriptions end, the stream's consumer slot is free again."""
-    removed = FanOut(kinesis).deregister_consumer(target.consumer_arn)
+    removed = kinesis.fan_out().deregister_consumer(target.consumer_arn)
     log.info(
         "enhanced fan-out consumer %r %s", target.consumer_name,
         "deregistered" if removed else "was not registered any more",

@@ -31,8 +31,8 @@ from .driver import StreamDriver
 from .offsets import Plan, ShardPlan
 from .options import SourceOptions
 from .partitions import KinesisPartition, ShardSlice
-from .shutdown import stop_on_sigterm
 from .planner import for_trigger, idle_shards, lineage_rank, next_plan, prune_drained
+from .shutdown import stop_on_sigterm
 from .tasks import read_stream_partition
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,6 @@ from typing import Iterator
 import pyarrow as pa
 
 from ..aws import KinesisClient
-from ..aws.fanout import FanOut
 from ..errors import DataLossError, MalformedResponseError, ShardNotFoundError
 from ..positions import Position
 from ..retrieval.bounded import BoundedRead
@@ -48,7 +47,7 @@ def shard_reader(kinesis: KinesisClient, partition: KinesisPartition, piece: Sha
     """A polling reader, or a fan-out one with consumerMode=efo: the same bounded read either way."""
     if partition.fan_out is not None:
         return FanOutReader(
-            FanOut(kinesis),
+            kinesis.fan_out(),
             partition.fan_out.consumer_arn,
             partition.stream,
             piece.shard_id,

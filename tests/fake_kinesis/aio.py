@@ -36,6 +36,10 @@ class AsyncFakeKinesis:
         if gate is not None:
             await gate.wait_async()
 
+    def fan_out(self) -> Self:
+        """AsyncKinesisClient.fan_out(): the twin answers the AsyncFanOut calls itself."""
+        return self
+
     async def describe_stream_status(self, stream: str) -> str:
         await self._enter("describe_stream_status", stream)
         return self.fake.stream(stream).status

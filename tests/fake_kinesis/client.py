@@ -8,7 +8,7 @@ import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 from kinesis_src.aws.fanout import (
     CONSUMER_LIMIT,
@@ -210,6 +210,10 @@ class FakeKinesis:
         return [self.put_record(stream, key, data) for key, data in entries]
 
     # -- KinesisClient --------------------------------------------------------------------------------
+
+    def fan_out(self) -> Self:
+        """KinesisClient.fan_out(): the fake answers the FanOut calls itself."""
+        return self
 
     def describe_stream(self, stream: str) -> StreamSummary:
         self.enter("describe_stream", stream)
