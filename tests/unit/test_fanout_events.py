@@ -21,6 +21,7 @@ from kinesis_src.aws.fanout import (
     consumer_limit,
     consumer_stream_arn,
     check_consumer_stream,
+    decoded_event,
     event_from,
     fanout_error,
     starting_position,
@@ -31,6 +32,7 @@ from kinesis_src.errors import (
     ConsumerLimitError,
     ConsumerStreamMismatchError,
     FanOutUnsupportedError,
+    MalformedResponseError,
     SubscriptionBusyError,
 )
 from kinesis_src.positions import Position
@@ -237,3 +239,42 @@ def test_event_stream_without_initial_response_is_what_kinesis_mock_sends() -> N
     with pytest.raises(ResponseParserError, match="initial-response") as caught:
         _parse_subscribe(wire)
     assert isinstance(fanout_error(caught.value, "SubscribeToShard", "http://e"), FanOutUnsupportedError)
+
+
+def _wire_events() -> bytes:
+    records = [{"SequenceNumber": f"{100 + i}", "Data": binascii.b2a_base64(f"d{i}".encode() * i, newline=False).decode(),
+                "PartitionKey": f"k{i % 3}", "ApproximateArrivalTimestamp": T0.timestamp() + i / 1000,
+                **({"EncryptionType": "KMS"} if i % 2 else {})} for i in range(7)]
+    return (
+        _event("initial-response", {})
+        + _event("SubscribeToShardEvent", {"Records": records[:4], "ContinuationSequenceNumber": "103", "MillisBehindLatest": 12})
+        + _event("SomeFutureEvent", {"x": 1})
+        + _event("SubscribeToShardEvent", {"Records": records[4:], "MillisBehindLatest": 0, "ChildShards": [
+            {"ShardId": "shardId-000000000001", "ParentShards": ["shardId-000000000000"],
+             "HashKeyRange": {"StartingHashKey": "0", "EndingHashKey": "9"}}]})
+    )
+
+
+def test_the_fast_event_decode_agrees_with_botocores_parse_on_every_field() -> None:
+    """subscribe() decodes events below botocore's parser (decoded_event): same pages as the slow path."""
+    slow = [event_from(raw["SubscribeToShardEvent"]) for raw in _parse_subscribe(_wire_events())["EventStream"]  # type: ignore[attr-defined]
+            if "SubscribeToShardEvent" in raw]
+    stream = _parse_subscribe(_wire_events())["EventStream"]
+    fast = [e for e in map(decoded_event, stream._event_generator) if e is not None]  # type: ignore[attr-defined]
+    assert len(fast) == len(slow) == 2
+    for f, s in zip(fast, slow):
+        assert f.continuation_sequence_number == s.continuation_sequence_number
+        for column in ("partition_keys", "data", "sequence_numbers", "encryption_types", "next_iterator",
+                       "millis_behind_latest", "child_shards"):
+            assert getattr(f.page, column) == getattr(s.page, column), column
+        assert f.page.arrival_epoch == pytest.approx(s.page.arrival_epoch)
+    assert fast[1].shard_ended and fast[1].page.child_shards[0].parent_shards == ("shardId-000000000000",)
+
+
+def test_a_malformed_event_payload_names_the_problem_not_the_contents() -> None:
+    bad = _message({":message-type": "event", ":event-type": "SubscribeToShardEvent"},
+                   json.dumps({"Records": [{"SequenceNumber": "1", "Data": "secret!!!", "PartitionKey": "pk"}]}).encode())
+    stream = _parse_subscribe(_event("initial-response", {}) + bad)["EventStream"]
+    with pytest.raises(MalformedResponseError) as caught:
+        [decoded_event(m) for m in stream._event_generator]  # type: ignore[attr-defined]
+    assert "SubscribeToShard event" in str(caught.value) and "secret" not in str(caught.value)
