@@ -607,17 +607,18 @@ def decode_cost(size: int, count: int = 2_500) -> None:
     """In this process, no server: where an EFO reader's extra CPU per record goes.
 
     One SubscribeToShardEvent payload of ``count`` records through botocore's
-    event-stream parser (what ``AsyncFanOut.subscribe`` gets from aiobotocore:
-    a datetime and a base64 decode per record) plus kinesis-src's ``event_from``,
-    against the same records as a GetRecords body through the fast decode the
-    polling path uses. Best of 7.
+    event-stream parser (a datetime and a base64 decode per record) plus
+    ``event_from``, which is what ``AsyncFanOut.subscribe`` did until it read
+    events below botocore's parser; through the fast event decode it uses
+    now; and the same records as a GetRecords body through the fast decode
+    the polling path uses. Best of 7.
     """
     import base64
 
     import botocore.session
     from botocore.parsers import EventStreamJSONParser
 
-    from kinesis_src.aws.decode import decode_get_records
+    from kinesis_src.aws.decode import decode_get_records, decode_subscribe_event
     from kinesis_src.aws.fanout import event_from
 
     now = time.time()
@@ -644,10 +645,12 @@ def decode_cost(size: int, count: int = 2_500) -> None:
     parsed = parser.parse(response, shape)
     botocore_us, convert_us = best(lambda: parser.parse(response, shape)), best(lambda: event_from(parsed))
     fast_us = best(lambda: decode_get_records(page_body))
+    event_us = best(lambda: decode_subscribe_event(event_body))  # what subscribe() does since 901c1b3
     print(f"\n4. decoding one page of {count:,} records x {size} B in this process (best of 7): SubscribeToShardEvent "
-          f"through botocore's event parser {botocore_us:.1f} us/record + event_from {convert_us:.1f} us/record; the "
-          f"same records as a GetRecords body through kinesis-src's fast decode {fast_us:.1f} us/record "
-          f"({(botocore_us + convert_us) / fast_us:.1f}x)")
+          f"through botocore's event parser {botocore_us:.1f} us/record + event_from {convert_us:.1f} us/record; "
+          f"through kinesis-src's fast event decode (what subscribe() uses) {event_us:.1f} us/record; the same "
+          f"records as a GetRecords body through the fast decode {fast_us:.1f} us/record "
+          f"(botocore path {(botocore_us + convert_us) / event_us:.1f}x the fast event decode)")
 
 
 def summary(tput: dict[str, dict[str, Any]], lat: dict[str, dict[str, Any]]) -> None:
