@@ -32,7 +32,8 @@ at a :class:`Gate`; ``expire_iterators()``; ``shard.page_sizes`` (records per
 next page or event), ``shard.lag_ms`` (MillisBehindLatest); endpoint quirks
 ``shard_filter`` ("supported" | "rejected" | "ignored") and
 ``ignores_exclusive_start``; ``events_per_subscription`` (a subscription's
-5 minutes) and ``records_per_event``.
+5 minutes) and ``records_per_event``; ``subscriptions_open`` (made, and neither
+ended nor closed by the reader).
 """
 
 from .aio import AsyncFakeKinesis

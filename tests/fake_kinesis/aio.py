@@ -71,9 +71,13 @@ class AsyncFakeKinesis:
 
     async def subscribe(self, consumer_arn: str, shard_id: str, position: Position, *,
                         stream_arn: str | None = None) -> AsyncIterator[FanOutEvent]:
-        for item in self.fake.subscription(consumer_arn, shard_id, position, stream_arn):
-            if isinstance(item, Gate):
-                await item.wait_async()
-                continue
-            yield item
-            await asyncio.sleep(0 if len(item.page) else self.fake.idle_delay_s)
+        items = self.fake.subscription(consumer_arn, shard_id, position, stream_arn)
+        try:
+            for item in items:
+                if isinstance(item, Gate):
+                    await item.wait_async()
+                    continue
+                yield item
+                await asyncio.sleep(0 if len(item.page) else self.fake.idle_delay_s)
+        finally:
+            items.close()

@@ -62,6 +62,7 @@ class FakeKinesis:
         self.ignores_exclusive_start = False
         self.events_per_subscription = 100
         self.records_per_event = 1000
+        self.subscriptions_open = 0  # subscriptions made and not yet ended or closed by the reader
         self.idle_delay_s = 0.001  # the async twin's pause on an empty page (no busy loop)
         self._sequence = itertools.count(SEQUENCE_BASE)
         self._generation = 0
@@ -321,11 +322,15 @@ class FakeKinesis:
 
     def subscribe(self, consumer_arn: str, shard_id: str, position: Position, *,
                   stream_arn: str | None = None) -> Iterator[FanOutEvent]:
-        for item in self.subscription(consumer_arn, shard_id, position, stream_arn):
-            if isinstance(item, Gate):
-                item.wait()
-            else:
-                yield item
+        items = self.subscription(consumer_arn, shard_id, position, stream_arn)
+        try:
+            for item in items:
+                if isinstance(item, Gate):
+                    item.wait()
+                else:
+                    yield item
+        finally:
+            items.close()
 
     def subscription(self, consumer_arn: str, shard_id: str, position: Position,
                      stream_arn: str | None) -> Iterator[FanOutEvent | Gate]:
@@ -339,6 +344,14 @@ class FakeKinesis:
         consumer = self._consumer(consumer_arn)
         s = self._stream_of(consumer.stream_arn)
         after = reads_after(self.shard(s.name, shard_id), position)
+        self.subscriptions_open += 1
+        try:
+            yield from self._events(s, consumer, shard_id, after)
+        finally:
+            self.subscriptions_open -= 1
+
+    def _events(self, s: FakeStream, consumer: ConsumerDescription, shard_id: str,
+                after: int) -> Iterator[FanOutEvent | Gate]:
         for _ in range(self.events_per_subscription):
             gate = self.enter("subscribe_event", s.name, shard_id)
             if gate is not None:

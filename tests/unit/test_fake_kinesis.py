@@ -168,7 +168,11 @@ def test_subscriptions_continue_at_the_last_record_and_end_after_their_events() 
     assert [e.continuation_sequence_number for e in events] == [seqs[1], seqs[2]]
     again = list(fake.subscribe(arn, S0, Position.after_sequence(events[-1].continuation_sequence_number)))
     assert [len(e.page) for e in again] == [0, 0] and again[-1].continuation_sequence_number == seqs[2]
-    assert fake.count("subscribe", S0) == 2
+    assert fake.count("subscribe", S0) == 2 and fake.subscriptions_open == 0
+    held = fake.subscribe(arn, S0, Position.trim_horizon())
+    assert next(held).page.sequence_numbers == seqs[:2] and fake.subscriptions_open == 1
+    held.close()  # the reader closing it early
+    assert fake.subscriptions_open == 0
     with pytest.raises(ConsumerStreamMismatchError):
         next(fake.subscribe(arn, S0, Position.trim_horizon(), stream_arn=arn.replace("stream/s", "stream/t")))
 

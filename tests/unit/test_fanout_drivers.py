@@ -1,8 +1,9 @@
-"""The fan-out drivers (sync for Spark tasks, async for the Consumer) over scripted subscriptions.
+"""The fan-out drivers (sync for Spark tasks, async for the Consumer) on the shared fake Kinesis.
 
-A scripted FanOut answers each subscribe() with the next list of events, so a test says exactly
-where a subscription ends, breaks off or reaches the shard's end, and checks where the driver
-subscribes next.
+The fake's knobs say where a subscription ends (``events_per_subscription``), how many records an
+event carries (``records_per_event``, ``shard.page_sizes``), where the event stream breaks off
+(``inject("subscribe_event", ...)``) and where the shard ends (a split); its call log says where
+the driver subscribed each time.
 """
 
 from __future__ import annotations
@@ -13,85 +14,63 @@ import signal
 import subprocess
 import sys
 import textwrap
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
 import pytest
+from fake_kinesis import MAX_HASH_KEY, START, FakeKinesis, shard_id
 
-from kinesis_src.aws.fanout import FanOutEvent
 from kinesis_src.errors import EndpointUnreachableError
 from kinesis_src.positions import Position
 from kinesis_src.records import ChildShard, RecordPage
+from kinesis_src.retrieval import async_fanout
 from kinesis_src.retrieval.async_fanout import FanOutFetcher
 from kinesis_src.retrieval.cursor import StopReason
 from kinesis_src.retrieval.fanout import FanOutReader, resubscribe_position
 
-SHARD = "shardId-000000000000"
-CHILD = ChildShard("shardId-000000000001", (SHARD,), 0, 10)
-ARN = "arn:aws:kinesis:us-east-1:000000000000:stream/orders/consumer/app:1"
-BROKEN = object()  # in a script: the event stream breaks off here
+STREAM = "orders"
+SHARD, LEFT, RIGHT = (shard_id(i) for i in range(3))
+HALF = 2**127
+
+pytestmark = pytest.mark.timeout(60)  # a driver resubscribing forever fails here, not after the default 600 s
 
 
-def event(*seqs: int, end: bool = False, lag: int = 0) -> FanOutEvent:
-    continuation = None if end else (f"{seqs[-1]:05d}" if seqs else "0")
-    page = RecordPage(
-        partition_keys=[f"k{s}" for s in seqs], data=[b"d%d" % s for s in seqs],
-        sequence_numbers=[f"{s:05d}" for s in seqs], arrival_epoch=[1000.0 + s for s in seqs],
-        encryption_types=[None for _ in seqs], next_iterator=continuation, millis_behind_latest=lag,
-        child_shards=(CHILD,) if end else (),
-    )
-    return FanOutEvent(page, continuation)
+def stream_of(n: int, *, per_event: int, closed: bool = False) -> tuple[FakeKinesis, str, list[str]]:
+    """Stream "orders" with one shard of ``n`` records (one a second), an event carrying ``per_event``
+    of them, and a registered consumer; ``closed`` splits the shard after the records.
+    Returns the fake, the consumer's ARN and the records' sequence numbers."""
+    fake = FakeKinesis()
+    fake.create_stream(STREAM)
+    seqs = [fake.put_record(STREAM, f"k{i}", b"d%d" % i, shard_id=SHARD, arrival=START + i)["SequenceNumber"]
+            for i in range(n)]
+    if closed:
+        fake.split_shard(STREAM, SHARD, HALF)
+    fake.records_per_event = per_event
+    return fake, fake.register_consumer(fake.stream(STREAM).arn, "app").arn, seqs
 
 
-class ScriptedFanOut:
-    """subscribe() returns the next scripted subscription; records where each started."""
-
-    def __init__(self, *subscriptions: list[Any]) -> None:
-        self.script = list(subscriptions)
-        self.starts: list[Position] = []
-        self.closed = 0
-
-    def _next(self, consumer_arn: str, shard_id: str, position: Position) -> list[Any]:
-        assert consumer_arn == ARN and shard_id == SHARD
-        self.starts.append(position)
-        assert self.script, f"unexpected subscription at {position}"
-        return self.script.pop(0)
-
-    def subscribe(self, consumer_arn: str, shard_id: str, position: Position, *, stream_arn: str | None = None) -> Iterator[FanOutEvent]:
-        events = self._next(consumer_arn, shard_id, position)
-
-        def run() -> Iterator[FanOutEvent]:
-            try:
-                for item in events:
-                    if item is BROKEN:
-                        raise EndpointUnreachableError("the event stream broke off")
-                    yield item
-            finally:
-                self.closed += 1
-
-        return run()
+def starts(fake: FakeKinesis) -> list[Position | None]:
+    """Where each subscription started."""
+    return [c.position for c in fake.calls_to("subscribe", SHARD)]
 
 
-class AsyncScriptedFanOut(ScriptedFanOut):
-    def subscribe(self, consumer_arn: str, shard_id: str, position: Position, *, stream_arn: str | None = None) -> AsyncIterator[FanOutEvent]:  # type: ignore[override]
-        events = self._next(consumer_arn, shard_id, position)
-
-        async def run() -> AsyncIterator[FanOutEvent]:
-            try:
-                for item in events:
-                    if item is BROKEN:
-                        raise EndpointUnreachableError("the event stream broke off")
-                    yield item
-            finally:
-                self.closed += 1
-
-        return run()
+CHILDREN = (ChildShard(LEFT, (SHARD,), 0, HALF - 1), ChildShard(RIGHT, (SHARD,), HALF, MAX_HASH_KEY))
 
 
-def reader(fanout: ScriptedFanOut, start: Position | None = None) -> FanOutReader:
-    return FanOutReader(fanout, ARN, "orders", SHARD, start or Position.trim_horizon(), sleep=lambda s: None)  # type: ignore[arg-type]
+def broken() -> EndpointUnreachableError:
+    return EndpointUnreachableError("the event stream broke off")
 
 
-def seqs(read: Any) -> list[str]:
+def reader(fake: FakeKinesis, arn: str, start: Position | None = None,
+           sleeps: list[float] | None = None) -> FanOutReader:
+    def sleep(seconds: float) -> None:
+        if sleeps is not None:
+            sleeps.append(seconds)
+
+    return FanOutReader(fake.fan_out(), arn, STREAM, SHARD, start or Position.trim_horizon(),  # type: ignore[arg-type]
+                        stream_arn=fake.stream(STREAM).arn, sleep=sleep)
+
+
+def seqs_of(read: Any) -> list[str]:
     return [r.sequence_number for r in read.records()]
 
 
@@ -111,48 +90,75 @@ def test_latest_adopts_the_continuation_and_every_other_start_stays_where_the_cu
 
 
 def test_a_read_resubscribes_after_the_last_record_when_a_subscription_ends_and_closes_when_done() -> None:
-    fanout = ScriptedFanOut([event(1, 2, lag=500)], [event(3, lag=0)])
-    read = reader(fanout).read(until_caught_up=True)
-    assert seqs(read) == ["00001", "00002", "00003"] and read.stop_reason is StopReason.CAUGHT_UP
-    assert fanout.starts == [Position.trim_horizon(), Position.after_sequence("00002")]
-    assert fanout.closed == 2  # the ended one, and the read's own at its stop
+    fake, arn, seqs = stream_of(3, per_event=2)
+    fake.events_per_subscription = 1  # the first subscription ends after [1, 2], behind the tip
+    r = reader(fake, arn)
+    read = r.read(until_caught_up=True)
+    assert seqs_of(read) == seqs and read.stop_reason is StopReason.CAUGHT_UP
+    assert starts(fake) == [Position.trim_horizon(), Position.after_sequence(seqs[1])]
+    assert r.subscriptions == 2 and fake.subscriptions_open == 0  # the read closed its own at its stop
+
+
+def test_latest_resubscribes_at_the_continuation_so_records_put_between_subscriptions_are_read() -> None:
+    fake, arn, seqs = stream_of(2, per_event=10)
+    r = reader(fake, arn, Position.latest())
+    assert seqs_of(r.read(until_caught_up=True)) == [] and r.position == Position.latest()
+    put = fake.put_record(STREAM, "k", b"new", shard_id=SHARD)["SequenceNumber"]
+    assert seqs_of(r.read(until_caught_up=True)) == [put]
+    assert starts(fake) == [Position.latest(), Position.after_sequence(seqs[-1])]  # the first event's continuation
 
 
 def test_a_read_stops_exactly_at_a_recorded_end_for_replay() -> None:
-    fanout = ScriptedFanOut([event(1, 2, lag=900), event(3, 4, lag=900)])
-    r = reader(fanout)
-    read = r.read(end_sequence="00003")
-    assert seqs(read) == ["00001", "00002", "00003"] and read.stop_reason is StopReason.END_SEQUENCE
-    assert r.position == Position.after_sequence("00003")
+    fake, arn, seqs = stream_of(4, per_event=2)
+    r = reader(fake, arn)
+    read = r.read(end_sequence=seqs[2])
+    assert seqs_of(read) == seqs[:3] and read.stop_reason is StopReason.END_SEQUENCE
+    assert r.position == Position.after_sequence(seqs[2]) and fake.subscriptions_open == 0
 
 
 def test_max_records_cuts_an_event_and_the_next_read_resubscribes_after_the_cut() -> None:
-    fanout = ScriptedFanOut([event(1, 2, 3, lag=900)], [event(3, 4, lag=0)])
-    r = reader(fanout)
+    fake, arn, seqs = stream_of(4, per_event=3)
+    r = reader(fake, arn)
     first = r.read(max_records=2)
-    assert seqs(first) == ["00001", "00002"] and first.stop_reason is StopReason.RECORD_LIMIT
+    assert seqs_of(first) == seqs[:2] and first.stop_reason is StopReason.RECORD_LIMIT
     second = r.read(until_caught_up=True)
-    assert seqs(second) == ["00003", "00004"]
-    assert fanout.starts[1] == Position.after_sequence("00002")
+    assert seqs_of(second) == seqs[2:] and second.stop_reason is StopReason.CAUGHT_UP
+    assert starts(fake) == [Position.trim_horizon(), Position.after_sequence(seqs[1])]
 
 
 def test_the_shard_end_event_ends_the_read_with_its_children() -> None:
-    read = reader(ScriptedFanOut([event(1, lag=900), event(2, end=True)])).read(until_caught_up=True)
-    assert seqs(read) == ["00001", "00002"] and read.shard_ended and read.child_shards == (CHILD,)
+    fake, arn, seqs = stream_of(2, per_event=1, closed=True)
+    r = reader(fake, arn)
+    read = r.read(until_caught_up=True)
+    assert seqs_of(read) == seqs and read.shard_ended and read.child_shards == CHILDREN
+    assert r.shard_ended and fake.subscriptions_open == 0
 
 
 def test_a_broken_event_stream_resubscribes_where_the_cursor_stands_and_gives_up_after_five() -> None:
-    fanout = ScriptedFanOut([event(1, lag=900), BROKEN], [event(2, lag=0)])
-    read = reader(fanout).read(until_caught_up=True)
-    assert seqs(read) == ["00001", "00002"] and fanout.starts[1] == Position.after_sequence("00001")
+    fake, arn, seqs = stream_of(2, per_event=1)
+    fake.inject("subscribe_event", broken(), shard_id=SHARD, calls=(2,))  # after the first event
+    sleeps: list[float] = []
+    read = reader(fake, arn, sleeps=sleeps).read(until_caught_up=True)
+    assert seqs_of(read) == seqs and starts(fake) == [Position.trim_horizon(), Position.after_sequence(seqs[0])]
+    assert sleeps == [1.0] and fake.subscriptions_open == 0
+
+    fake, arn, seqs = stream_of(7, per_event=1)  # six breaks, an event between each two
+    fake.inject("subscribe_event", broken(), shard_id=SHARD, calls=range(2, 13, 2))
+    assert seqs_of(reader(fake, arn).read(until_caught_up=True)) == seqs and fake.count("subscribe") == 7
+
+    fake, arn, _ = stream_of(1, per_event=1)
+    fake.inject("subscribe_event", broken(), shard_id=SHARD, calls=range(1, 100))
+    sleeps = []
     with pytest.raises(EndpointUnreachableError):
-        reader(ScriptedFanOut(*[[BROKEN] for _ in range(5)])).read(until_caught_up=True)
+        reader(fake, arn, sleeps=sleeps).read(until_caught_up=True)
+    assert fake.count("subscribe") == 5 and sleeps == [1.0, 2.0, 3.0, 4.0]
+    assert starts(fake) == [Position.trim_horizon()] * 5
 
 
 # -- the async driver (the Consumer) -------------------------------------------------------------
 
 
-def fetcher(fanout: AsyncScriptedFanOut, start: Position, delivered: list[RecordPage], ended: list[RecordPage],
+def fetcher(fake: FakeKinesis, arn: str, start: Position, delivered: list[RecordPage], ended: list[RecordPage],
             expired: list[tuple[str, str, str]]) -> FanOutFetcher:
     async def deliver(page: RecordPage) -> None:
         delivered.append(page)
@@ -163,28 +169,52 @@ def fetcher(fanout: AsyncScriptedFanOut, start: Position, delivered: list[Record
     async def on_expired(shard: str, checkpointed: str, oldest: str) -> None:
         expired.append((shard, checkpointed, oldest))
 
-    return FanOutFetcher(fanout, ARN, "orders", SHARD, start, deliver=deliver, on_end=on_end, on_expired=on_expired)  # type: ignore[arg-type]
+    return FanOutFetcher(fake.aio().fan_out(), arn, STREAM, SHARD, start, deliver=deliver, on_end=on_end,  # type: ignore[arg-type]
+                         on_expired=on_expired, stream_arn=fake.stream(STREAM).arn)
 
 
-def test_the_consumer_driver_delivers_resubscribes_and_hands_the_final_page_to_on_end() -> None:
-    fanout = AsyncScriptedFanOut([event(1, 2), event()], [BROKEN], [event(3), event(4, end=True)])
+def run(f: FanOutFetcher, fake: FakeKinesis) -> None:
+    async def to_the_end() -> None:
+        await f.run()
+        assert fake.subscriptions_open == 0  # closed by the driver, not left to the loop's finalizer
+
+    asyncio.run(asyncio.wait_for(to_the_end(), 10))
+
+
+def test_the_consumer_driver_delivers_resubscribes_and_hands_the_final_page_to_on_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(async_fanout, "BROKEN_PAUSE_S", 0.0)
+    fake, arn, seqs = stream_of(4, per_event=10, closed=True)
+    fake.events_per_subscription = 2
+    fake.shard(STREAM, SHARD).page_sizes = [2, 0, 1, 1]  # [1, 2], [] (lag news); then [3], [4] and the end
+    fake.inject("subscribe_event", broken(), shard_id=SHARD, calls=(3,))  # the second subscription breaks off
     delivered: list[RecordPage] = []
     ended: list[RecordPage] = []
-    f = fetcher(fanout, Position.trim_horizon(), delivered, ended, [])
-    asyncio.run(asyncio.wait_for(f.run(), 10))
-    assert [p.sequence_numbers for p in delivered] == [["00001", "00002"], [], ["00003"]]  # the empty one: lag news
-    assert [p.sequence_numbers for p in ended] == [["00004"]] and ended[0].child_shards == (CHILD,)
-    assert fanout.starts == [Position.trim_horizon(), Position.after_sequence("00002"), Position.after_sequence("00002")]
-    assert f.subscriptions == 3 and fanout.closed == 3
+    f = fetcher(fake, arn, Position.trim_horizon(), delivered, ended, [])
+    run(f, fake)
+    assert [p.sequence_numbers for p in delivered] == [seqs[:2], [], seqs[2:3]]
+    assert delivered[1].millis_behind_latest is not None  # what an empty event is delivered for
+    assert [p.sequence_numbers for p in ended] == [seqs[3:]] and ended[0].child_shards == CHILDREN
+    assert starts(fake) == [Position.trim_horizon(), Position.after_sequence(seqs[1]), Position.after_sequence(seqs[1])]
+    assert f.subscriptions == 3
 
 
 def test_the_consumer_driver_reports_a_checkpoint_trimmed_past_retention() -> None:
-    fanout = AsyncScriptedFanOut([event(12, 13), event(14, end=True)])
+    fake, arn, seqs = stream_of(5, per_event=2, closed=True)
+    checkpoint = Position.after_sequence(seqs[1], 0)  # the KCL's resume: AT the checkpointed record
+    kept: list[RecordPage] = []
     expired: list[tuple[str, str, str]] = []
+    run(fetcher(fake, arn, checkpoint, kept, [], expired), fake)
+    assert expired == [] and kept[0].sequence_numbers == seqs[2:3]  # still there: read AT it, dropped
+
+    fake.trim(STREAM, before=START + 2)  # records 0 and 1 are gone
     delivered: list[RecordPage] = []
-    asyncio.run(asyncio.wait_for(fetcher(fanout, Position.after_sequence("00007", 0), delivered, [], expired).run(), 10))
-    assert expired == [(SHARD, "00007", "00012")]
-    assert delivered[0].sequence_numbers == ["00012", "00013"]
+    ended: list[RecordPage] = []
+    run(fetcher(fake, arn, checkpoint, delivered, ended, expired), fake)
+    assert expired == [(SHARD, seqs[1], seqs[2])]
+    assert delivered[0].sequence_numbers == seqs[2:4] and ended[0].sequence_numbers == seqs[4:]
+    assert starts(fake)[-1] == checkpoint
 
 
 # -- Spark's SIGTERM ------------------------------------------------------------------------------
