@@ -1,0 +1,169 @@
+"""The Consumer with ``consumer_mode="efo"`` on the shared fake Kinesis: batches from subscriptions.
+
+Built as ``test_consumer_acks`` builds its consumers (the fake's async twin as the Kinesis client,
+a recording coordinator, leases handed in directly), with ``consumer.fan_out`` naming a consumer
+registered in the fake, as ``start()`` would after registering it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fake_kinesis import START, FakeKinesis, shard_id
+from kpl import aggregate
+
+from kinesis_src.consumer import Consumer, FetchPacing
+from kinesis_src.leases.model import Checkpoint, Lease
+from kinesis_src.positions import Position
+from kinesis_src.retrieval.registration import FanOutTarget
+from lineage import HashRange
+
+STREAM = "orders"
+SHARD, LEFT, RIGHT = (shard_id(i) for i in range(3))
+
+
+def stream_of(*records: bytes, per_event: int = 2, closed: bool = False) -> tuple[FakeKinesis, list[str]]:
+    """Stream "orders", one shard holding ``records`` (one a second), ``per_event`` to an event; with
+    ``closed`` the shard is split after them. Returns the fake and the sequence numbers."""
+    fake = FakeKinesis()
+    fake.create_stream(STREAM)
+    seqs = [fake.put_record(STREAM, f"k{i}", data, shard_id=SHARD, arrival=START + i)["SequenceNumber"]
+            for i, data in enumerate(records)]
+    if closed:
+        fake.split_shard(STREAM, SHARD, 2**127)
+    fake.records_per_event = per_event
+    return fake, seqs
+
+
+def plain(n: int) -> list[bytes]:
+    return [b"r%d" % i for i in range(n)]
+
+
+@dataclass
+class RecordingCoordinator:
+    """What the consumer asks of the lease coordinator, recorded (test_consumer_acks has the full one)."""
+
+    writes: list[tuple[str, str]] = field(default_factory=list)
+    failure: BaseException | None = None
+
+    def is_live(self) -> bool:
+        return True
+
+    def view_is_fresh(self) -> bool:
+        return True
+
+    def checkpoint(self, shard: str, checkpoint: Checkpoint) -> Lease:
+        self.writes.append((shard, str(checkpoint)))
+        return lease(checkpoint)
+
+    def shard_ended(self, shard: str, children: Any) -> None:
+        self.writes.append((shard, "SHARD_END " + ",".join(c.shard_id for c in children)))
+
+    def release(self, shard: str) -> bool:
+        return True
+
+    def stop(self) -> None:
+        return None
+
+
+def lease(checkpoint: Checkpoint | None = None, counter: int = 1) -> Lease:
+    return Lease(SHARD, checkpoint or Checkpoint.trim_horizon(), HashRange(0, 2**128 - 1), counter=counter, owner="me")
+
+
+def efo_consumer(fake: FakeKinesis) -> tuple[Consumer, RecordingCoordinator]:
+    consumer = Consumer(STREAM, application_name="app", region="us-east-1", worker_id="me", consumer_mode="efo")
+    coordinator = RecordingCoordinator()
+    consumer._loop = asyncio.get_running_loop()
+    consumer._kinesis = fake.aio()  # type: ignore[assignment]
+    consumer._coordinator = coordinator  # type: ignore[assignment]
+    consumer.pacing = FetchPacing(idle_interval_s=0, min_interval_s=0)
+    stream_arn = fake.stream(STREAM).arn
+    consumer.fan_out = FanOutTarget(fake.register_consumer(stream_arn, "app").arn, stream_arn, "app")
+    return consumer, coordinator
+
+
+def subscribed_at(fake: FakeKinesis) -> list[Position | None]:
+    return [c.position for c in fake.calls_to("subscribe", SHARD)]
+
+
+def run(test: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(test(), 10))
+
+
+async def until(condition: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.001)
+
+
+def test_batches_come_from_subscriptions_and_a_new_holding_resumes_right_after_the_checkpoint() -> None:
+    async def scenario() -> None:
+        fake, seqs = stream_of(*plain(6))
+        consumer, coordinator = efo_consumer(fake)
+        consumer._acquired(lease())
+        first = await consumer.__anext__()
+        assert [r.sequence_number for r in first.records] == seqs[:2] and first.shard_id == SHARD
+        await first.checkpoint()
+        second = await consumer.__anext__()
+        assert [r.sequence_number for r in second.records] == seqs[2:4]  # delivered, never acknowledged
+        assert coordinator.writes == [(SHARD, seqs[1])]
+
+        consumer._lost(lease(), "taken")  # the checkpoint is all the next holding knows
+        consumer._acquired(lease(Checkpoint.sequence(seqs[1]), counter=2))
+        again = await consumer.__anext__()
+        assert [r.sequence_number for r in again.records] == [seqs[2]]  # the event AT seqs[1], which is dropped
+        await again.checkpoint()
+        assert coordinator.writes == [(SHARD, seqs[1]), (SHARD, seqs[2])]
+        assert subscribed_at(fake) == [Position.trim_horizon(), Position.after_sequence(seqs[1], 0)]
+        assert fake.count("get_records") == 0 and fake.count("get_shard_iterator") == 0
+        await until(lambda: fake.subscriptions_open == 1, "the lost holding's subscription to close")
+        consumer.stop()
+
+    run(scenario)
+
+
+def test_the_shards_end_reaches_the_coordinator_with_its_children() -> None:
+    async def scenario() -> None:
+        fake, seqs = stream_of(*plain(3), closed=True)
+        consumer, coordinator = efo_consumer(fake)
+        consumer._acquired(lease())
+        seen: list[str] = []
+        while consumer.held_shards():
+            batch = await consumer.__anext__()
+            seen.extend(r.sequence_number for r in batch.records)
+            await batch.checkpoint()
+        assert seen == seqs and batch.ends_shard
+        assert coordinator.writes == [(SHARD, seqs[1]), (SHARD, f"SHARD_END {LEFT},{RIGHT}")]
+        assert consumer.metrics.shards_ended == 1 and fake.count("get_records") == 0
+        await until(lambda: fake.subscriptions_open == 0, "the ended shard's subscription to close")
+
+    run(scenario)
+
+
+def test_a_kpl_aggregate_arrives_de_aggregated_and_a_checkpoint_inside_it_resumes_at_the_next_user_record() -> None:
+    async def scenario() -> None:
+        users = [(f"user{i}", None, b"u%d" % i) for i in range(3)]
+        fake, seqs = stream_of(b"plain", aggregate(users), b"after", per_event=10)
+        consumer, coordinator = efo_consumer(fake)
+        consumer._acquired(lease())
+        batch = await consumer.__anext__()
+        got = [(r.sequence_number, r.sub_sequence_number, r.partition_key, r.data) for r in batch.records]
+        assert got == [(seqs[0], 0, "k0", b"plain"), *[(seqs[1], i, f"user{i}", b"u%d" % i) for i in range(3)],
+                       (seqs[2], 0, "k2", b"after")]
+        assert consumer.metrics.aggregates == 1
+        await batch.checkpoint(batch.records[2])  # user record 1 of the aggregate
+        assert coordinator.writes == [(SHARD, f"{seqs[1]}/1")]
+
+        consumer._lost(lease(), "taken")
+        consumer._acquired(lease(Checkpoint.sequence(seqs[1], 1), counter=2))
+        resumed = await consumer.__anext__()
+        assert [(r.sequence_number, r.sub_sequence_number) for r in resumed.records] == [(seqs[1], 2), (seqs[2], 0)]
+        assert subscribed_at(fake)[-1] == Position.after_sequence(seqs[1], 1)
+        consumer.stop()
+
+    run(scenario)
