@@ -1,7 +1,8 @@
 """The AWS boundary: the only package that imports botocore."""
 
 from .boundary import call, client_config, new_session, translate
-from .fanout import AsyncFanOut, ConsumerDescription, FanOut, FanOutEvent
+from .async_fanout import AsyncFanOut
+from .fanout import ConsumerDescription, FanOut, FanOutEvent
 from .dynamodb import DynamoDBClient, TableDescription, TransactOutcome, WriteResult
 from .kinesis import KinesisClient, StreamSummary
 

@@ -34,7 +34,7 @@ from .decode import (
 from .kinesis import shard_not_found, stream_not_found
 
 if TYPE_CHECKING:
-    from .fanout import AsyncFanOut
+    from .async_fanout import AsyncFanOut
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -126,7 +126,7 @@ class AsyncKinesisClient:
 
     def fan_out(self) -> AsyncFanOut:
         """:meth:`KinesisClient.fan_out`, async: on this open client."""
-        from .fanout import AsyncFanOut  # noqa: PLC0415  (fanout imports this module)
+        from .async_fanout import AsyncFanOut  # noqa: PLC0415  (async_fanout imports this module)
 
         return AsyncFanOut(self)
 

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
-from ..aws.fanout import AsyncFanOut
+from ..aws.async_fanout import AsyncFanOut
 from ..errors import EndpointUnreachableError, RetriesExhaustedError
 from ..positions import Position
 from ..records import RecordPage
