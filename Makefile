@@ -50,6 +50,7 @@ bench: setup
 	$(PY) benchmarks/bench_decode.py
 	$(PY) benchmarks/bench_lineage.py
 	$(PY) benchmarks/bench_kpl.py
+	$(PY) benchmarks/bench_bounded.py
 	$(ISOLATED) $(PY) benchmarks/bench_leases.py
 	$(PY) benchmarks/bench_consumer.py --setup-async-kinesis
 	$(ISOLATED) $(PY) benchmarks/bench_consumer.py

@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Generator, Iterator
+from typing import Callable, Iterator
 
 from .aws import KinesisClient
 from .discovery import ShardDiscovery
+from .ordered_reads import DEFAULT_WORKERS, ShardDone, read_in_order
 from .positions import Position
 from .retrieval.polling import MIN_FETCH_INTERVAL_S, ShardRead, ShardReader, StopReason
 
@@ -54,6 +55,7 @@ def drain_stream(
     on_shard_done: Callable[[str, DrainState], None] | None = None,
     end: datetime | None = None,
     strict_aggregation: bool = False,
+    workers: int = DEFAULT_WORKERS,
 ) -> Iterator[ShardRead]:
     """Yield :class:`ShardRead` chunks in lineage order until every shard is drained, caught up or past ``end``.
 
@@ -65,6 +67,11 @@ def drain_stream(
     cannot keep the read going. KPL aggregates come out as their user
     records; ``strict_aggregation`` fails on a malformed one instead of
     passing it through whole.
+
+    Shards whose parents are drained are read at the same time, up to
+    ``workers`` of them (:mod:`.ordered_reads`); their chunks still come out
+    one shard after another in lineage order, the same order as ``workers=1``
+    reads, so the output does not depend on timing.
     """
     start = start or Position.trim_horizon()
     state = state or DrainState()
@@ -74,37 +81,48 @@ def drain_stream(
         ready = [s for s in discovery.graph.ready(state.drained) if not state.done(s)]
         if not ready:
             return
-        for shard_id in ready:
-            position = start if shard_id in initial else Position.trim_horizon()
-            reader = ShardReader(
-                kinesis, stream, shard_id, position,
+        readers = {
+            sid: ShardReader(
+                kinesis, stream, sid, start if sid in initial else Position.trim_horizon(),
                 fetch_interval_s=fetch_interval_s, strict_aggregation=strict_aggregation,
             )
-            stop = yield from _read_shard(reader, chunk_records, state, end)
-            if reader.shard_ended:
-                state.drained.add(shard_id)
-                _learn_children(discovery, reader)
-            elif stop is StopReason.END_TIMESTAMP:
-                state.past_end.add(shard_id)
-            else:
-                state.caught_up.add(shard_id)
-            if on_shard_done:
-                on_shard_done(shard_id, state)
+            for sid in ready
+        }
+        last_stop: dict[str, StopReason] = {}
+        chunks = read_in_order(
+            ready, lambda sid: _read_shard(readers[sid], chunk_records, end), lambda sid: None, workers=workers
+        )
+        for item in chunks:
+            if isinstance(item, ShardDone):
+                _shard_done(discovery, readers[item.shard_id], last_stop[item.shard_id], state)
+                if on_shard_done:
+                    on_shard_done(item.shard_id, state)
+                continue
+            state.records += item.record_count
+            last_stop[item.shard_id] = item.stop_reason
+            yield item
 
 
 _FINAL_STOPS = frozenset({StopReason.SHARD_END, StopReason.CAUGHT_UP, StopReason.END_TIMESTAMP})
 
 
-def _read_shard(
-    reader: ShardReader, chunk_records: int, state: DrainState, end: datetime | None
-) -> Generator[ShardRead, None, StopReason]:
-    """Yield one shard's chunks; returns why the shard stopped."""
+def _read_shard(reader: ShardReader, chunk_records: int, end: datetime | None) -> Iterator[ShardRead]:
+    """One shard's chunks, to its end, its tip or the cut (runs in a reader thread: touches no shared state)."""
     while True:
         chunk = reader.read(max_records=chunk_records, until_caught_up=True, end_timestamp=end)
-        state.records += chunk.record_count
         yield chunk
         if chunk.stop_reason in _FINAL_STOPS:
-            return chunk.stop_reason
+            return
+
+
+def _shard_done(discovery: ShardDiscovery, reader: ShardReader, stop: StopReason, state: DrainState) -> None:
+    if reader.shard_ended:
+        state.drained.add(reader.shard_id)
+        _learn_children(discovery, reader)
+    elif stop is StopReason.END_TIMESTAMP:
+        state.past_end.add(reader.shard_id)
+    else:
+        state.caught_up.add(reader.shard_id)
 
 
 def _learn_children(discovery: ShardDiscovery, reader: ShardReader) -> None:

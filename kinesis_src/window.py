@@ -30,6 +30,7 @@ from .aws import KinesisClient
 from .config import AwsSettings
 from .drain import DrainState, drain_stream
 from .errors import ConfigurationError, InvalidPositionError
+from .ordered_reads import DEFAULT_WORKERS
 from .positions import Position, format_timestamp, parse_timestamp
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ def read_table(
     kinesis: KinesisClient | None = None,
     max_records: int | None = None,
     strict_aggregation: bool = False,
+    workers: int = DEFAULT_WORKERS,
 ) -> pa.Table:
     """Read the records that arrived in ``[start, end)`` from every shard of the lineage.
 
@@ -143,6 +145,10 @@ def read_table(
     row per user record (``subSequenceNumber`` its index); a malformed
     aggregate is one row with a warning, or, with ``strict_aggregation``,
     a :class:`~kinesis_src.errors.MalformedAggregateError`.
+    ``workers``: shards whose parents are done are read at the same time, up
+    to this many (the rows' order does not change); a read with
+    ``max_records`` reads one shard at a time instead, since it keeps a
+    prefix and reading ahead would fetch rows only to drop them.
     """
     window = resolve_window(start, end)
     _check_max_records(max_records)
@@ -154,7 +160,8 @@ def read_table(
 
     with _progress_bar(stream_name, progress) as bar:
         found = window_batches(
-            client, stream_name, window, on_shard_done=bar.shards_done, strict_aggregation=strict_aggregation
+            client, stream_name, window, on_shard_done=bar.shards_done, strict_aggregation=strict_aggregation,
+            workers=1 if max_records is not None else workers,
         )
         batches = _take(found, max_records, bar)
     return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
@@ -182,6 +189,7 @@ def window_batches(
     *,
     on_shard_done: Callable[[int], None] | None = None,
     strict_aggregation: bool = False,
+    workers: int = DEFAULT_WORKERS,
 ) -> Iterator[pa.RecordBatch]:
     """Non-empty Arrow batches of the window's records, in lineage order; lazy, so callers may stop early.
 
@@ -196,7 +204,7 @@ def window_batches(
 
     chunks = drain_stream(
         kinesis, stream, window.first_position(), on_shard_done=shard_done, end=window.end,
-        strict_aggregation=strict_aggregation,
+        strict_aggregation=strict_aggregation, workers=workers,
     )
     for chunk in chunks:
         for page in chunk.pages:
