@@ -12,12 +12,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import pytest
+from consumer_harness import (
+    RecordingCoordinator,
+    make_consumer,
+    make_lease,
+    run,
+    until,
+    watch_ends,
+)
 from fake_kinesis import FakeKinesis, Gate
 from kpl import aggregate
 
@@ -71,82 +77,9 @@ def starts(kinesis: FakeKinesis) -> list[tuple[str, Position]]:
     return [(c.shard_id, c.position) for c in kinesis.calls_to("get_shard_iterator")]
 
 
-@dataclass
-class RecordingCoordinator:
-    """What the consumer asks of the lease coordinator, recorded; ``lose`` makes a shard's writes fail."""
-
-    writes: list[tuple[str, str]] = field(default_factory=list)
-    lost: set[str] = field(default_factory=set)
-    end_errors: dict[str, Exception] = field(default_factory=dict)  # shard_ended raises this
-    released: list[str] = field(default_factory=list)
-    end_gate: threading.Event | None = None  # shard_ended (on a worker thread) waits for it
-    failure: BaseException | None = None
-    live: bool = True
-    fresh: bool = True
-
-    def is_live(self) -> bool:
-        return self.live
-
-    def view_is_fresh(self) -> bool:
-        return self.fresh
-
-    def checkpoint(self, shard_id: str, checkpoint: Checkpoint) -> Lease:
-        self._check(shard_id)
-        self.writes.append((shard_id, str(checkpoint)))
-        return lease(shard_id, checkpoint)
-
-    def shard_ended(self, shard_id: str, children: Any) -> None:
-        if self.end_gate is not None:
-            assert self.end_gate.wait(5), "the test never opened the SHARD_END gate"
-        self._check(shard_id)
-        if shard_id in self.end_errors:
-            raise self.end_errors[shard_id]
-        self.writes.append((shard_id, "SHARD_END " + ",".join(c.shard_id for c in children)))
-
-    def release(self, shard_id: str) -> bool:
-        self.released.append(shard_id)
-        return True
-
-    def stop(self) -> None:
-        return None
-
-    def _check(self, shard_id: str) -> None:
-        if shard_id in self.lost:
-            raise LeaseLostError(f"lost {shard_id}", shard_id)
-
-
 def lease(shard_id: str = SHARD, checkpoint: Checkpoint | None = None, counter: int = 1) -> Lease:
-    return Lease(shard_id, checkpoint or Checkpoint.trim_horizon(), HashRange(0, 100), counter=counter, owner="me")
+    return make_lease(shard_id, checkpoint, counter, HashRange(0, 100))
 
-
-def make_consumer(
-    kinesis: FakeKinesis, *, probe_retention: bool = False, **options: Any
-) -> tuple[Consumer, RecordingCoordinator]:
-    consumer = Consumer("orders", application_name="app", region="us-east-1", worker_id="me", **options)
-    coordinator = RecordingCoordinator()
-    consumer._loop = asyncio.get_running_loop()
-    consumer._kinesis = kinesis.aio()  # type: ignore[assignment]
-    consumer._coordinator = coordinator  # type: ignore[assignment]
-    consumer.pacing = FetchPacing(idle_interval_s=0, min_interval_s=0)
-    consumer.check_retention = probe_retention
-    return consumer, coordinator
-
-
-def watch_ends(consumer: Consumer) -> None:
-    """What the consumer's housekeeping does every half second."""
-    consumer._acks.watch_ends(asyncio.get_running_loop().time())
-
-
-def run(test: Callable[[], Awaitable[T]]) -> T:
-    return asyncio.run(asyncio.wait_for(test(), 10))
-
-
-async def until(condition: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.001)
 
 
 # -- acknowledgement -----------------------------------------------------------------
@@ -320,7 +253,7 @@ def test_a_holding_after_an_expired_checkpoint_is_counted_and_warned(caplog: pyt
 
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[12, 13]]})  # the read AT 7 starts at 12
-        consumer, _ = make_consumer(kinesis, probe_retention=True)
+        consumer, _ = make_consumer(kinesis, check_retention=True)
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         batch = await consumer.__anext__()
         assert [r.sequence_number for r in batch.records] == ["00012", "00013"]
@@ -334,7 +267,7 @@ def test_a_holding_after_an_expired_checkpoint_is_counted_and_warned(caplog: pyt
 def test_a_checkpoint_still_in_the_stream_is_not_a_loss() -> None:
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[7, 8]]})  # the read AT 7 finds 7 itself
-        consumer, _ = make_consumer(kinesis, probe_retention=True)
+        consumer, _ = make_consumer(kinesis, check_retention=True)
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         batch = await consumer.__anext__()
         assert [r.sequence_number for r in batch.records] == ["00008"]
@@ -346,7 +279,7 @@ def test_a_checkpoint_still_in_the_stream_is_not_a_loss() -> None:
 def test_fail_on_data_loss_stops_the_consumer_naming_shard_and_positions() -> None:
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[12]]})
-        consumer, _ = make_consumer(kinesis, probe_retention=True, fail_on_data_loss=True)
+        consumer, _ = make_consumer(kinesis, check_retention=True, fail_on_data_loss=True)
         consumer._acquired(lease(checkpoint=Checkpoint.sequence("00007")))
         with pytest.raises(DataLossError, match=r"shardId-000000000001.*00007.*00012"):
             await consumer.__anext__()

@@ -7,19 +7,14 @@ registered in the fake, as ``start()`` would after registering it.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
-
+from consumer_harness import RecordingCoordinator, make_consumer, make_lease, run, until
 from fake_kinesis import START, FakeKinesis, shard_id
 from kpl import aggregate
 
-from kinesis_src.consumer import Consumer, FetchPacing
+from kinesis_src.consumer import Consumer
 from kinesis_src.leases.model import Checkpoint, Lease
 from kinesis_src.positions import Position
 from kinesis_src.retrieval.registration import FanOutTarget
-from lineage import HashRange
 
 STREAM = "orders"
 SHARD, LEFT, RIGHT = (shard_id(i) for i in range(3))
@@ -42,44 +37,13 @@ def plain(n: int) -> list[bytes]:
     return [b"r%d" % i for i in range(n)]
 
 
-@dataclass
-class RecordingCoordinator:
-    """What the consumer asks of the lease coordinator, recorded (test_consumer_acks has the full one)."""
-
-    writes: list[tuple[str, str]] = field(default_factory=list)
-    failure: BaseException | None = None
-
-    def is_live(self) -> bool:
-        return True
-
-    def view_is_fresh(self) -> bool:
-        return True
-
-    def checkpoint(self, shard: str, checkpoint: Checkpoint) -> Lease:
-        self.writes.append((shard, str(checkpoint)))
-        return lease(checkpoint)
-
-    def shard_ended(self, shard: str, children: Any) -> None:
-        self.writes.append((shard, "SHARD_END " + ",".join(c.shard_id for c in children)))
-
-    def release(self, shard: str) -> bool:
-        return True
-
-    def stop(self) -> None:
-        return None
-
-
 def lease(checkpoint: Checkpoint | None = None, counter: int = 1) -> Lease:
-    return Lease(SHARD, checkpoint or Checkpoint.trim_horizon(), HashRange(0, 2**128 - 1), counter=counter, owner="me")
+    return make_lease(SHARD, checkpoint, counter)
 
 
 def efo_consumer(fake: FakeKinesis) -> tuple[Consumer, RecordingCoordinator]:
-    consumer = Consumer(STREAM, application_name="app", region="us-east-1", worker_id="me", consumer_mode="efo")
-    coordinator = RecordingCoordinator()
-    consumer._loop = asyncio.get_running_loop()
-    consumer._kinesis = fake.aio()  # type: ignore[assignment]
-    consumer._coordinator = coordinator  # type: ignore[assignment]
-    consumer.pacing = FetchPacing(idle_interval_s=0, min_interval_s=0)
+    """test_consumer_acks' consumer, in EFO mode, with the consumer ``start()`` would have registered."""
+    consumer, coordinator = make_consumer(fake, check_retention=True, consumer_mode="efo")
     stream_arn = fake.stream(STREAM).arn
     consumer.fan_out = FanOutTarget(fake.register_consumer(stream_arn, "app").arn, stream_arn, "app")
     return consumer, coordinator
@@ -87,18 +51,6 @@ def efo_consumer(fake: FakeKinesis) -> tuple[Consumer, RecordingCoordinator]:
 
 def subscribed_at(fake: FakeKinesis) -> list[Position | None]:
     return [c.position for c in fake.calls_to("subscribe", SHARD)]
-
-
-def run(test: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(test(), 10))
-
-
-async def until(condition: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.001)
 
 
 def test_batches_come_from_subscriptions_and_a_new_holding_resumes_right_after_the_checkpoint() -> None:

@@ -1,0 +1,104 @@
+"""The Consumer without servers: a recording lease coordinator and a consumer wired to the fake Kinesis.
+
+Shared by tests/unit/test_consumer_acks.py (polling) and tests/unit/test_consumer_efo.py
+(enhanced fan-out): leases are handed to ``consumer._acquired`` directly, and every write
+the consumer asks of the coordinator is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from fake_kinesis import FakeKinesis
+
+from kinesis_src.consumer import Consumer, FetchPacing
+from kinesis_src.errors import LeaseLostError
+from kinesis_src.leases.model import Checkpoint, Lease
+from lineage import HashRange
+
+T = TypeVar("T")
+WHOLE_RANGE = HashRange(0, 2**128 - 1)
+
+
+def make_lease(shard_id: str, checkpoint: Checkpoint | None = None, counter: int = 1,
+               hash_range: HashRange = WHOLE_RANGE) -> Lease:
+    return Lease(shard_id, checkpoint or Checkpoint.trim_horizon(), hash_range, counter=counter, owner="me")
+
+
+@dataclass
+class RecordingCoordinator:
+    """What the consumer asks of the lease coordinator, recorded; ``lose`` makes a shard's writes fail."""
+
+    writes: list[tuple[str, str]] = field(default_factory=list)
+    lost: set[str] = field(default_factory=set)
+    end_errors: dict[str, Exception] = field(default_factory=dict)  # shard_ended raises this
+    released: list[str] = field(default_factory=list)
+    end_gate: threading.Event | None = None  # shard_ended (on a worker thread) waits for it
+    failure: BaseException | None = None
+    live: bool = True
+    fresh: bool = True
+
+    def is_live(self) -> bool:
+        return self.live
+
+    def view_is_fresh(self) -> bool:
+        return self.fresh
+
+    def checkpoint(self, shard_id: str, checkpoint: Checkpoint) -> Lease:
+        self._check(shard_id)
+        self.writes.append((shard_id, str(checkpoint)))
+        return make_lease(shard_id, checkpoint)
+
+    def shard_ended(self, shard_id: str, children: Any) -> None:
+        if self.end_gate is not None:
+            assert self.end_gate.wait(5), "the test never opened the SHARD_END gate"
+        self._check(shard_id)
+        if shard_id in self.end_errors:
+            raise self.end_errors[shard_id]
+        self.writes.append((shard_id, "SHARD_END " + ",".join(c.shard_id for c in children)))
+
+    def release(self, shard_id: str) -> bool:
+        self.released.append(shard_id)
+        return True
+
+    def stop(self) -> None:
+        return None
+
+    def _check(self, shard_id: str) -> None:
+        if shard_id in self.lost:
+            raise LeaseLostError(f"lost {shard_id}", shard_id)
+
+
+def make_consumer(
+    kinesis: FakeKinesis, *, check_retention: bool = False, **options: Any
+) -> tuple[Consumer, RecordingCoordinator]:
+    """A Consumer of stream "orders" on the fake's async twin, its coordinator recorded, pacing off."""
+    consumer = Consumer("orders", application_name="app", region="us-east-1", worker_id="me", **options)
+    coordinator = RecordingCoordinator()
+    consumer._loop = asyncio.get_running_loop()
+    consumer._kinesis = kinesis.aio()  # type: ignore[assignment]
+    consumer._coordinator = coordinator  # type: ignore[assignment]
+    consumer.pacing = FetchPacing(idle_interval_s=0, min_interval_s=0)
+    consumer.check_retention = check_retention
+    return consumer, coordinator
+
+
+def watch_ends(consumer: Consumer) -> None:
+    """What the consumer's housekeeping does every half second."""
+    consumer._acks.watch_ends(asyncio.get_running_loop().time())
+
+
+def run(test: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(asyncio.wait_for(test(), 10))
+
+
+async def until(condition: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.001)
