@@ -89,9 +89,7 @@ def drain_stream(
             for sid in ready
         }
         last_stop: dict[str, StopReason] = {}
-        chunks = read_in_order(
-            ready, lambda sid: _read_shard(readers[sid], chunk_records, end), lambda sid: None, workers=workers
-        )
+        chunks = read_in_order(ready, lambda sid: _read_shard(readers[sid], chunk_records, end), workers=workers)
         for item in chunks:
             if isinstance(item, ShardDone):
                 _shard_done(discovery, readers[item.shard_id], last_stop[item.shard_id], state)

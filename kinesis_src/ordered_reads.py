@@ -24,21 +24,19 @@ import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Generic, Iterator, Sequence, TypeVar
+from typing import Callable, Iterator, Sequence, TypeVar
 
 C = TypeVar("C")  # a chunk
-R = TypeVar("R")  # what a shard's read returns at its end
 
 DEFAULT_WORKERS = 16
 DEFAULT_BUFFERED_CHUNKS = 64
 
 
 @dataclass(frozen=True)
-class ShardDone(Generic[R]):
-    """The end of one shard's chunks, with its read's result."""
+class ShardDone:
+    """The end of one shard's chunks: the caller may judge the shard now."""
 
     shard_id: str
-    result: R
 
 
 @dataclass(frozen=True)
@@ -52,21 +50,18 @@ _END = object()
 def read_in_order(
     shard_ids: Sequence[str],
     read: Callable[[str], Iterator[C]],
-    finish: Callable[[str], R],
     *,
     workers: int = DEFAULT_WORKERS,
     buffered_chunks: int = DEFAULT_BUFFERED_CHUNKS,
-) -> Iterator[C | ShardDone[R]]:
+) -> Iterator[C | ShardDone]:
     """Each shard's chunks, then its :class:`ShardDone`, shard after shard in ``shard_ids`` order.
 
-    ``read(shard_id)`` yields a shard's chunks (it runs in a worker thread);
-    ``finish(shard_id)`` is called in the worker once its chunks are done
-    and returns what the caller learns at the end (why it stopped).
+    ``read(shard_id)`` yields a shard's chunks (it runs in a worker thread).
     """
     if workers < 1 or buffered_chunks < 1:
         raise ValueError(f"workers and buffered_chunks must be >= 1, got {workers}, {buffered_chunks}")
     if len(shard_ids) <= 1 or workers == 1:
-        yield from _sequential(shard_ids, read, finish)
+        yield from _sequential(shard_ids, read)
         return
     slots = threading.Semaphore(buffered_chunks)
     stop = threading.Event()
@@ -88,7 +83,7 @@ def read_in_order(
                         slots.release()
                     break
                 out.put(_Chunk(chunk, slotted))
-            out.put(ShardDone(shard_id, finish(shard_id)))
+            out.put(ShardDone(shard_id))
         except BaseException as exc:  # handed to the consumer at this shard's turn
             out.put(_Failed(exc))
         finally:
@@ -151,8 +146,8 @@ def _drain_queue(items: queue.Queue[object], slots: threading.Semaphore) -> Iter
 
 
 def _sequential(
-    shard_ids: Sequence[str], read: Callable[[str], Iterator[C]], finish: Callable[[str], R]
-) -> Iterator[C | ShardDone[R]]:
+    shard_ids: Sequence[str], read: Callable[[str], Iterator[C]]
+) -> Iterator[C | ShardDone]:
     for sid in shard_ids:
         yield from read(sid)
-        yield ShardDone(sid, finish(sid))
+        yield ShardDone(sid)
