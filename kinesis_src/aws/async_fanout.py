@@ -24,12 +24,12 @@ from .fanout import (
     _not_active_yet,
     _stream_error,
     _wait_timeout,
-    check_consumer_stream,
     consumer_from,
     decoded_event,
     fanout_error,
-    starting_position,
+    is_error_message,
     subscribe_policy,
+    subscribe_request,
 )
 
 T = TypeVar("T")
@@ -136,17 +136,9 @@ class AsyncFanOut:
         self, consumer_arn: str, shard_id: str, position: Position, *, stream_arn: str | None = None
     ) -> AsyncIterator[FanOutEvent]:
         """See :meth:`FanOut.subscribe`; an async generator (``async for event in fanout.subscribe(...)``)."""
-        if stream_arn is not None:
-            check_consumer_stream(consumer_arn, stream_arn)
-        what = f"SubscribeToShard on shard {shard_id} for consumer {consumer_arn}"
+        what, request = subscribe_request(consumer_arn, shard_id, position, stream_arn)
         client = self._kinesis.botocore_client
-        out = await self._call(
-            what,
-            lambda: client.subscribe_to_shard(
-                ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=starting_position(position)
-            ),
-            subscribing=True,
-        )
+        out = await self._call(what, lambda: client.subscribe_to_shard(**request), subscribing=True)
         stream = out["EventStream"]
         try:
             messages = stream._event_generator  # below aiobotocore's parse: see decoded_event
@@ -154,7 +146,7 @@ class AsyncFanOut:
                 try:
                     message = await messages.__anext__()
                     event = decoded_event(message)
-                    if event is None and message.headers.get(":message-type") != "event":
+                    if event is None and is_error_message(message):
                         await stream._parse_event(message)  # an error message: aiobotocore raises it
                 except StopAsyncIteration:
                     return

@@ -174,6 +174,21 @@ def decoded_event(message: Any) -> FanOutEvent | None:
     return FanOutEvent(page=page, continuation_sequence_number=page.next_iterator)
 
 
+def is_error_message(message: Any) -> bool:
+    """An event-stream error or exception message (not an event): botocore's parser raises it."""
+    return message.headers.get(":message-type") != "event"
+
+
+def subscribe_request(
+    consumer_arn: str, shard_id: str, position: Position, stream_arn: str | None
+) -> tuple[str, dict[str, Any]]:
+    """The SubscribeToShard call's name for errors and its arguments; refuses a consumer of another stream."""
+    if stream_arn is not None:
+        check_consumer_stream(consumer_arn, stream_arn)
+    what = f"SubscribeToShard on shard {shard_id} for consumer {consumer_arn}"
+    return what, {"ConsumerARN": consumer_arn, "ShardId": shard_id, "StartingPosition": starting_position(position)}
+
+
 def subscribe_policy(policy: RetryPolicy) -> RetryPolicy:
     """The client's policy, but at least 1 s (growing to 5 s) between SubscribeToShard attempts.
 
@@ -377,17 +392,9 @@ class FanOut:
         ``stream_arn``, when given, must own the consumer (see
         :class:`ConsumerStreamMismatchError`).
         """
-        if stream_arn is not None:
-            check_consumer_stream(consumer_arn, stream_arn)
-        what = f"SubscribeToShard on shard {shard_id} for consumer {consumer_arn}"
+        what, request = subscribe_request(consumer_arn, shard_id, position, stream_arn)
         client = self._kinesis.botocore_client
-        out = self._call(
-            what,
-            lambda: client.subscribe_to_shard(
-                ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=starting_position(position)
-            ),
-            subscribing=True,
-        )
+        out = self._call(what, lambda: client.subscribe_to_shard(**request), subscribing=True)
         stream = out["EventStream"]
         try:
             messages = stream._event_generator  # below botocore's parse: see decoded_event
@@ -395,7 +402,7 @@ class FanOut:
                 try:
                     message = next(messages)
                     event = decoded_event(message)
-                    if event is None and message.headers.get(":message-type") != "event":
+                    if event is None and is_error_message(message):
                         stream._parse_event(message)  # an error message: botocore raises it
                 except StopIteration:
                     return
@@ -418,6 +425,8 @@ __all__ = [
     "consumer_from",
     "consumer_stream_arn",
     "decoded_event",
+    "is_error_message",
+    "subscribe_request",
     "event_from",
     "starting_position",
     "subscribe_policy",
