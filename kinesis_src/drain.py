@@ -26,6 +26,8 @@ from .retrieval.polling import MIN_FETCH_INTERVAL_S, ShardRead, ShardReader, Sto
 
 log = logging.getLogger(__name__)
 
+READ_AHEAD_BYTES = 128 * 2**20  # record data read ahead of the shard being handed out (plus a chunk per reader)
+
 
 @dataclass
 class DrainState:
@@ -71,7 +73,9 @@ def drain_stream(
     Shards whose parents are drained are read at the same time, up to
     ``workers`` of them (:mod:`.ordered_reads`); their chunks still come out
     one shard after another in lineage order, the same order as ``workers=1``
-    reads, so the output does not depend on timing.
+    reads, so the output does not depend on timing. At most
+    :data:`READ_AHEAD_BYTES` of record data (plus one chunk per reader) waits
+    behind the shard being handed out.
     """
     start = start or Position.trim_horizon()
     state = state or DrainState()
@@ -89,7 +93,10 @@ def drain_stream(
             for sid in ready
         }
         last_stop: dict[str, StopReason] = {}
-        chunks = read_in_order(ready, lambda sid: _read_shard(readers[sid], chunk_records, end), workers=workers)
+        chunks = read_in_order(
+            ready, lambda sid, readers=readers: _read_shard(readers[sid], chunk_records, end),
+            workers=workers, buffer=READ_AHEAD_BYTES, weigh=_data_bytes,
+        )
         for item in chunks:
             if isinstance(item, ShardDone):
                 _shard_done(discovery, readers[item.shard_id], last_stop[item.shard_id], state)
@@ -99,6 +106,10 @@ def drain_stream(
             state.records += item.record_count
             last_stop[item.shard_id] = item.stop_reason
             yield item
+
+
+def _data_bytes(chunk: ShardRead) -> int:
+    return sum(page.byte_count for page in chunk.pages)
 
 
 _FINAL_STOPS = frozenset({StopReason.SHARD_END, StopReason.CAUGHT_UP, StopReason.END_TIMESTAMP})

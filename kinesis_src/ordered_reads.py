@@ -9,10 +9,15 @@ because Kinesis paces each shard (5 calls/s, 2 MB/s) however many there are.
 first shard's, then the second's, so the output is the same, record for
 record, as the sequential read's.
 
-Memory stays bounded: a reader thread takes a slot before each chunk and the
-consumer gives it back when it has yielded that chunk, so at most
-``buffered_chunks`` chunks wait at any time. The shard being handed out
-needs no slot (its chunks leave as they come), so a full buffer of later
+Memory stays bounded by weight, not by chunk count: a reader thread adds each
+chunk's weight (``weigh``; drain weighs the record bytes) to a shared budget
+and waits while the budget is spent; the consumer takes the weight back
+when it has yielded that chunk. So at most ``buffer`` plus one chunk per
+reader waits at any time. Counting chunks instead made a paced read slow:
+its pages are small, 16 shards x 6 pages filled 64 slots and the later
+shards stopped reading (their pacing clocks idle) until the first shard was
+handed out, 3.1 s against 1.45 s here. The shard being handed out
+is never charged (its chunks leave as they come), so a full buffer of later
 shards can never block the one the consumer waits for. A reader error is raised when
 its shard's turn comes, so the chunks before it are delivered first. Closing
 the generator early (``read | head``) stops every reader at its next chunk.
@@ -29,7 +34,7 @@ from typing import Callable, Iterator, Sequence, TypeVar
 C = TypeVar("C")  # a chunk
 
 DEFAULT_WORKERS = 16
-DEFAULT_BUFFERED_CHUNKS = 64
+DEFAULT_BUFFER = 64  # chunks, with the default weight of 1 per chunk
 
 
 @dataclass(frozen=True)
@@ -52,37 +57,31 @@ def read_in_order(
     read: Callable[[str], Iterator[C]],
     *,
     workers: int = DEFAULT_WORKERS,
-    buffered_chunks: int = DEFAULT_BUFFERED_CHUNKS,
+    buffer: int = DEFAULT_BUFFER,
+    weigh: Callable[[C], int] = lambda chunk: 1,
 ) -> Iterator[C | ShardDone]:
     """Each shard's chunks, then its :class:`ShardDone`, shard after shard in ``shard_ids`` order.
 
     ``read(shard_id)`` yields a shard's chunks (it runs in a worker thread).
+    ``buffer`` bounds the total ``weigh(chunk)`` of chunks read ahead.
     """
-    if workers < 1 or buffered_chunks < 1:
-        raise ValueError(f"workers and buffered_chunks must be >= 1, got {workers}, {buffered_chunks}")
+    if workers < 1 or buffer < 1:
+        raise ValueError(f"workers and buffer must be >= 1, got {workers}, {buffer}")
     if len(shard_ids) <= 1 or workers == 1:
         yield from _sequential(shard_ids, read)
         return
-    slots = threading.Semaphore(buffered_chunks)
+    budget = _Budget(buffer, shard_ids[0])
     stop = threading.Event()
-    turn = _Turn(shard_ids[0])
     queues: dict[str, queue.Queue[object]] = {sid: queue.Queue() for sid in shard_ids}
 
     def run(shard_id: str) -> None:
         out = queues[shard_id]
         try:
-            chunks = read(shard_id)
-            while True:
-                slotted = _take(slots, stop, turn, shard_id)
-                if slotted is None:
+            for chunk in read(shard_id):
+                charged = budget.admit(shard_id, weigh(chunk), stop)
+                if charged is None:
                     return
-                try:
-                    chunk = next(chunks)
-                except StopIteration:
-                    if slotted:
-                        slots.release()
-                    break
-                out.put(_Chunk(chunk, slotted))
+                out.put(_Chunk(chunk, charged))
             out.put(ShardDone(shard_id))
         except BaseException as exc:  # handed to the consumer at this shard's turn
             out.put(_Failed(exc))
@@ -94,40 +93,53 @@ def read_in_order(
         for sid in shard_ids:
             pool.submit(run, sid)
         for sid in shard_ids:
-            turn.now(sid)
-            yield from _drain_queue(queues[sid], slots)
+            budget.turn(sid)
+            yield from _drain_queue(queues[sid], budget)
     finally:
         stop.set()
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-class _Turn:
-    """Whose chunks the consumer is handing out now (one attribute, read by the worker threads)."""
+class _Budget:
+    """The weight of chunks read ahead, and whose chunks the consumer hands out now (never charged)."""
 
-    def __init__(self, shard_id: str) -> None:
-        self.shard_id = shard_id
+    def __init__(self, limit: int, first: str) -> None:
+        self.limit = limit
+        self.used = 0
+        self.current = first
+        self.changed = threading.Condition()
 
-    def now(self, shard_id: str) -> None:
-        self.shard_id = shard_id
+    def turn(self, shard_id: str) -> None:
+        with self.changed:
+            self.current = shard_id
+            self.changed.notify_all()
+
+    def admit(self, shard_id: str, weight: int, stop: threading.Event) -> int | None:
+        """The weight charged (0 on the shard's turn), once there is room; None: the consumer left."""
+        with self.changed:
+            while not stop.is_set():
+                if self.current == shard_id:
+                    return 0
+                if self.used < self.limit:
+                    self.used += weight
+                    return weight
+                self.changed.wait(0.05)  # stop is an Event, not a notify: look again soon
+        return None
+
+    def give_back(self, weight: int) -> None:
+        if weight:
+            with self.changed:
+                self.used -= weight
+                self.changed.notify_all()
 
 
 @dataclass(frozen=True)
 class _Chunk:
     chunk: object
-    slotted: bool  # took a buffer slot, given back once yielded
+    charged: int  # weight taken from the budget, given back once yielded
 
 
-def _take(slots: threading.Semaphore, stop: threading.Event, turn: _Turn, shard_id: str) -> bool | None:
-    """True: a buffer slot was taken; False: no slot needed (the shard's turn); None: the consumer left."""
-    while not stop.is_set():
-        if turn.shard_id == shard_id:
-            return False
-        if slots.acquire(timeout=0.05):
-            return True
-    return None
-
-
-def _drain_queue(items: queue.Queue[object], slots: threading.Semaphore) -> Iterator:  # type: ignore[type-arg]
+def _drain_queue(items: queue.Queue[object], budget: _Budget) -> Iterator:  # type: ignore[type-arg]
     while True:
         item = items.get()
         if item is _END:
@@ -141,8 +153,7 @@ def _drain_queue(items: queue.Queue[object], slots: threading.Semaphore) -> Iter
         try:
             yield item.chunk
         finally:
-            if item.slotted:
-                slots.release()
+            budget.give_back(item.charged)
 
 
 def _sequential(

@@ -12,6 +12,7 @@ from typing import Iterator
 
 import pytest
 from fake_kinesis import FakeKinesis
+from waiting import wait_for  # tests/waiting.py
 
 from kinesis_src.drain import drain_stream
 from kinesis_src.ordered_reads import ShardDone, read_in_order
@@ -66,11 +67,54 @@ def test_shards_are_read_at_the_same_time_up_to_the_worker_count() -> None:
 
 
 def test_a_full_buffer_of_later_shards_never_blocks_the_shard_being_handed_out() -> None:
-    """buffered_chunks=1: b and c may hold one chunk between them, a still gets through all of its 50."""
-    items = read_in_order(["a", "b", "c"], chunks_of({"a": 50, "b": 50, "c": 50}),
-                          workers=3, buffered_chunks=1)
+    """buffer=1: b and c may hold one chunk between them, a still gets through all of its 50."""
+    items = read_in_order(["a", "b", "c"], chunks_of({"a": 50, "b": 50, "c": 50}), workers=3, buffer=1)
     out = flat(items)
     assert out[:50] == [f"a:{i}" for i in range(50)] and len(out) == 153
+
+
+def blocked_first(release: threading.Event, counts: dict[str, int], produced: dict[str, int]):
+    """"a" yields nothing until released; the others count what they produced."""
+
+    def read(sid: str) -> Iterator[str]:
+        if sid == "a":
+            assert release.wait(10)
+        for i in range(counts[sid]):
+            produced[sid] = i + 1
+            yield f"{sid}:{i}"
+
+    return read
+
+
+def test_many_small_chunks_of_later_shards_are_read_while_the_first_shard_waits() -> None:
+    """The budget counts what the chunks weigh, not how many there are: small chunks of later
+    shards keep coming while the first one is slow (a paced read is many small pages)."""
+    release, produced = threading.Event(), {"a": 0, "b": 0, "c": 0}
+    items = read_in_order(list("abc"), blocked_first(release, {"a": 1, "b": 200, "c": 200}, produced),
+                          workers=3, buffer=10_000, weigh=len)
+    done = threading.Event()
+    out: list[str] = []
+    threading.Thread(target=lambda: (out.extend(flat(items)), done.set()), daemon=True).start()
+    wait_for(lambda: produced["b"] == 200 and produced["c"] == 200, 10, "b and c read whole while a waits")
+    release.set()
+    assert done.wait(10) and len(out) == 404 and out[:2] == ["a:0", "done a"]
+
+
+def test_readers_stop_at_the_weight_budget() -> None:
+    """weigh=len: "b:i" weighs 3. Budget 7: admitted at 0, 3 and 6 (while under 7), the 4th waits."""
+    release, produced = threading.Event(), {"a": 0, "b": 0}
+    items = read_in_order(["a", "b"], blocked_first(release, {"a": 1, "b": 20}, produced),
+                          workers=2, buffer=7, weigh=len)
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.extend(flat(items)), daemon=True)
+    reader.start()
+    wait_for(lambda: produced["b"] == 4, 5, "b read up to its budget")
+    time.sleep(0.2)  # (a bounded look: nothing more may be read while the budget is spent)
+    assert produced["b"] == 4
+    release.set()
+    reader.join(10)
+    assert len(out) == 23 and produced["b"] == 20
+
 
 
 def test_an_error_is_raised_at_its_shards_turn_after_the_chunks_before_it() -> None:
@@ -94,7 +138,7 @@ def test_closing_early_stops_the_readers() -> None:
             produced[sid] += 1
             yield f"{sid}:{i}"
 
-    items = read_in_order(["a", "b"], read, workers=2, buffered_chunks=4)
+    items = read_in_order(["a", "b"], read, workers=2, buffer=4)
     assert next(items) == "a:0"
     items.close()
     deadline = time.monotonic() + 5
@@ -108,7 +152,7 @@ def test_closing_early_stops_the_readers() -> None:
 
 
 def test_bad_settings_are_refused() -> None:
-    with pytest.raises(ValueError, match="workers and buffered_chunks"):
+    with pytest.raises(ValueError, match="workers and buffer"):
         list(read_in_order(["a"], chunks_of({"a": 1}), workers=0))
 
 
