@@ -22,7 +22,6 @@ from ..identity import StreamIdentity
 from ..leases.claim import QueryClaim
 from ..leases.progress import ProgressStore
 from ..positions import Position
-from ..retrieval.polling import ShardReader
 from ..retrieval.registration import ConsumerMode, FanOutTarget, deregister, register
 from .offsets import Plan
 from .options import SourceOptions
@@ -39,6 +38,7 @@ from .planner import (
     shards_to_verify,
     trimmed_message,
 )
+from .probes import IdleProber
 from .progress_log import ProgressLog, open_lease_table
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class StreamDriver:
         self.trimmed: set[str] = set()  # shards skipped whole (failOnDataLoss=false), for reportLatestOffset
         self.partly_trimmed: set[tuple[str, str]] = set()  # (shard, checkpointed sequence number) skipped past
         self._ends: dict[tuple[str, int], dict[str, BatchEnd]] = {}
-        self._probes: dict[str, tuple[Position, ShardReader | None, float]] = {}
+        self.prober = IdleProber(self.kinesis, options.stream_name, options.idle_poll_interval_ms / 1000)
         self._listed: frozenset[str] = frozenset()  # shard ids of the last full listing
         self._listed_at = -math.inf
         self._verified_at: dict[str, float] = {}  # shard -> when its position was last checked for a trim
@@ -102,7 +102,7 @@ class StreamDriver:
             raise
 
     def close(self) -> None:
-        self._probes.clear()
+        self.prober.close()
         try:
             if self.fan_out is not None and self.options.require_consumer_deregistration:
                 deregister(self.kinesis, self.fan_out)
@@ -224,6 +224,7 @@ class StreamDriver:
         key = (plan.run, plan.batch)
         if key not in self._ends:
             self._ends[key] = self.progress.ends(plan.run, plan.batch)
+            self.prober.read_by_task(self._ends[key])
         return self._ends[key]
 
     def forget_before(self, plan: Plan) -> None:
@@ -234,35 +235,12 @@ class StreamDriver:
     # -- probes --------------------------------------------------------------------------
 
     def probe(self, shard_ids: Sequence[str], positions: Mapping[str, Position]) -> dict[str, bool]:
-        """One GetRecords(Limit=1) per idle shard, at most once per idlePollIntervalMs each."""
-        interval = self.options.idle_poll_interval_ms / 1000
-        now = time.monotonic()
+        """One GetRecords(Limit=1) per idle shard that is due (see :mod:`.probes`), many at once."""
         found: dict[str, bool] = {}
-        for sid in shard_ids:
-            cached = self._probes.get(sid)
-            if cached and cached[0] == positions[sid] and now - cached[2] < interval:
-                continue
-            found[sid] = self._probe_one(sid, positions[sid], cached, now)
+        for sid, result in self.prober.probe(shard_ids, positions).items():
+            if result.millis_behind_latest is not None:
+                self.lag[sid] = result.millis_behind_latest
+            if result.gone:  # trimmed since the last listing: list again now, and let a task meet it
+                self._listed_at = -math.inf
+            found[sid] = result.has_data
         return found
-
-    def _probe_one(self, sid: str, position: Position, cached, now: float) -> bool:
-        """One GetRecords(Limit=1) through the same polling driver as the tasks; an empty answer keeps
-        the reader (its iterator goes on where the last probe stopped), data drops it."""
-        reader = cached[1] if cached and cached[0] == position else None
-        try:
-            if reader is None:
-                reader = ShardReader(self.kinesis, self.options.stream_name, sid, position, fetch_interval_s=0)
-            step = reader.step(1)
-        except IteratorExpiredError:
-            self._probes.pop(sid, None)
-            return False
-        except ShardNotFoundError:
-            # Trimmed since the last listing: list again now, and let a task meet it (it applies failOnDataLoss).
-            self._probes.pop(sid, None)
-            self._listed_at = -math.inf
-            return True
-        if step.page.millis_behind_latest is not None:
-            self.lag[sid] = step.page.millis_behind_latest
-        has_data = step.raw_records > 0 or step.stop is not None
-        self._probes[sid] = (position, None if has_data else reader, now)
-        return has_data
