@@ -17,6 +17,9 @@ Configuration, chosen so the comparison with kinesis-src's Consumer is fair:
   package's default is 1 call/s per shard). ``record_limit=10000``.
 * ``sleep_time_no_records=0.05`` (default 2 s) and ``idle_timeout=60`` (the
   iteration would otherwise end after 2 s without records).
+* ``use_list_shards=True``: shards from ListShards (what AWS recommends, and
+  what kinesis-src uses), not DescribeStream, which the replay endpoint
+  (benchmarks/replay_endpoint.py) does not answer.
 
 Usage: python async_kinesis_driver.py --endpoint URL --dynamodb URL --stream S --expect N
 """
@@ -64,6 +67,7 @@ async def run(args: argparse.Namespace) -> dict:
         shard_fetch_rate=5,
         sleep_time_no_records=0.05,
         idle_timeout=60,
+        use_list_shards=True,
     )
     started = time.perf_counter()
     records = nbytes = 0

@@ -178,21 +178,28 @@ async def read_with_consumer(args: argparse.Namespace, pacing_off: bool) -> dict
         consumer.pacing = FetchPacing(idle_interval_s=0.05, min_interval_s=0.0, bytes_per_second=1e12)
     records = nbytes = 0
     first = None
+    waited = {"batch": 0.0, "checkpoint": 0.0}  # the application's view: what it waited for
+    clock = time.perf_counter
     async with consumer:
-        t0, c0 = time.perf_counter(), time.process_time()
-        async for batch in consumer:
+        t0, c0 = clock(), time.process_time()
+        batches = aiter(consumer)
+        while records < args.expect:
+            t = clock()
+            batch = await anext(batches)
+            waited["batch"] += clock() - t
             if first is None:
-                first = time.perf_counter() - t0
+                first = clock() - t0
             for record in batch.records:
                 nbytes += len(record.data)
             records += len(batch)
+            t = clock()
             await batch.checkpoint()
-            if records >= args.expect:
-                break
-        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+            waited["checkpoint"] += clock() - t
+        seconds, cpu = clock() - t0, time.process_time() - c0
         checkpoints = consumer.metrics.checkpoints
     return {"records": records, "bytes": nbytes, "seconds": seconds, "cpu_s": cpu, "start_s": t0 - started,
-            "first_record_s": first, "checkpoints": checkpoints}
+            "first_record_s": first, "checkpoints": checkpoints,
+            "wait_batch_s": round(waited["batch"], 3), "wait_checkpoint_s": round(waited["checkpoint"], 3)}
 
 
 def read_with_boto3(args: argparse.Namespace) -> dict[str, Any]:
@@ -256,7 +263,7 @@ def preload(kinesis: Any, stream: str, shards: int, per_shard: int, size: int) -
     return total
 
 
-def measure(method: str, endpoint: str, dynamodb: str, stream: str, expect: int, kinesalite_pid: int,
+def measure(method: str, endpoint: str, dynamodb: str, stream: str, expect: int, server_pid: int,
             na_reason: str | None) -> dict[str, Any]:
     if method == "async-kinesis":
         if na_reason:
@@ -265,19 +272,19 @@ def measure(method: str, endpoint: str, dynamodb: str, stream: str, expect: int,
     else:
         argv = [sys.executable, str(Path(__file__).resolve()), "--run", method]
     argv += ["--endpoint", endpoint, "--dynamodb", dynamodb, "--stream", stream, "--expect", str(expect)]
-    server_cpu = cpu_ticks(kinesalite_pid)
+    server_cpu = cpu_ticks(server_pid)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         return {"method": method, "error": f"did not read {expect} records within {RUN_TIMEOUT_S:.0f} s"}
-    server_cpu = cpu_ticks(kinesalite_pid) - server_cpu
+    server_cpu = cpu_ticks(server_pid) - server_cpu
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["<no output>"])[-1]
         return {"method": method, "error": f"exit {done.returncode}: {tail}"}
     result = json.loads(lines[-1])
     result["method"] = method
-    result["kinesalite_cpu_s"] = server_cpu
+    result["server_cpu_s"] = server_cpu
     if result["records"] != expect:
         result["error"] = f"read {result['records']} records, expected {expect}"
     return result
@@ -291,13 +298,13 @@ LABELS = {
 }
 
 
-def print_table(best: dict[str, dict[str, Any]]) -> None:
+def print_table(best: dict[str, dict[str, Any]], server: str) -> None:
     base, other = best.get("boto3"), best.get("async-kinesis")
 
     def rate(r: dict[str, Any]) -> float:
         return r["records"] / r["seconds"]
 
-    def cpu_per_m(r: dict[str, Any]) -> float:
+    def cpu_per_record(r: dict[str, Any]) -> float:
         return r["cpu_s"] / r["records"] * 1e6
 
     def ratio(r: dict[str, Any], ref: dict[str, Any] | None, fn: Any) -> str:
@@ -305,58 +312,87 @@ def print_table(best: dict[str, dict[str, Any]]) -> None:
             return "n/a"
         return f"{fn(r) / fn(ref):.2f}x"
 
-    print(f"   {'reader':<34}{'rec/s':>9}{'CPU s/M':>9}{'CPU%':>6}{'kl CPU%':>8}{'start s':>8}"
+    print(f"   {'reader':<34}{'rec/s':>9}{'CPU us/rec':>11}{'CPU%':>6}{'srv CPU%':>9}{'start s':>8}"
           f"{'rate/boto3':>11}{'rate/ak':>9}{'CPU/boto3':>10}{'CPU/ak':>8}")
     for method, r in best.items():
         if "error" in r:
             print(f"   {LABELS[method]:<34}{'n/a':>9}   ({r['error']})")
             continue
-        print(f"   {LABELS[method]:<34}{rate(r):>9,.0f}{cpu_per_m(r):>9.1f}{100 * r['cpu_s'] / r['seconds']:>6.0f}"
-              f"{100 * r['kinesalite_cpu_s'] / r['seconds']:>8.0f}{r['start_s']:>8.2f}"
-              f"{ratio(r, base, rate):>11}{ratio(r, other, rate):>9}"
-              f"{ratio(r, base, cpu_per_m):>10}{ratio(r, other, cpu_per_m):>8}")
-    print("   (CPU s/M: CPU seconds of the reading process per million records; CPU%: of one core, reader; "
-          "kl CPU%: kinesalite (node) over the same run; ratios: rec/s and CPU per record vs boto3 and vs "
+        print(f"   {LABELS[method]:<34}{rate(r):>9,.0f}{cpu_per_record(r):>11.2f}"
+              f"{100 * r['cpu_s'] / r['seconds']:>6.0f}{100 * r['server_cpu_s'] / r['seconds']:>9.0f}"
+              f"{r['start_s']:>8.2f}{ratio(r, base, rate):>11}{ratio(r, other, rate):>9}"
+              f"{ratio(r, base, cpu_per_record):>10}{ratio(r, other, cpu_per_record):>8}")
+    print(f"   (CPU us/rec: CPU time of the reading process per record; CPU%: of one core, reader; "
+          f"srv CPU%: the {server} over the same run; ratios: rec/s and CPU per record vs boto3 and vs "
           "async-kinesis (ak))")
 
 
-def throughput(opts: argparse.Namespace, emulators: Any, na_reason: str | None) -> None:
-    from kinesis_src import AwsSettings, KinesisClient
+def round_line(rnd: int, method: str, result: dict[str, Any]) -> str:
+    if "error" in result:
+        return f"   round {rnd + 1} {LABELS[method]:<34} n/a: {result['error']}"
+    extra = "".join(f"  {k} {result[k]}" for k in ("calls", "checkpoints", "wait_batch_s", "wait_checkpoint_s")
+                    if k in result)
+    return (f"   round {rnd + 1} {LABELS[method]:<34} {result['records'] / result['seconds']:>8,.0f} rec/s "
+            f"{result['seconds']:6.2f} s  CPU {result['cpu_s']:5.2f} s ({1e6 * result['cpu_s'] / result['records']:.2f}"
+            f" us/rec)  server CPU {result['server_cpu_s']:5.2f} s  start {result['start_s']:.2f} s  first batch "
+            f"after {result['first_record_s']:.2f} s{extra}")
 
-    endpoint, dynamodb = emulators.kinesalite_endpoint, emulators.dynamodb_endpoint
-    kinesis = KinesisClient(AwsSettings(region=REGION, endpoint_url=endpoint))
-    t0 = time.perf_counter()
-    expect = preload(kinesis, "bench", opts.shards, opts.records_per_shard, opts.size)
-    print(f"1. throughput: preloaded {expect:,} records x {opts.size} B into {opts.shards} kinesalite shards "
-          f"in {time.perf_counter() - t0:.1f} s; {opts.rounds} rounds, each reader a fresh process", flush=True)
-    methods = ["boto3", "consumer", "consumer-nopacing", "async-kinesis"]
+
+def run_rounds(opts: argparse.Namespace, source: dict[str, Any], dynamodb: str, na_reason: str | None) -> None:
+    """Every reader, ``opts.rounds`` times, each a fresh process on the same data; then the tables."""
+    methods = [m for m in ("boto3", "consumer", "consumer-nopacing", "async-kinesis") if m in opts.methods]
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
-    pid = emulators.pids["kinesalite"]
     for rnd in range(opts.rounds):
         for method in methods:
-            result = measure(method, endpoint, dynamodb, "bench", expect, pid, na_reason)
+            result = measure(method, source["endpoint"], dynamodb, source["stream"], source["expect"],
+                             source["pid"], na_reason)
             runs[method].append(result)
-            if "error" in result:
-                print(f"   round {rnd + 1} {LABELS[method]:<34} n/a: {result['error']}", flush=True)
-            else:
-                print(f"   round {rnd + 1} {LABELS[method]:<34} {result['records'] / result['seconds']:>8,.0f} rec/s "
-                      f"{result['seconds']:6.2f} s  CPU {result['cpu_s']:5.2f} s  kinesalite CPU "
-                      f"{result['kinesalite_cpu_s']:5.2f} s  start {result['start_s']:.2f} s  first batch after "
-                      f"{result['first_record_s']:.2f} s", flush=True)
+            print(round_line(rnd, method, result), flush=True)
     for label, pick in (("median", lambda good: good[len(good) // 2]), ("best", lambda good: good[-1])):
         chosen = {}
         for method, results in runs.items():
             good = sorted((r for r in results if "error" not in r), key=lambda r: r["records"] / r["seconds"])
             chosen[method] = pick(good) if good else results[-1]
         print(f"\n   {label} of {opts.rounds} rounds (the run with the {label} rec/s, per reader):")
-        print_table(chosen)
-    ceiling = [r["records"] / r["kinesalite_cpu_s"] for rs in runs.values() for r in rs if "error" not in r]
+        print_table(chosen, source["server"])
+    ceiling = [r["records"] / r["server_cpu_s"] for rs in runs.values() for r in rs
+               if "error" not in r and r["server_cpu_s"] > 0]
     if ceiling:
-        print(f"   kinesalite's own ceiling (records / its CPU seconds, i.e. node at 100% of one core): "
+        print(f"   the {source['server']}'s own ceiling (records / its CPU seconds, i.e. at 100% of one core): "
               f"{min(ceiling):,.0f}-{max(ceiling):,.0f} rec/s")
-    versions = next((r.get("version") for r in runs["async-kinesis"] if r.get("version")), None)
+    versions = next((r.get("version") for r in runs.get("async-kinesis", []) if r.get("version")), None)
     if versions:
         print(f"   async-kinesis environment: {versions}")
+
+
+def throughput_replay(opts: argparse.Namespace, dynamodb: str, na_reason: str | None) -> None:
+    """Part 1 on the replay endpoint (benchmarks/replay_endpoint.py): the readers are the bound."""
+    from replay_endpoint import ReplayEndpoint
+
+    per_shard = opts.records_per_shard or 100_000
+    t0 = time.perf_counter()
+    with ReplayEndpoint(shards=opts.shards, records_per_shard=per_shard, size=opts.size, mode="process") as ep:
+        expect = opts.shards * per_shard
+        print(f"1. throughput: replay endpoint at {ep.endpoint_url} (built in {time.perf_counter() - t0:.1f} s): "
+              f"{opts.shards} shards x {per_shard:,} records x {opts.size} B; {opts.rounds} rounds, each reader a "
+              "fresh process", flush=True)
+        source = {"endpoint": ep.endpoint_url, "stream": ep.stream_name, "expect": expect, "pid": ep.pid,
+                  "server": "replay endpoint"}
+        run_rounds(opts, source, dynamodb, na_reason)
+
+
+def throughput_kinesalite(opts: argparse.Namespace, emulators: Any, na_reason: str | None) -> None:
+    from kinesis_src import AwsSettings, KinesisClient
+
+    endpoint, dynamodb = emulators.kinesalite_endpoint, emulators.dynamodb_endpoint
+    kinesis = KinesisClient(AwsSettings(region=REGION, endpoint_url=endpoint))
+    t0 = time.perf_counter()
+    expect = preload(kinesis, "bench", opts.shards, opts.records_per_shard or 25_000, opts.size)
+    print(f"1. throughput: preloaded {expect:,} records x {opts.size} B into {opts.shards} kinesalite shards "
+          f"in {time.perf_counter() - t0:.1f} s; {opts.rounds} rounds, each reader a fresh process", flush=True)
+    source = {"endpoint": endpoint, "stream": "bench", "expect": expect, "pid": emulators.pids["kinesalite"],
+              "server": "kinesalite (node)"}
+    run_rounds(opts, source, dynamodb, na_reason)
 
 
 # -- failover -----------------------------------------------------------------------------------------
@@ -505,7 +541,12 @@ def failover(opts: argparse.Namespace, emulators: Any) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--records-per-shard", type=int, default=25_000)
+    parser.add_argument("--records-per-shard", type=int, default=None,
+                        help="default 100,000 on the replay endpoint, 25,000 on kinesalite (slow to preload)")
+    parser.add_argument("--source", choices=["replay", "kinesalite"], default="replay",
+                        help="what part 1 reads: the fast replay endpoint (default) or kinesalite")
+    parser.add_argument("--methods", default="boto3,consumer,consumer-nopacing,async-kinesis",
+                        help="comma-separated readers of part 1")
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--failover-rounds", type=int, default=3)
@@ -521,6 +562,7 @@ def main() -> None:
     parser.add_argument("--stream", help=argparse.SUPPRESS)
     parser.add_argument("--expect", type=int, help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    opts.methods = opts.methods.split(",")
     if opts.run:
         run_reader(opts)
         return
@@ -531,14 +573,18 @@ def main() -> None:
 
     import launcher
 
-    na_reason = None if opts.skip_throughput else setup_async_kinesis()
-    with launcher.Emulators(kinesis=False, dynamodb=True, kinesalite=True) as emulators:
+    wants_ak = "async-kinesis" in opts.methods and not opts.skip_throughput
+    na_reason = setup_async_kinesis() if wants_ak else None
+    kinesalite = opts.source == "kinesalite" or not opts.skip_failover
+    with launcher.Emulators(kinesis=False, dynamodb=True, kinesalite=kinesalite) as emulators:
         os.environ.update(emulators.env())
-        print(f"kinesalite at {emulators.kinesalite_endpoint}, DynamoDB Local at {emulators.dynamodb_endpoint}\n",
-              flush=True)
+        print(f"DynamoDB Local at {emulators.dynamodb_endpoint}"
+              + (f", kinesalite at {emulators.kinesalite_endpoint}" if kinesalite else "") + "\n", flush=True)
         started = time.perf_counter()
-        if not opts.skip_throughput:
-            throughput(opts, emulators, na_reason)
+        if not opts.skip_throughput and opts.source == "replay":
+            throughput_replay(opts, emulators.dynamodb_endpoint, na_reason)
+        elif not opts.skip_throughput:
+            throughput_kinesalite(opts, emulators, na_reason)
         if not opts.skip_failover:
             failover(opts, emulators)
         print(f"\ntotal {time.perf_counter() - started:.0f} s")
