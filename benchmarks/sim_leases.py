@@ -1,0 +1,150 @@
+"""Benchmark: the lease protocol beyond one machine, by discrete-event simulation (issue #12 target 7).
+
+The real LeaseCoordinator, LeaseTable, serializer, assignment, DynamoDBClient
+and retry policy run unchanged over a simulated DynamoDB (5-10 ms per
+request, per-partition-key throttling at 3,000 RCU / 1,000 WCU, capacity
+charged by item size) in simulated time; see tests/lease_sim/. Phases:
+
+    start   W workers start at once on N unowned leases
+    steady  nothing changes for 30 s (the steady-state request rate)
+    leave   K workers stop gracefully (release their leases)
+    join    K new workers start
+    crash   K workers are killed (never heard from again)
+    pause   one worker is paused for failover + 5 s, then resumes
+
+Each phase runs until every running worker holds floor/ceil(N/W) leases,
+every lease is held once, and nothing moved for three renewal intervals;
+convergence is the last move minus the phase's start. The safety checker
+looks after every step of every worker (see tests/lease_sim/safety.py).
+
+Run::
+
+    .venv/bin/python benchmarks/sim_leases.py                       # 1,000 shards / 10 workers
+    .venv/bin/python benchmarks/sim_leases.py --shards 10000 --workers 100 --memo-decode
+
+``--memo-decode`` caches LeaseCodec.lease per stored item version (a pure
+function of an immutable item: same outcomes, less wall time); the real
+decode cost per scan is printed separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kinesis_src.leases.serializer import LeaseCodec
+from kinesis_src.leases.timing import LeaseTiming
+from tests.lease_sim import PhaseResult, SimConfig, Simulation
+from tests.lease_sim.safety import AFTER_EXPIRY, FORCED_STEAL, OTHER
+
+_OPS = ("Query", "UpdateItem", "PutItem", "DeleteItem", "GetItem", "TransactWriteItems")
+
+
+def main() -> None:
+    args = _parse()
+    logging.basicConfig(level=logging.CRITICAL if args.quiet_logs else logging.ERROR)
+    timing = LeaseTiming(failover_s=args.failover)
+    config = SimConfig(
+        shards=args.shards, workers=args.workers, seed=args.seed, timing=timing,
+        memo_decode=args.memo_decode, phase_timeout_s=args.timeout,
+    )
+    k = args.change or max(1, args.workers // 10)
+    wall = time.perf_counter()
+    with Simulation(config) as sim:
+        _run(sim, args, k, timing)
+    wall = time.perf_counter() - wall
+    _print(sim, args, k, wall)
+
+
+def _run(sim: Simulation, args: argparse.Namespace, k: int, timing: LeaseTiming) -> None:
+    phases = args.phases.split(",")
+    for name in phases:
+        started = time.perf_counter()
+        if name == "start":
+            sim.phase("start", lambda: sim.start_workers(args.workers))
+        elif name == "steady":
+            sim.phase("steady", lambda: None, duration_s=args.steady)
+        elif name == "leave":
+            sim.phase(f"leave {k}", lambda: [w.leave() for w in sim.running()[:k]])
+        elif name == "join":
+            sim.phase(f"join {k}", lambda: sim.start_workers(k))
+        elif name == "crash":
+            sim.phase(f"crash {k}", lambda: [w.crash() for w in sim.running()[-k:]])
+        elif name == "pause":
+            sim.phase("pause 1", lambda: sim.running()[0].pause(timing.failover_s + 5))
+        else:
+            raise SystemExit(f"unknown phase {name!r}")
+        last = sim.phases[-1]
+        print(f"  ... {last.name}: converged {_conv(last)} (wall {time.perf_counter() - started:.0f} s)", flush=True)
+
+
+def _conv(phase: PhaseResult) -> str:
+    return "no (timeout)" if phase.converged_after_s is None else f"{phase.converged_after_s:.1f} s"
+
+
+def _print(sim: Simulation, args: argparse.Namespace, k: int, wall: float) -> None:
+    t = sim.config.timing
+    print(f"\nlease protocol simulation: {args.shards} shards, {args.workers} workers (+/-{k}), seed {args.seed}")
+    print(f"timing: failover {t.failover_s:g} s, renew {t.renew_s:.2f} s, scan {t.scan_s:.2f} s; "
+          f"DynamoDB {sim.config.latency_s[0] * 1000:g}-{sim.config.latency_s[1] * 1000:g} ms, "
+          f"{sim.config.rcu_per_key:g} RCU / {sim.config.wcu_per_key:g} WCU per partition key\n")
+    print(f"{'phase':<10}{'W':>4}{'converged':>13}{'sim s':>7}{'req/s':>8}{'RCU/s':>8}{'peak':>7}{'WCU/s':>7}"
+          f"{'peak':>7}{'thr/s':>7}{'failed':>7}  moves")
+    for p in sim.phases:
+        thr = sum(p.throttled.values())
+        moves = ", ".join(f"{v} {key}" for key, v in p.moves.items() if v)
+        print(f"{p.name:<10}{p.running_workers:>4}{_conv(p):>13}{p.duration_s:>7.0f}{p.per_s(p.request_total):>8.0f}"
+              f"{p.per_s(p.rcu):>8.0f}{p.peak_rcu_per_s:>7.0f}{p.per_s(p.wcu):>7.0f}{p.peak_wcu_per_s:>7.0f}"
+              f"{p.per_s(thr):>7.1f}{p.failed_cycles:>7}  {moves or '-'}")
+    print("\nrequests per second by operation (throttled in brackets):")
+    for p in sim.phases:
+        parts = [f"{op} {p.per_s(p.requests.get(op, 0)):.1f} [{p.per_s(p.throttled.get(op, 0)):.1f}]"
+                 for op in _OPS if p.requests.get(op)]
+        print(f"  {p.name:<10}" + ", ".join(parts))
+    c = sim.checker
+    steals = c.count(["two holders"], [FORCED_STEAL])
+    bugs = c.count(["two holders"], [AFTER_EXPIRY, OTHER])
+    fresh = sum(1 for v in c.violations if v.both_fresh)
+    counters = c.count(["counter went back", "owner changed, counter did not"])
+    verdict = "SAFE" if c.safe else "SAFE except forced-steal windows" if c.safe_but_steals else "VIOLATED"
+    print(f"\nsafety: {c.checks} looks at held(), {c.writes_checked} lease writes checked -> "
+          f"{bugs} overlaps after expiry or release, {counters} counter faults, {steals} forced-steal "
+          f"overlaps ({fresh} with both views fresh; longest {c.longest_overlap_s(FORCED_STEAL):.2f} s): {verdict}")
+    for v in c.violations[:10]:
+        print(f"  t={v.at:.3f} {v.kind} ({v.how}) {v.shard_id}: {v.detail}")
+    print(f"wall time {wall:.0f} s for {sim.queue.now:.0f} simulated s ({sim.queue.processed} events); "
+          f"decode memo {'on' if args.memo_decode else 'off'}")
+    print(f"real decode of one scan ({args.shards} lease items, LeaseCodec.lease): {_decode_ms(sim):.0f} ms CPU")
+
+
+def _decode_ms(sim: Simulation) -> float:
+    codec = LeaseCodec(sim.table_name)
+    items = [i for i in sim.table.items(f"lease#{sim.application}#{sim.stream}") if "shardId" in i]
+    started = time.process_time()
+    for item in items:
+        codec.lease(item)
+    return (time.process_time() - started) * 1000
+
+
+def _parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shards", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=10)
+    parser.add_argument("--change", type=int, default=0, help="workers that leave/join/crash (default W/10)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--failover", type=float, default=10.0)
+    parser.add_argument("--steady", type=float, default=30.0, help="length of the steady phase (s)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="simulated seconds a phase may take")
+    parser.add_argument("--phases", default="start,steady,leave,join,crash,pause")
+    parser.add_argument("--memo-decode", action="store_true")
+    parser.add_argument("--quiet-logs", action="store_true", help="hide the retry warnings")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    main()
