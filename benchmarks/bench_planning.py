@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import time
+from dataclasses import dataclass, field
 
 from kinesis_src.positions import Position
 from kinesis_src.spark.offsets import Plan, ShardPlan
@@ -86,12 +88,134 @@ def _close(shard: dict) -> None:
     shard["SequenceNumberRange"]["EndingSequenceNumber"] = str(10**21)
 
 
+# -- 2. latestOffset's probe round against the replay endpoint ----------------------------------------
+
+
+class _NoClaim:
+    def acquire(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+class _EveryShardCaughtUp:
+    """The progress log of batch 1: every shard read to the tip (so all are idle and need a probe)."""
+
+    def __init__(self, ends: dict) -> None:
+        self.by_batch = {1: ends}
+
+    def ends(self, run: str, batch: int) -> dict:
+        return dict(self.by_batch.get(batch, {}))
+
+    def purge_before(self, run: str, batch: int, shard_ids=None) -> None:
+        pass
+
+
+@dataclass
+class ProbeRun:
+    """One prober's triggers: the first (listing + iterators + probes), then back-to-back steady ones."""
+
+    name: str
+    first_s: float = 0.0
+    first_probes: int = 0
+    triggers: list[float] = field(default_factory=list)
+    probes: list[int] = field(default_factory=list)
+    round_s: float = 0.0  # steady: until every shard was probed once more
+    cpu_per_probe_ms: float = 0.0
+    calls_per_shard_s: float = 0.0  # GetRecords per shard per second over the steady window (server's count)
+
+
+def probe_rounds(ep, name: str, workers: int, budget_s: float, rounds: int) -> ProbeRun:
+    """latestOffset as Spark calls it with a 0 s trigger, nothing new in any shard."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from kinesis_src.spark.driver import StreamDriver
+    from kinesis_src.spark.options import parse_options
+    from kinesis_src.spark.probes import IdleProber
+    from kinesis_src.spark.stream import KinesisStreamReader
+
+    opts = parse_options(
+        {"streamName": ep.stream_name, "region": "us-east-1", "endpointUrl": ep.endpoint_url}, batch=False, environ={}
+    )
+    tips = {s.shard_id: Position.after_sequence(s.sequence_number(s.count - 1)) for s in ep.stream.shards}
+    ends = {sid: BatchEnd(pos, 1, False, "caught_up") for sid, pos in tips.items()}
+    plan = Plan("bench", 1, {sid: ShardPlan(Position.trim_horizon(), 1000) for sid in tips})
+    reader = KinesisStreamReader(opts)
+    driver = StreamDriver(opts, progress=_EveryShardCaughtUp(ends), claim=_NoClaim())
+    driver.prober = IdleProber(driver.kinesis, opts.stream_name, opts.idle_poll_interval_ms / 1000, workers, budget_s)
+    reader._driver = driver
+    counted: list[int] = []
+    probe = driver.prober.probe
+    driver.prober.probe = lambda ids, pos: counted.append(len(found := probe(ids, pos))) or found  # type: ignore
+    start = plan.to_offset()
+    run = ProbeRun(name)
+
+    t = time.perf_counter()
+    assert reader.latestOffset(start, ReadAllAvailable()) == start  # nothing new: no batch
+    run.first_s, run.first_probes = time.perf_counter() - t, counted[-1]
+    while sum(counted) < len(tips):  # finish the first round (iterators) before the steady ones
+        reader.latestOffset(start, ReadAllAvailable())
+    before = ep.stats()["calls"].get("GetRecords", 0)
+    cpu, began = time.process_time(), time.perf_counter()
+    counted.clear()
+    while sum(counted) < rounds * len(tips):
+        t = time.perf_counter()
+        reader.latestOffset(start, ReadAllAvailable())
+        run.triggers.append(time.perf_counter() - t)
+    elapsed = time.perf_counter() - began
+    run.probes = counted
+    run.round_s = elapsed / rounds
+    run.cpu_per_probe_ms = (time.process_time() - cpu) / sum(counted) * 1000
+    run.calls_per_shard_s = (ep.stats()["calls"].get("GetRecords", 0) - before) / len(tips) / elapsed
+    driver.close()
+    return run
+
+
+def bench_probes(shards: int, latency_ms: float, before: bool) -> list[ProbeRun]:
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from replay_endpoint import ReplayEndpoint
+
+    from kinesis_src.spark.probes import PROBE_BUDGET_S, PROBE_WORKERS
+
+    runs = []
+    with ReplayEndpoint(shards=shards, records_per_shard=1, size=100, latency_s=latency_ms / 1000, mode="process") as ep:
+        if before:
+            runs.append(probe_rounds(ep, "one shard after another (before)", 1, math.inf, 1))
+        runs.append(probe_rounds(ep, f"{PROBE_WORKERS} threads, {PROBE_BUDGET_S} s budget", PROBE_WORKERS, PROBE_BUDGET_S, 3))
+    return runs
+
+
+def print_probes(runs: list[ProbeRun], shards: int, latency_ms: float) -> None:
+    print(f"\n2. latestOffset with {shards:,} idle shards, replay endpoint, {latency_ms:g} ms per call, 0 s trigger")
+    print(
+        f"   {'prober':<36}{'1st trigger':>12}{'probed':>8}{'trigger p50':>12}{'max':>8}{'probed p50':>11}"
+        f"{'round s':>9}{'CPU/probe':>10}{'calls/shard/s':>14}{'max/1 s':>9}"
+    )
+    for r in runs:
+        print(
+            f"   {r.name:<36}{r.first_s:>11.2f}s{r.first_probes:>8}{statistics.median(r.triggers):>11.2f}s"
+            f"{max(r.triggers):>7.2f}s{statistics.median(r.probes):>11.0f}{r.round_s:>9.2f}"
+            f"{r.cpu_per_probe_ms:>8.2f}ms{r.calls_per_shard_s:>14.2f}{max(r.triggers):>8.2f}x"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--open", type=int, default=1000)
     parser.add_argument("--ancestors", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--probe-shards", type=int, default=1000, help="idle shards for the probe rounds (0: skip)")
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--no-before", action="store_true", help="skip the sequential prober (~75 s at 1,000)")
     opts = parser.parse_args()
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    if opts.probe_shards:
+        runs = bench_probes(opts.probe_shards, opts.latency_ms, not opts.no_before)
+        print_probes(runs, opts.probe_shards, opts.latency_ms)
 
     from moto import mock_aws
 
@@ -100,8 +224,6 @@ def main() -> None:
     from kinesis_src.leases.progress import ProgressStore, ShardProgress
     from kinesis_src.leases.table import LeaseTable
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     t0 = time.perf_counter()
     graph = ShardGraph()
     graph.update(history(opts.open, opts.ancestors))

@@ -177,9 +177,11 @@ class StreamDriver:
             if after_restart or now - self._verified_at.get(s, -math.inf) >= VERIFY_INTERVAL_S
         ]
         oldest: dict[str, str] = {}
-        for sid in due:
+        checks = self.prober.map(lambda sid: self._oldest_if_trimmed(sid, frontier.positions[sid]), due)
+        for sid, (found, lag) in zip(due, checks):  # 2 calls per shard: at once, like the probes
             self._verified_at[sid] = now
-            found = self._oldest_if_trimmed(sid, frontier.positions[sid])
+            if lag is not None:
+                self.lag[sid] = lag
             if found is not None:
                 oldest[sid] = found
         if not oldest:
@@ -195,12 +197,13 @@ class StreamDriver:
         self.partly_trimmed.update((s, checkpointed_sequence(frontier.positions[s]) or "") for s in oldest)
         return settled
 
-    def _oldest_if_trimmed(self, sid: str, position: Position) -> str | None:
+    def _oldest_if_trimmed(self, sid: str, position: Position) -> tuple[str | None, int | None]:
         """GetShardIterator(AT_SEQUENCE_NUMBER, S) + GetRecords(Limit=1): a record other than S means S is gone.
 
         Kinesis does not refuse an iterator at a trimmed sequence number: it reads from the oldest
         record left, silently. An empty answer proves nothing (GetRecords may return empty pages
-        before records, and a shard whose every record expired shows no gap): None then.
+        before records, and a shard whose every record expired shows no gap): None then. Also
+        returns the lag the answer reported. Runs on a pool thread: changes nothing itself.
         """
         seq = checkpointed_sequence(position)
         assert seq is not None
@@ -209,12 +212,10 @@ class StreamDriver:
             iterator = self.kinesis.get_shard_iterator(stream, sid, Position.at_sequence(seq))
             page = self.kinesis.get_records(iterator, 1, sid, stream)
         except (ShardNotFoundError, IteratorExpiredError):
-            return None  # gone whole: the next listing (or the task) deals with it
-        if page.millis_behind_latest is not None:
-            self.lag[sid] = page.millis_behind_latest
+            return None, None  # gone whole: the next listing (or the task) deals with it
         if len(page) and int(page.sequence_numbers[0]) != int(seq):
-            return page.sequence_numbers[0]
-        return None
+            return page.sequence_numbers[0], page.millis_behind_latest
+        return None, page.millis_behind_latest
 
     # -- progress ------------------------------------------------------------------------
 

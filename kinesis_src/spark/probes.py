@@ -28,12 +28,14 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
 from ..aws import KinesisClient
 from ..errors import IteratorExpiredError, ShardNotFoundError
 from ..positions import Position
 from ..retrieval.polling import MIN_FETCH_INTERVAL_S, ShardReader
+
+T = TypeVar("T")
 
 PROBE_BUDGET_S = 0.5  # a trigger starts no new probe after this long (see IdleProber.probe)
 PROBE_WORKERS = 32  # the botocore connection pool holds 32 (aws/boundary.client_config): no waiting for a socket
@@ -148,6 +150,12 @@ class IdleProber:
                 self._probed[sid] = kept
             results[sid] = result
         return results
+
+    def map(self, fn: Callable[[str], T], shard_ids: Sequence[str]) -> list[T]:
+        """``fn`` per shard on the probe threads (the driver's other per-shard checks), in order."""
+        if len(shard_ids) <= 1:
+            return [fn(sid) for sid in shard_ids]
+        return list(self._executor().map(fn, shard_ids))
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
