@@ -29,6 +29,7 @@ from .planner import (
     TRIMMED_STOP,
     BatchEnd,
     Frontier,
+    LineageRanks,
     admit_ready,
     advance,
     checkpointed_sequence,
@@ -79,6 +80,7 @@ class StreamDriver:
         self.trimmed: set[str] = set()  # shards skipped whole (failOnDataLoss=false), for reportLatestOffset
         self.partly_trimmed: set[tuple[str, str]] = set()  # (shard, checkpointed sequence number) skipped past
         self._ends: dict[tuple[str, int], dict[str, BatchEnd]] = {}
+        self.ranks = LineageRanks()  # partitions() order, kept across batches
         self.prober = IdleProber(self.kinesis, options.stream_name, options.idle_poll_interval_ms / 1000)
         self._listed: frozenset[str] = frozenset()  # shard ids of the last full listing
         self._listed_at = -math.inf

@@ -31,7 +31,7 @@ from .driver import StreamDriver
 from .offsets import Plan, ShardPlan
 from .options import SourceOptions
 from .partitions import KinesisPartition, ShardSlice
-from .planner import for_trigger, idle_shards, lineage_rank, next_plan, prune_drained
+from .planner import for_trigger, idle_shards, next_plan, prune_drained
 from .shutdown import stop_on_sigterm
 from .tasks import read_stream_partition
 
@@ -134,7 +134,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if plan.batch == 0 or not plan.read or start == end:
             return []
         opts = self.options
-        order = lineage_rank(self.driver.discovery.graph)
+        order = self.driver.ranks.of(self.driver.discovery.graph)  # recomputed only when shards were added
         shards = sorted(plan.read, key=lambda s: (order.get(s, 0), s))
         groups = [shards[i : i + opts.shards_per_task] for i in range(0, len(shards), opts.shards_per_task)]
         return [

@@ -353,3 +353,22 @@ def test_latest_offset_plans_at_most_max_records_per_trigger() -> None:
     second = Plan.from_offset(reader.latestOffset(first.to_offset(), ReadMaxRows(2)))
     assert second.read == [S(2), S(3)] and second.pending == {S(0)}
     assert probed(kinesis) == [S(1)]  # only the shard that reached the tip; unread ones need no probe
+
+
+def test_partitions_rank_the_lineage_again_only_when_it_gained_shards() -> None:
+    """partitions() orders parents first on every batch; the lineage walk runs only after a reshard."""
+    half = TOP // 2
+    shards = [listing(0, 0, TOP, closed=True), listing(1, 0, half, (0,)), listing(2, half + 1, TOP, (0,))]
+    reader, kinesis = stream_reader(shards, {}, {})
+    ranks, graph = reader.driver.ranks, reader.driver.discovery.graph
+    graph.update(shards)
+    for batch in (1, 2, 3):
+        p = plan_of(batch, {S(2): Position.trim_horizon(), S(1): Position.trim_horizon()})
+        parts = reader.partitions(plan_of(batch - 1, {}).to_offset(), p.to_offset())
+        assert [part.slices[0].shard_id for part in parts] == [S(1), S(2)]
+    assert ranks.computed == 1
+    graph.update([listing(3, 0, half // 2, (1,)), listing(4, half // 2 + 1, half, (1,))])  # shard 1 splits
+    p = plan_of(4, {S(3): Position.trim_horizon(), S(2): Position.trim_horizon()})
+    parts = reader.partitions(plan_of(3, {}).to_offset(), p.to_offset())
+    assert [part.slices[0].shard_id for part in parts] == [S(2), S(3)]  # rank 2 before rank 3
+    assert ranks.computed == 2 and ranks.of(graph)[S(3)] == 3
