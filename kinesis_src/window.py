@@ -13,15 +13,13 @@ keep the read going. The walk itself is :func:`kinesis_src.drain.drain_stream`
 with an arrival-time cut; this module adds parsing, the exact window filter,
 Arrow output and the progress bar.
 
-pyarrow and tqdm are imported on first use, so ``import kinesis_src`` stays
+pyarrow and rich are imported on first use, so ``import kinesis_src`` stays
 light for callers that never build a table.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -32,6 +30,7 @@ from .drain import DrainState, drain_stream
 from .errors import ConfigurationError, InvalidPositionError
 from .ordered_reads import DEFAULT_WORKERS
 from .positions import Position, format_timestamp, parse_timestamp
+from .progress import RecordProgress, record_progress
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -158,16 +157,21 @@ def read_table(
 
     from .arrow import ARROW_SCHEMA
 
-    with _progress_bar(stream_name, progress) as bar:
+    with record_progress(stream_name, progress) as bar:
         found = window_batches(
-            client, stream_name, window, on_shard_done=bar.shards_done, strict_aggregation=strict_aggregation,
+            client, stream_name, window, on_shard_done=lambda n: bar.note(_shards_done(n)),
+            strict_aggregation=strict_aggregation,
             workers=1 if max_records is not None else workers,
         )
         batches = _take(found, max_records, bar)
     return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
 
 
-def _take(batches: Iterator[pa.RecordBatch], limit: int | None, bar: _Bar) -> list[pa.RecordBatch]:
+def _shards_done(shards: int) -> str:
+    return f"{shards} shard{'' if shards == 1 else 's'} done"
+
+
+def _take(batches: Iterator[pa.RecordBatch], limit: int | None, bar: RecordProgress) -> list[pa.RecordBatch]:
     """Collect batches, stopping the read as soon as ``limit`` rows are in hand."""
     out: list[pa.RecordBatch] = []
     rows = 0
@@ -176,7 +180,7 @@ def _take(batches: Iterator[pa.RecordBatch], limit: int | None, bar: _Bar) -> li
             batch = batch.slice(0, limit - rows)
         out.append(batch)
         rows += batch.num_rows
-        bar.update(batch.num_rows)
+        bar.add(batch.num_rows)
         if limit is not None and rows >= limit:
             break
     return out
@@ -247,25 +251,3 @@ def _client(kinesis: KinesisClient | None, region: str | None, endpoint_url: str
         )
     return kinesis
 
-
-class _Bar:
-    """A tqdm bar counting records, with the shards done as its postfix."""
-
-    def __init__(self, bar) -> None:  # bar: tqdm.tqdm
-        self._bar = bar
-
-    def update(self, records: int) -> None:
-        self._bar.update(records)
-
-    def shards_done(self, shards: int) -> None:
-        self._bar.set_postfix_str(f"{shards} shard{'' if shards == 1 else 's'} done")
-
-
-@contextmanager
-def _progress_bar(stream: str, progress: bool | None) -> Iterator[_Bar]:
-    """On stderr when ``progress`` is True, or when it is None and stderr is a terminal."""
-    from tqdm import tqdm
-
-    enabled = sys.stderr.isatty() if progress is None else bool(progress)
-    with tqdm(unit=" rec", desc=stream, file=sys.stderr, disable=not enabled) as bar:
-        yield _Bar(bar)

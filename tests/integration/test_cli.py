@@ -10,7 +10,10 @@ import sys
 
 import pytest
 
-from kinesis_src import KinesisClient
+from kinesis_src import AwsSettings, KinesisClient
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.leases.model import Checkpoint, HashRange, Lease
+from kinesis_src.leases.table import LeaseTable
 from kinesis_src.workload import KeyedProducer, decode
 
 pytestmark = pytest.mark.integration
@@ -122,3 +125,49 @@ def test_shards_into_a_closed_pipe_exits_quietly(
     kinesis.create_stream(stream_name, 2)
     kinesis.wait_active(stream_name)
     _assert_quiet_exit(*run_cli_into_closed_pipe("shards", stream_name, *flags, env=emulator_env, lines=0))
+
+
+def test_lineage_and_leases_as_real_processes(
+    kinesis: KinesisClient, stream_name: str, emulator_env: dict[str, str]
+) -> None:
+    """``lineage`` after a split (JSON and the tree), ``leases`` of a table a consumer would have written."""
+    kinesis.create_stream(stream_name, 1)
+    kinesis.wait_active(stream_name)
+    KeyedProducer(kinesis, stream_name, keys=4).put_rounds(2)
+    kinesis.split_shard(stream_name, "shardId-000000000000", 2**127)
+    kinesis.wait_active(stream_name)
+
+    tree = run_cli("lineage", stream_name, "--count", env=emulator_env)
+    assert tree.returncode == 0, tree.stderr
+    lines = tree.stdout.splitlines()
+    assert lines[0] == f"stream {stream_name}: 2 open, 1 closed shards; retention 24 h"
+    assert [line.split()[0] for line in lines[2:]] == ["shardId-000000000000", "├─", "└─"]
+    assert lines[2].split()[-2] == "8"  # every record went to the parent, before the split (--count)
+    doc = json.loads(run_cli("lineage", stream_name, "--json", env=emulator_env).stdout)
+    assert [s["state"] for s in doc["shards"]] == ["closed", "open", "open"]
+
+    table = LeaseTable(DynamoDBClient(AwsSettings.from_env()), "kinesis-src-cli-app", "cli-app", stream_name)
+    table.ensure_table()
+    table.register_worker("worker-1")
+    graph_shards = [s["shardId"] for s in doc["shards"]]
+    for sid, shard in zip(graph_shards, doc["shards"]):
+        hash_range = HashRange(int(shard["hashRange"]["start"]), int(shard["hashRange"]["end"]))
+        table.create_lease(Lease(sid, Checkpoint.trim_horizon(), hash_range, parent_shard_ids=tuple(shard["parents"]),
+                                 owner="worker-1" if sid == graph_shards[0] else None, counter=1))
+    shown = run_cli("leases", "cli-app", "--stream", stream_name, env=emulator_env)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout.splitlines()
+    assert out[0].endswith("3 leases (1 owned, 0 finished), 1 workers")
+    rows = {line.split()[0]: line.split() for line in out[2:5]}
+    assert rows["shardId-000000000000"][1] == "worker-1" and rows["shardId-000000000000"][4].isdigit()  # a lag, not "-"
+    assert "waiting:" in " ".join(rows["shardId-000000000001"])  # its parent has not reached SHARD_END
+    missing = run_cli("leases", "nobody", "--stream", stream_name, env=emulator_env)
+    assert missing.returncode == 2 and "kinesis-src-nobody" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_lineage_into_a_closed_pipe_exits_quietly(
+    kinesis: KinesisClient, stream_name: str, emulator_env: dict[str, str]
+) -> None:
+    kinesis.create_stream(stream_name, 2)
+    kinesis.wait_active(stream_name)
+    _assert_quiet_exit(*run_cli_into_closed_pipe("lineage", stream_name, env=emulator_env, lines=0))

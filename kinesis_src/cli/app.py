@@ -1,6 +1,6 @@
-"""The ``kinesis-src`` command: look at a stream's lineage, read it in lineage order, export a window.
+"""The ``kinesis-src`` command: a stream's lineage, an application's leases, reads and exports.
 
-The only module that prints or exits. Errors from the library become one
+The only package that prints or exits. Errors from the library become one
 line on stderr and exit status 2 (bad input) or 1 (anything else). A reader
 that goes away early (``kinesis-src read STREAM | head``) ends any command
 quietly with status 141, what a shell reports for a process stopped by
@@ -10,25 +10,23 @@ SIGPIPE, instead of a BrokenPipeError traceback.
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 import logging
 import os
 import sys
-from pathlib import Path
-from typing import Callable, Sequence, TextIO
+from collections.abc import Sequence
+from typing import TextIO
 
-from .aws import KinesisClient
-from .config import AwsSettings
-from .discovery import ShardDiscovery
-from .drain import drain_stream
-from .errors import ConfigurationError, KinesisSourceError, ResourceNotFoundError
-from .positions import Position, format_timestamp
-from .records import Record
-from .window import read_table
+from ..aws import KinesisClient
+from ..aws.dynamodb import DynamoDBClient
+from ..config import AwsSettings
+from ..discovery import ShardDiscovery
+from ..errors import ConfigurationError, KinesisSourceError, ResourceNotFoundError
+from ..positions import Position
+from .inspect import leases_command, lineage_command
+from .reading import EXPORT_FORMATS, export_command, export_format, read_command
 
-EXPORT_FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE
+__all__ = ["EXPORT_FORMATS", "build_parser", "export_format", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +70,32 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--output", "-o", required=True, help="file to write (.parquet, .jsonl or .json)")
     export.add_argument("--format", choices=["parquet", "jsonl"], help="default: from the --output suffix")
     export.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    _lineage_parser(sub)
+    _leases_parser(sub)
     return parser
+
+
+def _lineage_parser(sub: argparse._SubParsersAction) -> None:
+    lineage = sub.add_parser("lineage", help="draw the shard tree from roots to open shards")
+    lineage.add_argument("stream")
+    lineage.add_argument("--count", action="store_true", help="read every shard and count its records and bytes")
+    shape = lineage.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print the tree as JSON")
+    shape.add_argument("--dot", action="store_true", help="print a Graphviz digraph")
+    shape.add_argument("--svg", metavar="FILE", help="draw the tree into an SVG file (needs Graphviz's dot)")
+    shape.add_argument("--png", metavar="FILE", help="draw the tree into a PNG file (needs Graphviz's dot)")
+
+
+def _leases_parser(sub: argparse._SubParsersAction) -> None:
+    leases = sub.add_parser("leases", help="show an application's lease table: leases and workers")
+    leases.add_argument("application", help="the applicationName (application_name) of the query or consumer")
+    leases.add_argument("--stream", required=True, help="the stream the application reads")
+    leases.add_argument("--table", help="lease table (default: kinesis-src-<application>)")
+    leases.add_argument("--dynamodb-endpoint-url", help="default: KINESIS_SRC_DYNAMODB_ENDPOINT_URL or AWS")
+    leases.add_argument("--no-lag", action="store_true", help="do not ask Kinesis how far each lease is behind")
+    leases.add_argument("--failover-s", type=float, default=10.0,
+                        help="heartbeat age after which a worker is shown stale (default 10, the failover_s default)")
+    leases.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -105,12 +128,18 @@ def _main(argv: Sequence[str] | None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        kinesis = KinesisClient(AwsSettings.from_env(region=args.region, endpoint_url=args.endpoint_url))
+        settings = AwsSettings.from_env(region=args.region, endpoint_url=args.endpoint_url,
+                                        dynamodb_endpoint_url=getattr(args, "dynamodb_endpoint_url", None))
+        kinesis = KinesisClient(settings)
         if args.command == "shards":
             return _shards(kinesis, args.stream, args.json, sys.stdout)
+        if args.command == "lineage":
+            return lineage_command(kinesis, args, sys.stdout)
+        if args.command == "leases":
+            return leases_command(DynamoDBClient(settings), kinesis, args, sys.stdout)
         if args.command == "export":
-            return _export(kinesis, args)
-        return _read(kinesis, args.stream, _start(args.start), args.output, not args.no_progress)
+            return export_command(kinesis, args)
+        return read_command(kinesis, args.stream, _start(args.start), args.output, not args.no_progress)
     except (ConfigurationError, ResourceNotFoundError) as exc:
         print(f"kinesis-src: {exc}", file=sys.stderr)
         return 2
@@ -143,108 +172,3 @@ def _shards(kinesis: KinesisClient, stream: str, as_json: bool, out: TextIO) -> 
     return 0
 
 
-def _read(kinesis: KinesisClient, stream: str, start: Position, out: TextIO, progress: bool) -> int:
-    from tqdm import tqdm
-
-    with tqdm(unit=" rec", disable=not progress, file=sys.stderr, desc=stream) as bar:
-        for chunk in drain_stream(kinesis, stream, start):
-            for record in chunk.records():
-                out.write(json.dumps(_as_json(record)) + "\n")
-            bar.update(chunk.record_count)
-            bar.set_postfix_str(chunk.shard_id)
-    out.flush()
-    return 0
-
-
-def _export(kinesis: KinesisClient, args: argparse.Namespace) -> int:
-    """Read the window into one table, write it, then say what was written (one line on stderr)."""
-    fmt = export_format(args.output, args.format)
-    path = Path(args.output)
-    if not path.parent.is_dir():  # before a long read, not after
-        raise ConfigurationError(f"cannot write {args.output!r}: directory {str(path.parent)!r} does not exist")
-    table = read_table(
-        args.stream, args.start, args.end, kinesis=kinesis, progress=False if args.no_progress else None
-    )
-    try:
-        _write_atomically(path, lambda tmp: _WRITERS[fmt](table, tmp))
-    except OSError as exc:
-        print(f"kinesis-src: cannot write {args.output!r}: {exc}", file=sys.stderr)
-        return 1
-    shards = len(set(table.column("shardId").to_pylist()))
-    print(
-        f"kinesis-src: exported {table.num_rows} records from {shards} shard{'' if shards == 1 else 's'} "
-        f"to {args.output} ({fmt})",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def export_format(output: str, given: str | None) -> str:
-    """``--format`` if given, else from the file suffix; anything else is a usage error."""
-    if given:
-        return given
-    fmt = EXPORT_FORMATS.get(Path(output).suffix.lower())
-    if fmt is None:
-        raise ConfigurationError(
-            f"cannot tell the export format of {output!r} from its suffix: name it .parquet, .jsonl or "
-            ".json, or pass --format parquet|jsonl"
-        )
-    return fmt
-
-
-def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
-    """Write next to the target and rename, so a failed export never leaves a half-written file behind."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _write_parquet(table, path: Path) -> None:
-    import pyarrow.parquet as pq
-
-    pq.write_table(table, path)
-
-
-def _write_jsonl(table, path: Path) -> None:
-    """The same JSON object per record as the ``read`` command."""
-    with open(path, "w") as out:
-        for batch in table.to_batches():
-            for row in batch.to_pylist():
-                out.write(json.dumps(_as_json(_row_record(row))) + "\n")
-
-
-_WRITERS = {"parquet": _write_parquet, "jsonl": _write_jsonl}
-
-
-def _row_record(row: dict) -> Record:
-    return Record(
-        partition_key=row["partitionKey"],
-        data=row["data"],
-        sequence_number=row["sequenceNumber"],
-        sub_sequence_number=row["subSequenceNumber"],
-        shard_id=row["shardId"],
-        approximate_arrival_timestamp=row["approximateArrivalTimestamp"],
-    )
-
-
-def _as_json(record: Record) -> dict:
-    """One JSON line: a KPL user record is told apart by ``subSequenceNumber`` (0 for a plain record)."""
-    ts = record.approximate_arrival_timestamp
-    line = {
-        "shardId": record.shard_id,
-        "sequenceNumber": record.sequence_number,
-        "subSequenceNumber": record.sub_sequence_number,
-        "partitionKey": record.partition_key,
-    }
-    if record.explicit_hash_key is not None:
-        line["explicitHashKey"] = record.explicit_hash_key
-    line["approximateArrivalTimestamp"] = format_timestamp(ts) if ts else None
-    line["data"] = base64.b64encode(record.data).decode()
-    return line
-
-
-if __name__ == "__main__":
-    sys.exit(main())
