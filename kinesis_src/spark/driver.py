@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from lineage import LineageError
 
@@ -25,6 +25,7 @@ from ..positions import Position
 from ..retrieval.registration import ConsumerMode, FanOutTarget, deregister, register
 from .offsets import Plan
 from .options import SourceOptions
+from .plan_store import PlanBook, PlanStore
 from .planner import (
     TRIMMED_STOP,
     BatchEnd,
@@ -57,8 +58,12 @@ class StreamDriver:
         kinesis: KinesisClient | None = None,
         progress: ProgressLog | None = None,
         claim: QueryClaim | None = None,
+        plans: PlanStore | None = None,
     ) -> None:
-        """``kinesis``, ``progress`` and ``claim`` replace the real clients in unit tests."""
+        """``kinesis``, ``progress``, ``claim`` and ``plans`` replace the real clients in unit tests.
+
+        Without a lease table (fakes for progress and claim, no ``plans``) every offset is inline.
+        """
         self.options = options
         self.kinesis = kinesis or KinesisClient(options.aws_settings())
         # Described once per driver process: the identity every offset is checked against, and
@@ -72,6 +77,8 @@ class StreamDriver:
             )
             claim = claim or QueryClaim(leases)
             progress = progress or ProgressLog(ProgressStore.of(leases))
+            plans = plans or PlanStore.of(leases)
+        self.plans = PlanBook(plans)  # offsets <-> plans: large plans are stored, the offset names them
         self.claim = claim
         self.claim.acquire()
         self.fan_out = self._register_fan_out()
@@ -230,10 +237,13 @@ class StreamDriver:
             self.prober.read_by_task(self._ends[key])
         return self._ends[key]
 
-    def forget_before(self, plan: Plan) -> None:
-        for key in [k for k in self._ends if k[0] == plan.run and k[1] < plan.batch]:
+    def forget_before(self, committed: Mapping[str, Any]) -> None:
+        """Spark committed the batch of offset ``committed``: drop what only earlier batches needed."""
+        run, batch = Plan.batch_in(committed)
+        for key in [k for k in self._ends if k[0] == run and k[1] < batch]:
             del self._ends[key]
-        self.progress.purge_before(plan.run, plan.batch)
+        self.progress.purge_before(run, batch)
+        self.plans.forget_before(committed)
 
     # -- probes --------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from ..identity import StreamIdentity
 from ..positions import Position
 
 OFFSET_VERSION = 1
+REFERENCE_VERSION = 2  # the plan is stored in the lease table; the offset names it (see .plan_store)
 
 
 @dataclass(frozen=True)
@@ -74,14 +75,39 @@ class Plan:
             "stream": self.stream.to_dict() if self.stream is not None else None,  # last, for the same reason
         }
 
+    def reference(self, digest: str, shard_count: int) -> dict[str, Any]:
+        """The offset of a plan stored elsewhere: run, batch, the digest of its JSON text, the identity."""
+        return {
+            "version": REFERENCE_VERSION,
+            "run": self.run,
+            "batch": self.batch,
+            "plan": digest,
+            "shards": shard_count,  # informative: how many shards the stored plan holds
+            "stream": self.stream.to_dict() if self.stream is not None else None,
+        }
+
+    @staticmethod
+    def digest_in(offset: Mapping[str, Any]) -> str | None:
+        """The stored plan an offset names, or None for an offset that is the plan itself."""
+        return str(offset["plan"]) if offset.get("version") == REFERENCE_VERSION and "plan" in offset else None
+
+    @staticmethod
+    def batch_in(offset: Mapping[str, Any]) -> tuple[str, int]:
+        """(run, batch) of either kind of offset, without reading a stored plan."""
+        try:
+            return str(offset["run"]), int(offset["batch"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigurationError(f"checkpoint offset is not a kinesis-src offset: {dict(offset)!r:.300}") from exc
+
     @classmethod
     def from_offset(cls, offset: Mapping[str, Any]) -> Plan:
         try:
             version = offset["version"]
             if version != OFFSET_VERSION:
                 raise ConfigurationError(
-                    f"checkpoint offset has version {version!r}; this kinesis-src reads version "
-                    f"{OFFSET_VERSION}. Use the kinesis-src version that wrote the checkpoint, or a new checkpoint."
+                    f"checkpoint offset has version {version!r}; this kinesis-src reads versions "
+                    f"{OFFSET_VERSION} and {REFERENCE_VERSION}. Use the kinesis-src version that wrote the "
+                    "checkpoint, or a new checkpoint."
                 )
             return cls(
                 run=str(offset["run"]),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
@@ -69,7 +69,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._initial is None:
             start = self.options.initial_position
             if start.kind is PositionKind.LATEST:
-                start = Position.at_timestamp(datetime.now(timezone.utc))
+                start = Position.at_timestamp(datetime.now(UTC))
             frontier = self.driver.initial_frontier(start)
             plan = Plan(
                 run=uuid.uuid4().hex,
@@ -78,7 +78,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 drained=frontier.drained,
                 stream=self.driver.identity,
             )
-            self._initial = plan.to_offset()
+            self._initial = self.driver.plans.offset_of(plan)
             log.info("kinesis stream %r: new run %s over %d shard(s)", self.options.stream_name, plan.run, len(plan.shards))
         return self._initial
 
@@ -88,11 +88,11 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._cut = format_timestamp(datetime.now(timezone.utc))
+        self._cut = format_timestamp(datetime.now(UTC))
         log.info("AvailableNow: reading records that arrived up to %s", self._cut)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        plan = self._same_stream(Plan.from_offset(start))  # before any position reaches Kinesis
+        plan = self._same_stream(self.driver.plans.plan_of(start))  # before any position reaches Kinesis
         driver = self.driver
         frontier = for_trigger(plan, driver.frontier_after(plan), self._cut)  # before probing: see its doc
         has_data = driver.probe(idle_shards(frontier), frontier.positions) if self._cut is None else {}
@@ -102,7 +102,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         nxt = prune_drained(nxt, driver.discovery.graph)
         log.info("kinesis stream %r: batch %d reads %d shard(s)", self.options.stream_name, nxt.batch, len(nxt.read))
-        return nxt.to_offset()
+        return driver.plans.offset_of(nxt)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         if self._driver is None:
@@ -130,7 +130,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- planning and reading ----------------------------------------------------------
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        plan = self._same_stream(Plan.from_offset(end))  # a replayed batch after a restart reads old positions
+        plan = self._same_stream(self.driver.plans.plan_of(end))  # a replayed batch after a restart reads old positions
         if plan.batch == 0 or not plan.read or start == end:
             return []
         opts = self.options
@@ -167,8 +167,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_stream_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        plan = Plan.from_offset(end)
-        self.driver.forget_before(plan)
+        self.driver.forget_before(end)
 
     def stop(self) -> None:
         if self._driver is not None:

@@ -359,7 +359,7 @@ def test_partitions_rank_the_lineage_again_only_when_it_gained_shards() -> None:
     """partitions() orders parents first on every batch; the lineage walk runs only after a reshard."""
     half = TOP // 2
     shards = [listing(0, 0, TOP, closed=True), listing(1, 0, half, (0,)), listing(2, half + 1, TOP, (0,))]
-    reader, kinesis = stream_reader(shards, {}, {})
+    reader, _ = stream_reader(shards, {}, {})
     ranks, graph = reader.driver.ranks, reader.driver.discovery.graph
     graph.update(shards)
     for batch in (1, 2, 3):

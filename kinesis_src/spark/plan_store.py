@@ -1,0 +1,145 @@
+"""Large micro-batch plans live in the lease table; the offset names them by digest.
+
+An offset is a batch's whole plan (see :mod:`.offsets`): every frontier
+shard with its start position, plus the drained shards. With 1,000 open
+shards the positions alone are ~100 KiB (a sequence number is 56 digits),
+and Spark writes the offset to its offset log every batch and keeps 100 of
+them. So a plan whose JSON is over :data:`INLINE_MAX_BYTES` is stored here,
+zlib-compressed, and the offset carries only the run, the batch, a SHA-256
+of the plan's JSON text and the stream identity (a few hundred bytes).
+
+Why this keeps Spark's contract:
+
+* Equal plans give equal JSON text (fixed key order), so equal digests and
+  equal offsets: Spark's text comparison still means "same plan".
+* The item is written before ``latestOffset`` returns, so an offset in the
+  offset log always has its plan; writes are idempotent (same digest, same
+  bytes), so recomputing a plan after a crash is harmless.
+* A restart reads the plan back by (run, batch, digest) and checks the digest,
+  so what it replays is exactly what the checkpoint named.
+
+Items: pk ``plan#<application>#<stream>#<run>#<batch>``, sk ``<digest>#<part>``,
+``body`` (B, a slice of the compressed plan, at most PART_BYTES so each
+item stays under DynamoDB's 400 KB), ``parts`` (N). A run keeps the plans of
+its last committed batch and the one after it, like progress items.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..aws.dynamodb import DynamoDBClient
+from ..errors import ConfigurationError
+from ..leases.serializer import HASH_KEY, RANGE_KEY
+from ..leases.table import LeaseTable
+from .offsets import Plan
+
+INLINE_MAX_BYTES = 8 * 1024  # plans up to this size stay in the offset, readable as they are
+PART_BYTES = 300_000
+BODY = "body"
+PARTS = "parts"
+
+
+def digest_of(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass
+class PlanStore:
+    """Compressed plans of one application's stream, in the lease table."""
+
+    dynamodb: DynamoDBClient
+    table_name: str
+    application: str
+    stream: str
+    part_bytes: int = PART_BYTES
+
+    @classmethod
+    def of(cls, leases: LeaseTable) -> PlanStore:
+        return cls(leases.dynamodb, leases.table_name, leases.application, leases.stream)
+
+    def partition(self, run: str, batch: int) -> str:
+        return f"plan#{self.application}#{self.stream}#{run}#{batch}"
+
+    def put(self, run: str, batch: int, digest: str, text: str) -> None:
+        body = zlib.compress(text.encode(), 6)
+        parts = [body[i : i + self.part_bytes] for i in range(0, len(body), self.part_bytes)]
+        for i, part in enumerate(parts):
+            self.dynamodb.put_item(
+                self.table_name,
+                {
+                    HASH_KEY: {"S": self.partition(run, batch)},
+                    RANGE_KEY: {"S": f"{digest}#{i:04d}"},
+                    BODY: {"B": part},
+                    PARTS: {"N": str(len(parts))},
+                },
+            )
+
+    def get(self, run: str, batch: int, digest: str) -> str:
+        """The plan's JSON text; ConfigurationError if it is missing, incomplete or not what the digest says."""
+        pk = self.partition(run, batch)
+        items = self.dynamodb.query(self.table_name, HASH_KEY, pk, RANGE_KEY, f"{digest}#")
+        items.sort(key=lambda item: item[RANGE_KEY]["S"])
+        where = f"lease table {self.table_name!r}, key {pk!r} / {digest!r}"
+        if not items or len(items) != int(items[0][PARTS]["N"]):
+            raise ConfigurationError(
+                f"the checkpoint's offset names a plan that is missing or incomplete in the {where} "
+                f"({len(items)} part(s) found). The lease-table items of this query were deleted; start the "
+                "query with a new checkpointLocation."
+            )
+        text = zlib.decompress(b"".join(bytes(item[BODY]["B"]) for item in items)).decode()
+        if digest_of(text) != digest:
+            raise ConfigurationError(f"the stored plan in the {where} does not match its digest")
+        return text
+
+    def purge_batch(self, run: str, batch: int) -> int:
+        pk = self.partition(run, batch)
+        items = self.dynamodb.query(self.table_name, HASH_KEY, pk, projection=(HASH_KEY, RANGE_KEY))
+        return self.dynamodb.batch_delete(self.table_name, [{HASH_KEY: i[HASH_KEY], RANGE_KEY: i[RANGE_KEY]} for i in items])
+
+
+class PlanBook:
+    """Plans <-> offsets for one driver: inline when small, by reference when large, cached either way."""
+
+    def __init__(self, store: PlanStore | None, inline_max: int = INLINE_MAX_BYTES) -> None:
+        self.store = store
+        self.inline_max = inline_max
+        self._plans: dict[str, Plan] = {}  # digest -> plan, for the batches not yet committed
+
+    def offset_of(self, plan: Plan) -> dict[str, Any]:
+        full = plan.to_offset()
+        text = json.dumps(full)
+        if self.store is None or len(text) <= self.inline_max:
+            return full
+        digest = digest_of(text)
+        if digest not in self._plans:
+            self.store.put(plan.run, plan.batch, digest, text)
+            self._plans[digest] = plan
+        return plan.reference(digest, len(plan.shards))
+
+    def plan_of(self, offset: Mapping[str, Any]) -> Plan:
+        digest = Plan.digest_in(offset)
+        if digest is None:
+            return Plan.from_offset(offset)
+        if digest not in self._plans:
+            if self.store is None:
+                raise ConfigurationError("the checkpoint's offset names a stored plan, but no lease table is open")
+            run, batch = Plan.batch_in(offset)
+            self._plans[digest] = Plan.from_offset(json.loads(self.store.get(run, batch, digest)))
+        return self._plans[digest]
+
+    def forget_before(self, committed: Mapping[str, Any]) -> None:
+        """The batch of offset ``committed`` was committed: plans before it are never read again.
+
+        Only a stored plan's commit purges (one Query, one delete), so small streams pay nothing;
+        a stream shrinking below the inline size leaves its last stored plan behind.
+        """
+        run, batch = Plan.batch_in(committed)
+        for digest in [d for d, p in self._plans.items() if p.run != run or p.batch < batch]:
+            del self._plans[digest]
+        if self.store is not None and Plan.digest_in(committed) is not None and batch >= 1:
+            self.store.purge_batch(run, batch - 1)

@@ -1,0 +1,181 @@
+"""Offsets at scale: large plans are stored in the lease table and named by digest; old offsets still restart."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from fake_kinesis import FakeKinesis
+from moto import mock_aws
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.config import AwsSettings
+from kinesis_src.errors import ConfigurationError
+from kinesis_src.leases.table import LeaseTable
+from kinesis_src.positions import Position
+from kinesis_src.spark.driver import StreamDriver
+from kinesis_src.spark.offsets import Plan, ShardPlan
+from kinesis_src.spark.options import parse_options
+from kinesis_src.spark.plan_store import PlanBook, PlanStore
+from kinesis_src.spark.planner import BatchEnd
+from kinesis_src.spark.stream import KinesisStreamReader
+
+try:  # default rootdir import: this directory is on sys.path
+    from lineage_model import listing as model_listing
+except ImportError:  # tests/ and tests/unit/ made packages later
+    from tests.unit.lineage_model import listing as model_listing
+
+TOP = 2**128 - 1
+S = "shardId-{:012d}".format
+KIB = 1024
+
+
+def sequence(rng: random.Random) -> str:
+    """A Kinesis-sized sequence number: 56 digits."""
+    return str(rng.randrange(10**55, 10**56))
+
+
+def big_plan(open_shards: int = 1000, ancestors: int = 5000, batch: int = 7) -> Plan:
+    rng = random.Random(12)
+    shards = {S(ancestors + i): ShardPlan(Position.after_sequence(sequence(rng)), 1000 * (i % 2)) for i in range(open_shards)}
+    return Plan(run="r" * 32, batch=batch, shards=shards, drained=frozenset(S(i) for i in range(ancestors)))
+
+
+@pytest.fixture
+def store(dummy_credentials: None):
+    with mock_aws():
+        leases = LeaseTable(DynamoDBClient(AwsSettings(region="us-east-1")), "offsets-unit", "app", "orders")
+        leases.ensure_table()
+        yield PlanStore.of(leases)
+
+
+def test_a_plan_of_1000_open_shards_and_5000_ancestors_fits_a_small_offset_and_reads_back(store: PlanStore) -> None:
+    plan = big_plan()
+    assert len(json.dumps(plan.to_offset())) > 200 * KIB  # what the offset log held before
+    offset = PlanBook(store).offset_of(plan)
+    assert len(json.dumps(offset)) <= 16 * KIB
+    assert list(offset) == ["version", "run", "batch", "plan", "shards", "stream"]
+    restarted = PlanBook(store)  # a new driver process: nothing cached
+    assert restarted.plan_of(json.loads(json.dumps(offset))) == plan
+
+
+def test_equal_plans_give_equal_offsets_and_small_plans_stay_inline(store: PlanStore) -> None:
+    book = PlanBook(store)
+    assert json.dumps(book.offset_of(big_plan())) == json.dumps(PlanBook(store).offset_of(big_plan()))
+    small = big_plan(open_shards=3, ancestors=2)
+    assert book.offset_of(small) == small.to_offset()  # readable in the offset log, no item written
+    assert book.plan_of(small.to_offset()) == small
+
+
+def test_a_plan_larger_than_an_item_is_stored_in_parts(store: PlanStore) -> None:
+    store.part_bytes = 1000
+    plan = big_plan(open_shards=200, ancestors=100)
+    offset = PlanBook(store).offset_of(plan)
+    pk = store.partition(plan.run, plan.batch)
+    assert len(store.dynamodb.query(store.table_name, "pk", pk)) > 5
+    assert PlanBook(store).plan_of(offset) == plan
+
+
+def test_a_missing_stored_plan_fails_with_the_way_out(store: PlanStore) -> None:
+    plan = big_plan(open_shards=200, ancestors=100)
+    offset = PlanBook(store).offset_of(plan)
+    store.purge_batch(plan.run, plan.batch)
+    with pytest.raises(ConfigurationError, match=r"missing or incomplete.*offsets-unit.*new checkpointLocation"):
+        PlanBook(store).plan_of(offset)
+
+
+def test_committing_a_stored_plan_purges_the_ones_before_it(store: PlanStore) -> None:
+    book = PlanBook(store)
+    offsets = [book.offset_of(big_plan(open_shards=200, ancestors=100, batch=b)) for b in (5, 6, 7)]
+    book.forget_before(offsets[1])
+    run = offsets[0]["run"]
+    assert [bool(store.dynamodb.query(store.table_name, "pk", store.partition(run, b))) for b in (5, 6, 7)] == [
+        False, True, True
+    ]
+    assert PlanBook(store).plan_of(offsets[2]).batch == 7
+
+
+# -- through the stream reader, across a restart ------------------------------------------------------
+
+
+class RecordedEnds:
+    def __init__(self, ends: dict[int, dict[str, BatchEnd]]) -> None:
+        self.by_batch = ends
+
+    def ends(self, run: str, batch: int) -> dict[str, BatchEnd]:
+        return dict(self.by_batch.get(batch, {}))
+
+    def purge_before(self, run: str, batch: int, shard_ids=None) -> None:
+        pass
+
+
+class NoClaim:
+    def acquire(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+def reader_on(kinesis: FakeKinesis, ends: dict, store: PlanStore | None) -> KinesisStreamReader:
+    opts = parse_options({"streamName": "orders", "region": "us-east-1"}, batch=False, environ={})
+    reader = KinesisStreamReader(opts)
+    reader._driver = StreamDriver(opts, kinesis=kinesis, progress=RecordedEnds(ends), claim=NoClaim(), plans=store)
+    return reader
+
+
+def flat_stream(n: int) -> FakeKinesis:
+    width = (TOP + 1) // n
+    kinesis = FakeKinesis()
+    kinesis.create_stream("orders", listing=[model_listing(i, i * width, TOP if i == n - 1 else (i + 1) * width - 1)
+                                             for i in range(n)])
+    for i in range(n):
+        kinesis.put_record("orders", "k", b"x", shard_id=S(i), sequence_number=str(10 + i))
+    return kinesis
+
+
+def test_a_restart_replays_a_stored_plan_with_the_same_partitions(store: PlanStore) -> None:
+    n = 60
+    kinesis = flat_stream(n)
+    p0 = Plan("r", 0, {S(i): ShardPlan(Position.trim_horizon(), 0) for i in range(n)})
+    reader = reader_on(kinesis, {}, store)
+    reader.driver.plans.inline_max = 200  # 60 shards: stored, not inline
+    end = reader.latestOffset(p0.to_offset(), ReadAllAvailable())
+    assert "plan" in end and "shards" in end and len(json.dumps(end)) < 400
+    first = reader.partitions(p0.to_offset(), end)
+    restarted = reader_on(kinesis, {}, store)  # the driver died; Spark replays the logged, uncommitted batch
+    restarted.driver.plans.inline_max = 200
+    again = restarted.partitions(p0.to_offset(), json.loads(json.dumps(end)))
+    assert again == first and len(again) == n
+    after = {1: {S(i): BatchEnd(Position.after_sequence(str(10 + i)), 1, False, "caught_up") for i in range(n)}}
+    restarted.driver.progress.by_batch = after
+    assert restarted.latestOffset(end, ReadAllAvailable()) == end  # every shard idle, nothing new: same offset
+
+
+def test_an_offset_written_before_stored_plans_still_restarts(store: PlanStore) -> None:
+    """A literal checkpoint of the previous version: inline plan, every drained ancestor listed."""
+    half = TOP // 2
+    kinesis = FakeKinesis()
+    kinesis.create_stream("orders", listing=[
+        model_listing(0, 0, TOP, ending="3", starting="1"),
+        model_listing(1, 0, half, (0,), ending="6", starting="4"),
+        model_listing(2, half + 1, TOP, (0,), starting="5"),
+        model_listing(3, 0, half, (1,), starting="7"),
+    ])
+    for sid, q in ((S(0), 2), (S(1), 5), (S(2), 8), (S(3), 7), (S(3), 9)):
+        kinesis.put_record("orders", "k", b"x", shard_id=sid, sequence_number=str(q))
+    old = (
+        '{"version": 1, "run": "5e0c0f4a9b1d4c7e8f2a3b4c5d6e7f80", "batch": 4, "shards": {'
+        '"shardId-000000000002": {"start": {"kind": "AFTER_SEQUENCE_NUMBER", "sequenceNumber": "8"}, "max": 0}, '
+        '"shardId-000000000003": {"start": {"kind": "TRIM_HORIZON"}, "max": 100000}}, '
+        '"drained": ["shardId-000000000000", "shardId-000000000001"], "finished": [], "cut": null, '
+        '"pending": [], "stream": null}'
+    )
+    reader = reader_on(kinesis, {4: {S(3): BatchEnd(Position.after_sequence("7"), 0, False, "caught_up")}}, store)
+    offset = json.loads(old)
+    assert reader.driver.plans.plan_of(offset).drained == {S(0), S(1)}
+    nxt = reader.driver.plans.plan_of(reader.latestOffset(offset, ReadAllAvailable()))
+    assert nxt.batch == 5 and nxt.read == [S(3)] and set(nxt.shards) == {S(2), S(3)}
+    assert not {c.shard_id for c in kinesis.calls_to("get_shard_iterator")} & {S(0), S(1)}  # never read again
