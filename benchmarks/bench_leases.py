@@ -317,7 +317,116 @@ def run_until_balanced(pool: list[LeaseCoordinator], table: LeaseTable, leases: 
     raise RuntimeError("no convergence in 200 cycles")
 
 
+# -- 5. capacity at scale (DynamoDB Local, simulated clock) ----------------------------------------
+
+CAPACITY_LEASES = int(os.environ.get("BENCH_CAPACITY_LEASES", "5000"))
+CAPACITY_WORKERS = int(os.environ.get("BENCH_CAPACITY_WORKERS", "10"))
+CAPACITY_WINDOW_S = float(os.environ.get("BENCH_CAPACITY_WINDOW_S", "120"))
+PARTITION_RCU, PARTITION_WCU = 3000.0, 1000.0  # one DynamoDB partition's limits per second
+
+
+@dataclass
+class Capacity:
+    label: str
+    rcu_s: float
+    wcu_s: float
+    requests_s: float
+    full_reads: int
+    cycles: int
+
+
+def bench_capacity(settings: AwsSettings, modes: list[tuple[str, float, float]]) -> list[Capacity]:
+    """Consumed capacity of N workers on L leases in steady state, at the default timing.
+
+    The clock is simulated (every worker cycles once per scan interval of
+    simulated time), so the figures are what the default timing consumes,
+    not what this 2-core machine can drive: at 5,000 leases one full read
+    costs this process seconds of botocore parsing. Each mode is
+    ``(label, lease refresh interval, simulated window)``.
+    """
+    dynamodb = DynamoDBClient(settings, measure_capacity=True)
+    rows = []
+    for label, refresh_s, window_s in modes:
+        table = fresh_table(dynamodb, "scale")
+        seed_parallel(table, CAPACITY_LEASES)
+        clock = SimClock()
+        timing = capacity_timing(refresh_s)
+        pool = [LeaseCoordinator(LeaseTable(dynamodb, table.table_name, "app", "scale"), f"w{k:02d}",
+                                 timing=timing, clock=clock) for k in range(CAPACITY_WORKERS)]
+        for coordinator in pool:
+            coordinator.register()
+        settle(pool, clock)
+        reads, writes = dynamodb.capacity.totals()
+        requests, started = dynamodb.request_total(), clock.now
+        cycles = full = 0
+        while clock.now - started < window_s:
+            for coordinator in pool:
+                full += int(coordinator.run_once().read_leases)
+                cycles += 1
+            clock.now += DEFAULT.scan_s
+        elapsed = clock.now - started
+        r, w = dynamodb.capacity.totals()
+        rows.append(Capacity(label, (r - reads) / elapsed, (w - writes) / elapsed,
+                             (dynamodb.request_total() - requests) / elapsed, full, cycles))
+        dynamodb.delete_table(table.table_name)
+    return rows
+
+
+def capacity_timing(refresh_s: float) -> LeaseTiming:
+    return LeaseTiming(lease_refresh_interval_s=refresh_s)
+
+
+def capacity_modes() -> list[tuple[str, float, float]]:
+    before_s = float(os.environ.get("BENCH_CAPACITY_BEFORE_S", "10"))
+    return [
+        ("every scan reads all leases (before)", 0.0, before_s),
+        (f"leases on announced change, every {DEFAULT.lease_refresh_interval_s:.0f} s", DEFAULT.lease_refresh_interval_s,
+         CAPACITY_WINDOW_S),
+    ]
+
+
+def print_capacity(rows: list[Capacity]) -> None:
+    budget_r, budget_w = PARTITION_RCU / 3, PARTITION_WCU / 3
+    print(f"   {'mode':<44} {'RCU/s':>8} {'/1000':>6} {'WCU/s':>6} {'/333':>6} {'req/s':>6} {'lease reads':>12}")
+    for row in rows:
+        print(f"   {row.label:<44} {row.rcu_s:>8.1f} {row.rcu_s / budget_r:>6.3f} {row.wcu_s:>6.1f} "
+              f"{row.wcu_s / budget_w:>6.3f} {row.requests_s:>6.1f} {row.full_reads:>5}/{row.cycles:<6}")
+    if len(rows) > 1 and rows[-1].rcu_s:
+        print(f"   -> {rows[0].rcu_s / rows[-1].rcu_s:.0f}x fewer RCU in steady state")
+    spare = budget_w - rows[-1].wcu_s
+    print(f"   checkpoints are the application's (1 WCU each, items < 1 KB): the write budget left, {spare:.0f} "
+          f"WCU/s, is one checkpoint per shard every {CAPACITY_LEASES / spare:.0f} s at {CAPACITY_LEASES} leases")
+
+
+def settle(pool: list[LeaseCoordinator], clock: SimClock, max_rounds: int = 20) -> None:
+    """Cycle every worker until a whole round moves nothing, then one round more (idle)."""
+    for _ in range(max_rounds):
+        moved = 0
+        for coordinator in pool:
+            report = coordinator.run_once()
+            moved += len(report.acquired) + len(report.released) + len(report.lost)
+        clock.now += DEFAULT.scan_s
+        if not moved:
+            return
+    raise RuntimeError(f"no steady state after {max_rounds} rounds")
+
+
+def seed_parallel(table: LeaseTable, count: int, threads: int = 4) -> None:
+    def work(k: int) -> None:
+        for i in range(k, count, threads):
+            table.create_lease(Lease(sid(i), Checkpoint.trim_horizon(), FULL))
+
+    pool = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+
+
 # -- main ----------------------------------------------------------------------------------------
+
+
+PARTS = set(os.environ.get("BENCH_PARTS", "1,2,3,4,5,6").split(","))
 
 
 def main() -> None:
@@ -331,32 +440,43 @@ def main() -> None:
         settings = AwsSettings.from_env(region="us-east-1", retry=RETRY)
         print(f"DynamoDB at {settings.effective_dynamodb_endpoint_url}\n")
 
-        print("1. lease operations (DynamoDB Local, sequential unless noted)")
-        print(f"   {'operation':<28} {'ops/s':>8} {'p50 ms':>8}")
-        for name, ops, p50 in bench_ops(settings):
-            print(f"   {name:<28} {ops:>8.0f} {p50:>8.2f}")
+        if "1" in PARTS:
+            print("1. lease operations (DynamoDB Local, sequential unless noted)")
+            print(f"   {'operation':<28} {'ops/s':>8} {'p50 ms':>8}")
+            for name, ops, p50 in bench_ops(settings):
+                print(f"   {name:<28} {ops:>8.0f} {p50:>8.2f}")
+        if "2" in PARTS:
+            print_steady(settings)
+        if "3" in PARTS:
+            print("\n3. progress of one micro-batch over 100 shards (write, read back, purge)")
+            for label, requests, seconds in bench_progress(settings):
+                print(f"   {label:<36} {requests:>4} requests  {seconds * 1000:7.0f} ms")
+        if "5" in PARTS:
+            print(f"\n5. consumed capacity, {CAPACITY_LEASES} leases / {CAPACITY_WORKERS} workers, steady state at the "
+                  "default timing (DynamoDB Local, ReturnConsumedCapacity=TOTAL, simulated clock)")
+            print_capacity(bench_capacity(settings, capacity_modes()))
+    if "4" in PARTS:
+        print("\n4. assignment convergence, 1,000 leases / 10 workers (moto, simulated clock, default timing)")
+        print(f"   {'scenario':<30} {'cycles':>6} {'time at scan':>12} {'lease moves':>12} {'wall s':>7}")
+        print(f"   (one cycle = every worker scans once = {DEFAULT.scan_s:.2f} s at the default timing)")
+        for scenario, cycles, simulated, moves, wall in bench_convergence():
+            print(f"   {scenario:<30} {cycles:>6} {simulated:>12.1f} {moves:>12} {wall:>7.1f}")
 
-        print(f"\n2. steady state, {SHARDS} shards / {WORKERS} workers, default timing, {WINDOW_S:.0f} s window")
-        ours, kcl = bench_steady(settings)
-        print(f"   {'model':<36} {'req/shard/min':>14} {'writes/shard/min':>17}")
-        for row in (ours, kcl):
-            total, writes = row.per_shard_minute(SHARDS)
-            print(f"   {row.label:<36} {total:>14.2f} {writes:>17.2f}")
-        print(f"   (KCL default renewal alone: {60 / KCL_RENEW_S:.0f} writes/shard/min)")
-        print("   formula, kinesis-src: W x (60/renew + 60/scan x pages) / S requests per shard per minute")
-        for shards, workers in ((16, 4), (100, 4), (1000, 10)):
-            ours_rate = workers * (60 / DEFAULT.renew_s + 60 / DEFAULT.scan_s * max(1, -(-shards // 3000))) / shards
-            print(f"     S={shards:<5} W={workers:<3} kinesis-src {ours_rate:6.2f}   KCL {18 + workers * 60 / KCL_LIST_S / shards:6.2f}")
 
-        print("\n3. progress of one micro-batch over 100 shards (write, read back, purge)")
-        for label, requests, seconds in bench_progress(settings):
-            print(f"   {label:<36} {requests:>4} requests  {seconds * 1000:7.0f} ms")
-
-    print("\n4. assignment convergence, 1,000 leases / 10 workers (moto, simulated clock, default timing)")
-    print(f"   {'scenario':<30} {'cycles':>6} {'time at scan':>12} {'lease moves':>12} {'wall s':>7}")
-    print(f"   (one cycle = every worker scans once = {DEFAULT.scan_s:.2f} s at the default timing)")
-    for scenario, cycles, simulated, moves, wall in bench_convergence():
-        print(f"   {scenario:<30} {cycles:>6} {simulated:>12.1f} {moves:>12} {wall:>7.1f}")
+def print_steady(settings: AwsSettings) -> None:
+    print(f"\n2. steady state, {SHARDS} shards / {WORKERS} workers, default timing, {WINDOW_S:.0f} s window")
+    ours, kcl = bench_steady(settings)
+    print(f"   {'model':<36} {'req/shard/min':>14} {'writes/shard/min':>17}")
+    for row in (ours, kcl):
+        total, writes = row.per_shard_minute(SHARDS)
+        print(f"   {row.label:<36} {total:>14.2f} {writes:>17.2f}")
+    print(f"   (KCL default renewal alone: {60 / KCL_RENEW_S:.0f} writes/shard/min)")
+    print("   formula, kinesis-src: W x (60/renew + 60/scan + 60/refresh x pages) / S requests per shard per minute")
+    for shards, workers in ((16, 4), (100, 4), (1000, 10)):
+        pages = max(1, -(-shards // 3000))
+        per_worker = 60 / DEFAULT.renew_s + 60 / DEFAULT.scan_s + 60 / DEFAULT.lease_refresh_interval_s * pages
+        kcl_rate = 18 + workers * 60 / KCL_LIST_S / shards
+        print(f"     S={shards:<5} W={workers:<3} kinesis-src {workers * per_worker / shards:6.2f}   KCL {kcl_rate:6.2f}")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,51 @@ class WriteResult:
     item: Item | None = None
 
 
+_READS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
+_CAPACITY_OPERATIONS = _READS | {
+    "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"
+}
+
+
+class CapacityMeter:
+    """Read and write capacity units DynamoDB reports it consumed (``ReturnConsumedCapacity=TOTAL``).
+
+    Off unless the client was built with ``measure_capacity=True``: the
+    benchmarks compare the lease table's load with a partition's limits
+    (3,000 RCU and 1,000 WCU per second), which request counts cannot show
+    because a Query costs by the size it reads. Thread-safe; ``reads`` and
+    ``writes`` are running totals.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reads = 0.0
+        self.writes = 0.0
+        self.by_operation: Counter[str] = Counter()
+
+    def note(self, event_name: str = "", parsed: Mapping[str, Any] | None = None, **_: Any) -> None:
+        operation = event_name.rsplit(".", 1)[-1]
+        consumed = (parsed or {}).get("ConsumedCapacity")
+        entries = consumed if isinstance(consumed, list) else [consumed] if consumed else []
+        units = sum(float(entry.get("CapacityUnits") or 0.0) for entry in entries)
+        with self._lock:
+            if operation in _READS:
+                self.reads += units
+            else:
+                self.writes += units
+            self.by_operation[operation] += units
+
+    def totals(self) -> tuple[float, float]:
+        """(read units, write units) consumed so far."""
+        with self._lock:
+            return self.reads, self.writes
+
+
+def _ask_for_capacity(params: dict[str, Any], model: Any = None, **_: Any) -> None:
+    if model is not None and model.name in _CAPACITY_OPERATIONS:
+        params.setdefault("ReturnConsumedCapacity", "TOTAL")
+
+
 @dataclass(frozen=True)
 class TransactOutcome:
     """Outcome of TransactWriteItems: committed, or one reason code per action."""
@@ -114,7 +159,13 @@ class DynamoDBClient:
     operation (retries included) for the benchmarks and the cost notes.
     """
 
-    def __init__(self, settings: AwsSettings, session: botocore.session.Session | None = None) -> None:
+    def __init__(
+        self,
+        settings: AwsSettings,
+        session: botocore.session.Session | None = None,
+        *,
+        measure_capacity: bool = False,
+    ) -> None:
         self.settings = settings
         url = settings.effective_dynamodb_endpoint_url
         self.endpoint = url or f"DynamoDB in {settings.region}"
@@ -126,6 +177,10 @@ class DynamoDBClient:
         self._server_time: tuple[float, float] | None = None  # (Date header, since_boot() on arrival)
         self._client.meta.events.register("before-call.dynamodb", self._count)
         self._client.meta.events.register("after-call.dynamodb", self._note_server_time)
+        self.capacity = CapacityMeter()
+        if measure_capacity:
+            self._client.meta.events.register("provide-client-params.dynamodb", _ask_for_capacity)
+            self._client.meta.events.register("after-call.dynamodb", self.capacity.note)
 
     def _count(self, event_name: str = "", **_: Any) -> None:
         with self._count_lock:

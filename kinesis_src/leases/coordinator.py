@@ -26,6 +26,18 @@ ownership changes or a checkpoint is written.
   take still conditional on the lease's owner and counter), and the dead
   worker learns it at its next heartbeat (the conditional heartbeat fails),
   drops every lease and registers again.
+* **Reading the table** (:mod:`.view`): every cycle reads the heartbeats
+  (one small Query); the lease items only when some worker announced an
+  ownership change in its heartbeat (``leaseChanges``, bumped by a heartbeat
+  sent right after the change), when a worker appeared or went away, and at
+  least every ``lease_refresh_interval_s``. Nothing above depends on that
+  view being current: takes, steals, releases and deletes are conditional on
+  the owner and counter read, so acting on a stale view only costs a failed
+  conditional write. What the view does bound is how soon a victim notices a
+  steal (``view_is_fresh``): the thief announces it, so the victim sees it at
+  its next cycle, unless the thief died between its steal and its
+  announcement; then the victim learns at its next checkpoint (rejected),
+  when the thief's heartbeat is declared dead, or at the periodic re-read.
 * **Self-doubt**: a worker knows when it sent its last acknowledged heartbeat
   (local clock). No one can declare it dead before ``failover_s`` has passed
   since then, so ``held()`` reports leases only inside that window; a worker
@@ -79,6 +91,7 @@ from .model import (
 )
 from .table import LeaseTable
 from .timing import LeaseTiming
+from .view import ViewReader
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +109,8 @@ class CycleReport:
     lost: list[str] = field(default_factory=list)
     synced: object | None = None
     held: tuple[str, ...] = ()
+    read_leases: bool = False  # the lease items were read, not served from the cache (see .view)
+    announced: bool = False  # a heartbeat announced this worker's ownership changes
 
 
 # -- the coordinator ----------------------------------------------------------------
@@ -141,6 +156,8 @@ class LeaseCoordinator:
         self._next_sync = float("-inf")
         self._judge = ExpiryJudge(timing.failover_s, clock)
         self._steal_wanted_since: float | None = None
+        self._views = ViewReader(table, timing.lease_refresh_interval_s, clock)
+        self._changed = False  # this worker changed lease ownership since its last announcement
         self._last_scan = float("-inf")
         self._scanned_at = float("-inf")  # send time of the last scan that answered
         self._stop = threading.Event()
@@ -257,6 +274,7 @@ class LeaseCoordinator:
             raise
         with self._lock:
             self._held.pop(shard_id, None)
+        self._note_change()
         log.info(
             "worker %s: shard %s reached SHARD_END; children %s (created %s)",
             self.worker_id, shard_id, ", ".join(result.lease.child_shard_ids) or "none",
@@ -303,15 +321,20 @@ class LeaseCoordinator:
         if self._me is None:
             self.register()
         report.heartbeat = self._heartbeat_if_due(report)
-        view = self.table.scan()
+        view, report.read_leases = self._views.read()
         self._scanned_at = self._last_scan
         live = self._judge_workers(view, report)
         self._reconcile(view, report)
         if self._sync_due(live):
+            view, report.read_leases = self._views.read(force=True)  # sync reads leases before listing
             report.synced = self._sync(view.leases.values())
-            view = self.table.scan()
+            if getattr(report.synced, "changed", True):
+                self._note_change()
+                view, _ = self._views.read(force=True)
             self._reconcile(view, report)
         self._balance(view, live, report)
+        if self._changed:
+            report.announced = self._heartbeat(report) is HeartbeatStatus.RENEWED
         report.live_workers = tuple(sorted(live))
         report.held = tuple(sorted(self._snapshot(), key=shard_sort_key))
         self.cycles += 1
@@ -345,10 +368,22 @@ class LeaseCoordinator:
         return min(self._next_heartbeat, self._last_scan + self.timing.scan_s, self._judge.next_expiry())
 
     def _heartbeat_if_due(self, report: CycleReport) -> HeartbeatStatus | None:
+        """Renew when due, or sooner to announce a change made by a consumer thread (SHARD_END, release)."""
+        if self._me is None or (self.clock() < self._next_heartbeat - 0.01 and not self._changed):
+            return None  # Event.wait may wake a hair early
+        return self._heartbeat(report)
+
+    def _heartbeat(self, report: CycleReport) -> HeartbeatStatus:
+        """Renew, announcing (``leaseChanges`` + 1) any ownership change since the last announcement."""
         now = self.clock()
-        if now < self._next_heartbeat - 0.01 or self._me is None:  # Event.wait may wake a hair early
-            return None
-        status, self._me = self.table.heartbeat(self._me)
+        with self._lock:
+            changed, self._changed = self._changed, False
+        try:
+            status, self._me = self.table.heartbeat(self._me, changed=changed)  # type: ignore[arg-type]
+        except BaseException:
+            if changed:
+                self._note_change()
+            raise
         if status is HeartbeatStatus.RENEWED:
             self._renewed_at, self._next_heartbeat = now, now + self.timing.renew_s
             log.debug("worker %s heartbeat %d", self.worker_id, self._me.heartbeat)
@@ -440,6 +475,7 @@ class LeaseCoordinator:
             return False
         with self._lock:
             self._held[lease.shard_id] = taken
+        self._note_change()
         log.info("worker %s took lease on %s (%s) at checkpoint %s", self.worker_id, lease.shard_id, how, taken.checkpoint)
         report.acquired.append(lease.shard_id)
         self.listener.on_acquired(taken)
@@ -459,8 +495,17 @@ class LeaseCoordinator:
         except KinesisSourceError as exc:
             log.warning("worker %s: release of %s failed (%s); it will expire", self.worker_id, lease.shard_id, exc)
             return False
+        if released is not None:
+            self._note_change()
         log.info("worker %s released lease on %s (%s)", self.worker_id, lease.shard_id, why)
         return released is not None
+
+    def _note_change(self) -> None:
+        """This worker changed lease ownership: announce it with the next heartbeat (sent this cycle),
+        and read the leases again next cycle whether that announcement lands or not."""
+        with self._lock:
+            self._changed = True
+        self._views.invalidate()
 
     def _drop(self, lease: Lease, reason: str, report: CycleReport | None = None) -> None:
         with self._lock:

@@ -195,12 +195,15 @@ class WorkerHeartbeat:
 
     ``session`` is random per process, so a restarted process with the same
     worker id, or two processes wrongly sharing one, are told apart.
+    ``changes`` counts the heartbeats that announced a change of lease
+    ownership by this worker (see :mod:`.view`); 0 in items of older versions.
     """
 
     worker_id: str
     session: str
     heartbeat: int
     last_updated_ms: int = 0
+    changes: int = 0
 
 
 class HeartbeatStatus(str, enum.Enum):

@@ -65,6 +65,7 @@ LAST_UPDATED = "lastUpdated"
 WORKER_ID = "workerId"
 SESSION = "session"
 HEARTBEAT = "heartbeat"
+LEASE_CHANGES = "leaseChanges"  # heartbeats that announced an ownership change (optional: older items lack it)
 
 CLAIM_RANGE_KEY = "query"
 IDENTITY_RANGE_KEY = "identity"
@@ -205,12 +206,16 @@ class LeaseCodec:
     def heartbeat_value(self, item: Item) -> int:
         return self.number(item, HEARTBEAT)
 
+    def changes_value(self, item: Item) -> int:
+        return self.number(item, LEASE_CHANGES) if LEASE_CHANGES in item else 0
+
     def _heartbeat(self, item: Item, worker_id: str) -> WorkerHeartbeat:
         return WorkerHeartbeat(
             worker_id=worker_id,
             session=self.string(item, SESSION),
             heartbeat=self.number(item, HEARTBEAT),
             last_updated_ms=self.number(item, LAST_UPDATED),
+            changes=self.number(item, LEASE_CHANGES) if LEASE_CHANGES in item else 0,
         )
 
     def _checkpoint(self, item: Item) -> Checkpoint:

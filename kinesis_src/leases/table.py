@@ -46,6 +46,7 @@ from .serializer import (
     HEARTBEAT,
     HEARTBEAT_TTL_S,
     LAST_UPDATED,
+    LEASE_CHANGES,
     LEASE_COUNTER,
     LEASE_OWNER,
     LEASE_PREFIX,
@@ -140,6 +141,12 @@ class LeaseTable:
             else:
                 raise self.codec.corrupt(item, RANGE_KEY, "a sort key starting with shard# or worker#", f"is {sk!r}")
         return TableView(leases, workers)
+
+    def list_workers(self) -> dict[str, WorkerHeartbeat]:
+        """The heartbeat items alone: one consistent Query over the ``worker#`` sort keys (~1 RCU)."""
+        items = self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, WORKER_PREFIX)
+        workers = (self.codec.worker(item) for item in items)
+        return {worker.worker_id: worker for worker in workers}
 
     def list_leases(self) -> list[Lease]:
         items = self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, LEASE_PREFIX)
@@ -370,8 +377,9 @@ class LeaseTable:
         """Write this process's heartbeat item (a new session); a previous process with the id loses."""
         return self._register(self._worker_key(worker_id), validate_worker_id(worker_id))
 
-    def heartbeat(self, worker: WorkerHeartbeat) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
-        return self._beat(self._worker_key(worker.worker_id), worker)
+    def heartbeat(self, worker: WorkerHeartbeat, changed: bool = False) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        """Renew; with ``changed``, also announce that this worker changed lease ownership (:mod:`.view`)."""
+        return self._beat(self._worker_key(worker.worker_id), worker, changed)
 
     def declare_worker_dead(self, worker: WorkerHeartbeat) -> bool:
         """Delete a heartbeat observed unchanged for the failover time, if still unchanged."""
@@ -403,7 +411,7 @@ class LeaseTable:
         self.dynamodb.put_item(self.table_name, self.codec.heartbeat_item(key, worker, self._ttl_s()))
         return worker
 
-    def _beat(self, key: Item, worker: WorkerHeartbeat) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+    def _beat(self, key: Item, worker: WorkerHeartbeat, changed: bool = False) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
         """Add one to the stored heartbeat, conditional on our session only.
 
         Every write changes the value the others watch, a retry of a write
@@ -412,17 +420,20 @@ class LeaseTable:
         value is read from the answer (ALL_NEW), so ours equals the stored one.
         """
         now = self.now_ms()
+        names = {"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION}
+        if changed:
+            names["#changes"] = LEASE_CHANGES
         result = self.dynamodb.update_item(
             self.table_name,
             key,
-            "SET #updated = :now, #ttl = :ttl ADD #hb :one",
+            "SET #updated = :now, #ttl = :ttl ADD #hb :one" + (", #changes :one" if changed else ""),
             "#session = :session",
-            names={"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION},
+            names=names,
             values={":one": _n(1), ":now": _n(now), ":ttl": _n(self._ttl_s()), ":session": _s(worker.session)},
         )
         if result.ok and result.item:
-            beat = self.codec.heartbeat_value(result.item)
-            return HeartbeatStatus.RENEWED, replace(worker, heartbeat=beat, last_updated_ms=now)
+            beat, changes = self.codec.heartbeat_value(result.item), self.codec.changes_value(result.item)
+            return HeartbeatStatus.RENEWED, replace(worker, heartbeat=beat, last_updated_ms=now, changes=changes)
         if result.item is not None and self.codec.session(result.item) != worker.session:
             return HeartbeatStatus.REPLACED, worker
         return HeartbeatStatus.DECLARED_DEAD, worker

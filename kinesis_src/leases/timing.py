@@ -21,6 +21,9 @@ class LeaseTiming:
     leases move within failover + 2 scans (= failover + one renewal at the
     default) of its last heartbeat, plus the takes themselves.
     ``sync_interval_s``: shard discovery by the leader (lowest live worker id).
+    ``lease_refresh_interval_s``: a scan reads the heartbeats every time but
+    the lease items only when a worker announced an ownership change, and at
+    least this often (0: every scan); see :mod:`.view`.
     """
 
     failover_s: float = 10.0
@@ -29,6 +32,7 @@ class LeaseTiming:
     sync_interval_s: float = 60.0
     max_steals_per_cycle: int = 1
     safety_margin_s: float | None = None
+    lease_refresh_interval_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.failover_s <= 0:
@@ -40,6 +44,8 @@ class LeaseTiming:
             )
         if not 0 < self.scan_s <= self.renew_s:
             raise ConfigurationError(f"scan_interval_s must be in (0, renew_interval_s], got {self.scan_s}")
+        if self.lease_refresh_interval_s < 0:
+            raise ConfigurationError(f"lease_refresh_interval_s must be >= 0, got {self.lease_refresh_interval_s}")
         if self.max_steals_per_cycle < 0 or self.sync_interval_s <= 0:
             raise ConfigurationError("max_steals_per_cycle must be >= 0 and sync_interval_s > 0")
 

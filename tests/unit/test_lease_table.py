@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timezone
 
@@ -486,3 +487,51 @@ def test_heartbeat_ttl_follows_server_time_not_a_wrong_wall_clock(table: LeaseTa
     renewed = int(plain.get_item(TableName=TABLE, Key=key, ConsistentRead=True)["Item"]["ttl"]["N"])
     for ttl in (registered, renewed):
         assert ttl >= server_now + 23 * 3600  # a day ahead of the server, not in its past
+
+
+def test_a_heartbeat_announces_ownership_changes_and_list_workers_reads_only_heartbeats(table: LeaseTable) -> None:
+    table.create_lease(lease())
+    me = table.register_worker("w1")
+    status, me = table.heartbeat(me)
+    assert status is HeartbeatStatus.RENEWED and me.changes == 0 and me.heartbeat == 1
+    status, me = table.heartbeat(me, changed=True)
+    assert (me.heartbeat, me.changes) == (2, 1)
+    assert table.list_workers() == {"w1": me} == dict(table.scan().workers)
+    before = table.dynamodb.requests["Query"]
+    table.list_workers()
+    assert table.dynamodb.requests["Query"] == before + 1
+
+
+def test_the_lease_partition_holds_only_what_the_previous_version_reads(table: LeaseTable) -> None:
+    """The previous version's scan accepts shard# and worker# sort keys only, and reads named
+    attributes: a heartbeat's leaseChanges is one it ignores, and no new item type was added."""
+    table.create_lease(lease())
+    me = table.register_worker("w1")
+    table.heartbeat(me, changed=True)
+    taken = table.take_lease(table.get_lease("shardId-000000000000"), "w1")
+    table.checkpoint(taken, Checkpoint.sequence("1"))
+    items = table.dynamodb.query(TABLE, "pk", table.partition)
+    assert sorted(i["sk"]["S"] for i in items) == ["shard#shardId-000000000000", "worker#w1"]
+    worker = next(i for i in items if i["sk"]["S"] == "worker#w1")
+    assert set(worker) == {"pk", "sk", "workerId", "session", "heartbeat", "lastUpdated", "ttl", "leaseChanges"}
+
+
+def test_consumed_capacity_is_asked_for_and_summed_only_when_measured(dummy_credentials: None) -> None:
+    with mock_aws():
+        for measured in (False, True):
+            client = DynamoDBClient(AwsSettings(region="us-east-1", retry=FAST), measure_capacity=measured)
+            leases = LeaseTable(client, TABLE, "app", f"orders{int(measured)}")
+            leases.ensure_table()
+            sent: list[str | None] = []
+            client._client.meta.events.register(
+                "before-call.dynamodb",
+                lambda params, sent=sent, **_: sent.append(json.loads(params["body"]).get("ReturnConsumedCapacity")),
+            )
+            leases.create_lease(lease())
+            leases.scan()
+            assert sent == (["TOTAL", "TOTAL"] if measured else [None, None])
+    meter = client.capacity
+    meter.note("after-call.dynamodb.TransactWriteItems", {"ConsumedCapacity": [{"CapacityUnits": 4.0}, {"CapacityUnits": 2.0}]})
+    meter.note("after-call.dynamodb.Query", {"ConsumedCapacity": {"CapacityUnits": 0.5}})
+    meter.note("after-call.dynamodb.DescribeTable", {})
+    assert meter.by_operation["TransactWriteItems"] == 6.0 and meter.by_operation["Query"] >= 0.5

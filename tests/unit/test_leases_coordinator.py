@@ -77,8 +77,8 @@ def seed(dynamodb: DynamoDBClient, count: int, parents: dict[int, tuple[int, ...
 
 
 def worker(dynamodb: DynamoDBClient, name: str, clock: Clock, **kwargs) -> LeaseCoordinator:
-    coordinator = LeaseCoordinator(table_for(dynamodb, kwargs.pop("now_ms", None)), name, timing=TIMING,
-                                   clock=clock, **kwargs)
+    kwargs.setdefault("timing", TIMING)
+    coordinator = LeaseCoordinator(table_for(dynamodb, kwargs.pop("now_ms", None)), name, clock=clock, **kwargs)
     coordinator.register()
     return coordinator
 
@@ -285,11 +285,112 @@ def test_the_view_is_fresh_only_within_the_steal_patience_after_a_scan_that_answ
     assert a.view_is_fresh()
     clock.advance(0.2)  # 1.6 s > 1.5 renewals of 1 s
     assert not a.view_is_fresh()
-    failing = a.table.scan
-    a.table.scan = lambda: (_ for _ in ()).throw(ThrottledError("throttled"))  # type: ignore[method-assign]
+    failing = a.table.list_workers
+    a.table.list_workers = lambda: (_ for _ in ()).throw(ThrottledError("throttled"))  # type: ignore[method-assign]
     with pytest.raises(ThrottledError):
         a.run_once()
     assert not a.view_is_fresh()  # a scan that failed does not count
-    a.table.scan = failing  # type: ignore[method-assign]
+    a.table.list_workers = failing  # type: ignore[method-assign]
     a.run_once()
     assert a.view_is_fresh()
+
+
+# -- reading the table: heartbeats every cycle, leases when a change was announced ------------------
+
+
+def queries(dynamodb: DynamoDBClient, run) -> int:
+    before = dynamodb.requests["Query"]
+    run()
+    return dynamodb.requests["Query"] - before
+
+
+def test_an_idle_cycle_reads_the_heartbeats_only(dynamodb: DynamoDBClient) -> None:
+    seed(dynamodb, 6)
+    clock = Clock()
+    a, b = worker(dynamodb, "a", clock), worker(dynamodb, "b", clock)
+    cycle([a, b], clock, rounds=3)
+    assert sorted(len(w.held()) for w in (a, b)) == [3, 3]
+    report = a.run_once()
+    assert not report.read_leases and not report.announced
+    assert queries(dynamodb, a.run_once) == 1  # the worker# items only
+
+
+def test_an_announced_steal_is_seen_by_the_victim_at_its_next_cycle(dynamodb: DynamoDBClient) -> None:
+    """The thief's heartbeat announces the steal (leaseChanges + 1): the victim reads the leases at
+    once, long before the periodic re-read, and drops the stolen lease."""
+    seed(dynamodb, 4)
+    clock = Clock()
+    a = worker(dynamodb, "a", clock, timing=LeaseTiming(failover_s=3.0, renew_interval_s=1.0,
+                                                         lease_refresh_interval_s=1000.0))
+    assert a.run_once().announced  # its own takes
+    assert a.run_once().read_leases and not a.run_once().read_leases
+    b = worker(dynamodb, "b", clock)
+    for _ in range(3):  # "a" does not cycle, so it cannot shed: "b" steals after its patience
+        report = b.run_once()
+        clock.advance(1.0)
+    assert len(report.stolen) == 1 and report.announced
+    seen = a.run_once()
+    assert seen.read_leases and seen.lost == report.stolen
+
+
+def test_an_unannounced_change_is_seen_at_the_periodic_re_read(dynamodb: DynamoDBClient) -> None:
+    """A worker of an older version never announces: its steal is seen within lease_refresh_interval_s.
+    Until then the victim's view is old, and the fence still holds: its checkpoint is rejected."""
+    seed(dynamodb, 3)
+    clock = Clock()
+    table = table_for(dynamodb)
+    old = table.register_worker("old-version")
+    table.take_lease(table.get_lease(sid(2)), "old-version")
+    a = worker(dynamodb, "a", clock, timing=LeaseTiming(failover_s=3.0, renew_interval_s=1.0,
+                                                         lease_refresh_interval_s=2.0))
+    cycle([a], clock, rounds=2, step=0.5)
+    assert sorted(a.held()) == [sid(0), sid(1)] and not a.run_once().read_leases
+    assert table.take_lease(table.get_lease(sid(1)), "old-version") is not None  # a steal, not announced
+    old = table.heartbeat(old)[1]
+    clock.advance(0.5)
+    assert not a.run_once().read_leases and sid(1) in a.held()  # not seen yet
+    with pytest.raises(LeaseLostError):  # but fenced: no write on the old view
+        a.table.checkpoint(a.lease(sid(1)), Checkpoint.sequence("1"))
+    clock.advance(1.5)
+    table.heartbeat(old)
+    report = a.run_once()
+    assert report.read_leases and report.lost == [sid(1)] and sorted(a.held()) == [sid(0)]
+
+
+def test_a_zero_refresh_interval_reads_the_leases_every_cycle(dynamodb: DynamoDBClient) -> None:
+    seed(dynamodb, 2)
+    clock = Clock()
+    a = worker(dynamodb, "a", clock, timing=LeaseTiming(failover_s=3.0, renew_interval_s=1.0,
+                                                         lease_refresh_interval_s=0.0))
+    cycle([a], clock, rounds=2)
+    assert all(a.run_once().read_leases for _ in range(3))
+
+
+def test_a_heartbeat_item_of_an_older_version_counts_as_a_live_worker(dynamodb: DynamoDBClient) -> None:
+    """Items written before leaseChanges existed: a worker of the previous version shares the leases."""
+    seed(dynamodb, 4)
+    clock = Clock()
+    old = table_for(dynamodb).register_worker("old")
+    item = boto3.client("dynamodb", region_name="us-east-1").get_item(
+        TableName="leases-unit", Key=table_for(dynamodb)._worker_key("old"))["Item"]
+    assert "leaseChanges" not in item
+    a = worker(dynamodb, "a", clock)
+    a.run_once()
+    assert len(a.held()) == 2 and table_for(dynamodb).list_workers()["old"] == old
+
+
+def test_child_leases_created_by_another_worker_are_seen_at_its_announcement(dynamodb: DynamoDBClient) -> None:
+    """Both workers read only heartbeats when idle; b ends its shard (a consumer thread's SHARD_END),
+    announces it at its next cycle (taking both children: 3 leases, it had none), and a reads the
+    leases at its next cycle instead of at the periodic re-read."""
+    seed(dynamodb, 2)
+    clock = Clock()
+    slow = LeaseTiming(failover_s=3.0, renew_interval_s=1.0, lease_refresh_interval_s=1000.0)
+    a, b = worker(dynamodb, "a", clock, timing=slow), worker(dynamodb, "b", clock, timing=slow)
+    cycle([a, b], clock, rounds=3)
+    assert not any(w.run_once().read_leases for w in (a, b))
+    ended = next(iter(b.held()))
+    b.shard_ended(ended, [ChildShard(sid(10), (ended,), 0, 2**127 - 1), ChildShard(sid(11), (ended,), 2**127, MAX_HASH_KEY)])
+    assert b.run_once().announced
+    assert a.run_once().read_leases
+    assert sorted(len(w.held()) for w in (a, b)) == [1, 2]
