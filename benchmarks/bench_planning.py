@@ -1,25 +1,29 @@
-"""Driver planning time per micro-batch: 1,000 open shards with 5,000 closed ancestors.
+"""Driver planning at scale (#12 target 4): probe rounds, offset size, per-batch planning work.
 
-Run: .venv/bin/python benchmarks/bench_planning.py [--open 1000] [--ancestors 5000] [--repeat 5]
+Run: .venv/bin/python benchmarks/bench_planning.py [--probe-shards 1000] [--latency-ms 20] [--no-before]
+                                                   [--open 1000] [--ancestors 5000] [--repeat 5]
 
-Builds a stream history by repeatedly splitting (then merging back) shards
-until the lineage holds the requested closed ancestors and open shards,
-records one batch's progress for every open shard in the lease table
-(moto, in-process), and times the driver's per-batch work:
-
-- progress read-back: one consistent Query for the batch (paged),
-- planning: advance the frontier, admit ready shards, build the next plan,
-- the offset's JSON text (what Spark writes to its offset log),
-- partitions: lineage ranking and grouping into tasks.
+1. latestOffset as Spark calls it under a 0 s trigger, with ``--probe-shards``
+   idle shards (one record each, every shard read to its tip by batch 1) on
+   the replay endpoint (benchmarks/replay_endpoint.py, its own process,
+   ``--latency-ms`` per call). Side by side: the prober one shard after
+   another (what the driver did before; ``--no-before`` skips it, ~75 s at
+   1,000 shards) and the concurrent prober (kinesis_src/spark/probes.py).
+   The first trigger is a restart (the driver never planned this run): it
+   lists the stream and checks every position for a partial trim (2 calls
+   per shard) before probing. Printed: the first trigger, the steady
+   triggers (median, max, shards probed), the time until every shard was
+   probed once more (round), CPU per probe, and GetRecords per shard per
+   second counted by the server over the steady window.
+2. One batch's planning on a lineage of ``--open`` open shards and
+   ``--ancestors`` closed ones (repeated one-child splits), progress and
+   plans in DynamoDB on moto (in-process): progress read-back, planning,
+   the offset inline (before) and stored by digest (after), reading a stored
+   plan back as a restart does, and partitions() ranking the lineage every
+   batch (before) or keeping the ranks (after). Median of ``--repeat``.
 
 The Kinesis listing itself is not timed (it is incremental and paged by the
-service, not by us); the lineage update cost per page is in bench_lineage.py.
-
-Measured here (2 cores, Python 3.11, moto in-process), median of 3:
-progress Query 644 ms (moto's Query is slow; it is one paged request
-against DynamoDB), plan 9.7 ms, offset JSON 3.6 ms, partitions 7.1 ms.
-The offset is 223 KiB because it lists all 5,000 drained ancestors that are
-still within retention -- the first thing to shrink if offsets get large.
+service); the lineage update cost per page is in bench_lineage.py.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import argparse
 import json
 import math
 import os
+import random
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -36,9 +41,9 @@ from kinesis_src.positions import Position
 from kinesis_src.spark.offsets import Plan, ShardPlan
 from kinesis_src.spark.planner import (
     BatchEnd,
+    LineageRanks,
     admit_ready,
     advance,
-    lineage_rank,
     next_plan,
 )
 from lineage import ShardGraph
@@ -217,41 +222,68 @@ def main() -> None:
         runs = bench_probes(opts.probe_shards, opts.latency_ms, not opts.no_before)
         print_probes(runs, opts.probe_shards, opts.latency_ms)
 
+    bench_batches(opts.open, opts.ancestors, opts.repeat)
+
+
+def sequence_numbers(count: int) -> list[str]:
+    """Kinesis-sized sequence numbers (56 digits): the positions are most of a plan's bytes."""
+    rng = random.Random(7)
+    return [str(rng.randrange(10**55, 10**56)) for _ in range(count)]
+
+
+def bench_batches(open_target: int, ancestors: int, repeat: int) -> None:
+    """1. The driver's per-batch work on a long lineage, before/after, progress and plans on moto."""
+    from types import SimpleNamespace
+
     from moto import mock_aws
 
     from kinesis_src.aws.dynamodb import DynamoDBClient
     from kinesis_src.config import AwsSettings
     from kinesis_src.leases.progress import ProgressStore, ShardProgress
     from kinesis_src.leases.table import LeaseTable
+    from kinesis_src.spark.options import parse_options
+    from kinesis_src.spark.plan_store import PlanBook, PlanStore
+    from kinesis_src.spark.stream import KinesisStreamReader
 
     t0 = time.perf_counter()
     graph = ShardGraph()
-    graph.update(history(opts.open, opts.ancestors))
+    graph.update(history(open_target, ancestors))
     graph.validate()
     build_s = time.perf_counter() - t0
     open_ids = graph.open_shards()
     closed = len(graph) - len(open_ids)
-    print(f"lineage: {len(open_ids)} open shards, {closed} closed ancestors (graph built in {build_s:.2f}s)")
-
+    print(f"\n1. one batch's planning: {len(open_ids):,} open shards, {closed:,} closed ancestors "
+          f"(graph built in {build_s:.2f} s), 56-digit sequence numbers, DynamoDB on moto")
+    starts, ends_at = sequence_numbers(len(open_ids)), sequence_numbers(len(open_ids))
     drained = frozenset(s for s in graph.shard_ids() if not graph.is_open(s))
     plan = Plan(
         run="bench",
         batch=7,
-        shards={s: ShardPlan(Position.after_sequence("100"), 1000) for s in open_ids},
+        shards={s: ShardPlan(Position.after_sequence(q), 1000) for s, q in zip(open_ids, starts)},
         drained=drained,
     )
+    opts = parse_options({"streamName": "orders", "region": "us-east-1"}, batch=False, environ={})
     with mock_aws():
         table = LeaseTable(DynamoDBClient(AwsSettings(region="us-east-1")), "bench-planning", "app", "orders")
         table.ensure_table()
         store = ProgressStore.of(table)
+        plans = PlanStore.of(table)
         progresses = [
-            ShardProgress(s, Position.after_sequence("200"), records=100, stop_reason="caught_up") for s in open_ids
+            ShardProgress(s, Position.after_sequence(q), records=100, stop_reason="caught_up")
+            for s, q in zip(open_ids, ends_at)
         ]
         for i in range(0, len(progresses), 100):
             store.record_many("bench", 7, progresses[i : i + 100])
-
-        timings: dict[str, list[float]] = {k: [] for k in ("progress Query", "plan", "offset JSON", "partitions")}
-        for _ in range(opts.repeat):
+        driver = SimpleNamespace(
+            discovery=SimpleNamespace(graph=graph), ranks=LineageRanks(), fan_out=None, identity=None,
+            plans=PlanBook(plans),
+        )
+        reader = KinesisStreamReader(opts)
+        reader._driver = driver  # type: ignore[assignment]
+        steps = ("progress Query", "plan", "offset inline (before)", "offset stored (after)",
+                 "plan read back (restart)", "partitions (before)", "partitions (after)")
+        timings: dict[str, list[float]] = {k: [] for k in steps}
+        for _ in range(repeat):
             t = time.perf_counter()
             recorded = store.read_batch("bench", 7)
             timings["progress Query"].append(time.perf_counter() - t)
@@ -263,24 +295,39 @@ def main() -> None:
             timings["plan"].append(time.perf_counter() - t)
 
             t = time.perf_counter()
-            text = json.dumps(nxt.to_offset())
-            timings["offset JSON"].append(time.perf_counter() - t)
+            inline = json.dumps(nxt.to_offset())
+            timings["offset inline (before)"].append(time.perf_counter() - t)
+
+            driver.plans = PlanBook(plans)  # nothing cached: every round stores the plan
+            t = time.perf_counter()
+            reference = json.dumps(driver.plans.offset_of(nxt))
+            timings["offset stored (after)"].append(time.perf_counter() - t)
 
             t = time.perf_counter()
-            rank = lineage_rank(graph)
-            ordered = sorted(nxt.read, key=lambda s: (rank[s], s))
-            groups = [ordered[i : i + 4] for i in range(0, len(ordered), 4)]
-            timings["partitions"].append(time.perf_counter() - t)
-    assert len(groups) == opts.open // 4 + (1 if opts.open % 4 else 0)
+            assert PlanBook(plans).plan_of(json.loads(reference)) == nxt
+            timings["plan read back (restart)"].append(time.perf_counter() - t)
 
-    print(f"offset size: {len(text) / 1024:.0f} KiB (drained ancestors listed: {len(nxt.drained)})")
-    print(f"{'step':<18}{'median ms':>11}")
-    total = 0.0
+            previous = plan.to_offset()
+            driver.ranks = LineageRanks()  # before: the lineage ranked again for every batch
+            t = time.perf_counter()
+            parts = reader.partitions(previous, json.loads(reference))
+            timings["partitions (before)"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            parts = reader.partitions(previous, json.loads(reference))  # after: ranks kept from the last batch
+            timings["partitions (after)"].append(time.perf_counter() - t)
+        stored = plans.dynamodb.query(plans.table_name, "pk", plans.partition("bench", 8))
+    assert len(parts) == len(open_ids)
+
+    body = sum(len(item["body"]["B"]) for item in stored)
+    print(f"   offset before (the plan inline): {len(inline) / 1024:,.0f} KiB, {len(nxt.drained):,} drained listed")
+    print(f"   offset after (plan by digest):   {len(reference):,} B = {len(reference) / 16384:.3f}x the 16 KiB target; "
+          f"stored plan {body / 1024:,.0f} KiB zlib in {len(stored)} item(s)")
+    print(f"   {'step':<28}{'median ms':>11}")
     for step, values in timings.items():
-        median = statistics.median(values) * 1000
-        total += median
-        print(f"{step:<18}{median:>11.1f}")
-    print(f"{'total':<18}{total:>11.1f}")
+        print(f"   {step:<28}{statistics.median(values) * 1000:>11.1f}")
+    before = statistics.median(timings["partitions (before)"])
+    after = statistics.median(timings["partitions (after)"])
+    print(f"   partitions after / before: {after / before:.2f}x (lineage walks: {driver.ranks.computed} for the run)")
 
 
 if __name__ == "__main__":
