@@ -7,7 +7,8 @@ errors too (a misspelt ``maxRecordsPerShard`` silently ignored would be a
 production incident), unless they start with ``spark.``, which Spark owns.
 ``aws.*`` options are refused: credentials come from botocore's default
 chain on every process, and an option value would be pickled in plain text
-into every partition.
+into every partition. Other connectors' names (Databricks', the awslabs
+connector's ``kinesis.*``) are translated or refused in ``aliases.py``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..config import (
 from ..errors import ConfigurationError, InvalidPositionError
 from ..positions import Position, parse_timestamp
 from ..retrieval.registration import ConsumerMode, consumer_name, parse_consumer_mode
+from . import aliases
 
 INITIAL_POSITIONS = ("latest", "trim_horizon", "earliest", "at_timestamp")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
@@ -112,6 +114,7 @@ KNOWN_OPTIONS = sorted(
      "consumerName", "requireConsumerDeregistration"],
     key=str.lower,
 )
+_KNOWN_KEYS = frozenset(_STRING_OPTIONS | set(_INT_OPTIONS) | set(_BOOL_OPTIONS) | {"path"})
 
 
 def parse_options(
@@ -124,10 +127,23 @@ def parse_options(
     wants, and that is the earliest moment a typo can be reported.
     """
     env = os.environ if environ is None else environ
-    opts = {str(k).lower(): str(v) for k, v in options.items()}
-    _reject_aws_options(opts)
-    _reject_unknown(opts)
-    _reject_untrimmed(opts)
+    given = {str(k).lower(): str(v) for k, v in options.items()}
+    _reject_aws_options(given)
+    aliases.reject_foreign(given, _KNOWN_KEYS, {str(k).lower(): str(k) for k in options})
+    _reject_unknown(given)
+    _reject_untrimmed(given)
+    opts, renamed = aliases.canonical(given, _display)
+    try:
+        return _parse(opts, batch, env)
+    except ConfigurationError as exc:
+        named = [(t, n) for t, n in renamed.items() if f"'{_display(t)}'" in str(exc)]
+        if not named:
+            raise
+        note = ", ".join(f"'{_display(t)}' was given as option '{n}'" for t, n in named)
+        raise ConfigurationError(f"{exc} ({note})") from None
+
+
+def _parse(opts: Mapping[str, str], batch: bool | None, env: Mapping[str, str]) -> SourceOptions:
     stream = _required_name(opts, "streamname", "streamName")
     region = opts.get("region") or region_from_env(env)
     if not region:
@@ -135,20 +151,20 @@ def parse_options(
     endpoint = _url(opts.get("endpointurl") or env.get(ENV_ENDPOINT_URL), "endpointUrl")
     dynamo = _url(opts.get("dynamodbendpointurl") or env.get(ENV_DYNAMODB_ENDPOINT_URL), "dynamodbEndpointUrl")
     application = _name(opts.get("applicationname") or f"kinesis-src-{stream}", "applicationName")
-    values: dict[str, Any] = dict(
-        stream_name=stream,
-        region=region,
-        endpoint_url=endpoint,
-        dynamodb_endpoint_url=dynamo,
-        initial_position=_initial_position(opts, bool(batch)),
-        ending_timestamp=_timestamp(opts, "endingtimestamp", "endingTimestamp"),
-        ending_latest=_ending_latest(opts, bool(batch)),
-        application_name=application,
-        lease_table_name=_name(opts.get("leasetablename") or f"kinesis-src-{application}", "leaseTableName"),
-        consumer_mode=parse_consumer_mode(opts.get("consumermode", "polling"), "option 'consumerMode' ="),
-        consumer_name=consumer_name(opts.get("consumername"), application, "option 'consumerName' ="),
-        extra={k: v for k, v in opts.items() if k.startswith("spark.")},
-    )
+    values: dict[str, Any] = {
+        "stream_name": stream,
+        "region": region,
+        "endpoint_url": endpoint,
+        "dynamodb_endpoint_url": dynamo,
+        "initial_position": _initial_position(opts, bool(batch)),
+        "ending_timestamp": _timestamp(opts, "endingtimestamp", "endingTimestamp"),
+        "ending_latest": _ending_latest(opts, bool(batch)),
+        "application_name": application,
+        "lease_table_name": _name(opts.get("leasetablename") or f"kinesis-src-{application}", "leaseTableName"),
+        "consumer_mode": parse_consumer_mode(opts.get("consumermode", "polling"), "option 'consumerMode' ="),
+        "consumer_name": consumer_name(opts.get("consumername"), application, "option 'consumerName' ="),
+        "extra": {k: v for k, v in opts.items() if k.startswith("spark.")},
+    }
     for key, (name, low, high) in _INT_OPTIONS.items():
         if key in opts:
             values[name] = _int(opts[key], _display(key), low, high)
@@ -162,7 +178,7 @@ def parse_options(
 
 
 def _display(key: str) -> str:
-    return next((name for name in KNOWN_OPTIONS if name.lower() == key), key)
+    return next((name for name in KNOWN_OPTIONS if name.lower() == key), None) or aliases.display(key) or key
 
 
 def _reject_aws_options(opts: Mapping[str, str]) -> None:
@@ -182,12 +198,11 @@ def _reject_aws_options(opts: Mapping[str, str]) -> None:
 
 
 def _reject_unknown(opts: Mapping[str, str]) -> None:
-    known = _STRING_OPTIONS | set(_INT_OPTIONS) | set(_BOOL_OPTIONS) | {"path"}
-    unknown = sorted(k for k in opts if k not in known and not k.startswith("spark."))
+    unknown = sorted(k for k in opts if k not in _KNOWN_KEYS and k not in aliases.ALIASES and not k.startswith("spark."))
     if unknown:
         raise ConfigurationError(
             f"unknown option(s) {', '.join(repr(u) for u in unknown)} for format 'kinesis'; "
-            f"accepted options: {', '.join(KNOWN_OPTIONS)}"
+            f"accepted options: {', '.join(KNOWN_OPTIONS)} (other connectors' names: {aliases.GUIDE})"
         )
 
 
@@ -250,6 +265,12 @@ def _timestamp(opts: Mapping[str, str], key: str, display: str) -> datetime | No
 
 def _initial_position(opts: Mapping[str, str], batch: bool) -> Position:
     text = opts.get("initialposition", "trim_horizon" if batch else "latest")
+    if text.startswith("{"):
+        raise ConfigurationError(
+            f"option 'initialPosition' = {text!r}: Databricks' JSON form is not accepted (its Java date "
+            "patterns are not interpreted); use .option('initialPosition', 'at_timestamp')"
+            ".option('startingTimestamp', '<ISO-8601>'), e.g. 2020-06-25T10:23:45-07:00"
+        )
     if text.strip().lower() not in INITIAL_POSITIONS:
         raise ConfigurationError(
             f"option 'initialPosition' = {text!r}; accepted values: {', '.join(INITIAL_POSITIONS)}"

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from pathlib import Path
+
 import pytest
 
 from kinesis_src.errors import ConfigurationError
-from kinesis_src.spark.options import parse_options
+from kinesis_src.retrieval.registration import ConsumerMode
+from kinesis_src.spark import aliases
+from kinesis_src.spark.options import KNOWN_OPTIONS, parse_options
 
 BASE = {"streamName": "orders", "region": "us-east-1"}
+MIGRATION = Path(__file__).resolve().parents[2] / "docs" / "migration.md"
 
 
 def _parse(batch: bool | None = None, **options: str):
@@ -73,8 +79,6 @@ def test_endpoint_options_with_credentials_are_rejected_without_echoing_them(opt
 
 
 def test_consumer_mode_defaults_to_polling_and_efo_names_its_consumer_after_the_application() -> None:
-    from kinesis_src.retrieval.registration import ConsumerMode
-
     assert _parse().consumer_mode is ConsumerMode.POLLING
     efo = _parse(consumerMode="EFO", applicationName="billing")
     assert efo.consumer_mode is ConsumerMode.EFO and efo.consumer_name == "billing"
@@ -103,3 +107,238 @@ def test_bad_fan_out_options_name_the_option_and_the_fix(options: dict[str, str]
 def test_consumer_deregistration_is_refused_for_a_batch_read_which_has_no_stop() -> None:
     with pytest.raises(ConfigurationError, match="applies to streaming queries"):
         _parse(True, consumerMode="efo", requireConsumerDeregistration="true")
+
+# --- other connectors' names (docs/migration.md) ---------------------------------------------------------------
+
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "expected"),
+    [
+        # Databricks
+        ({"maxFetchDuration": "2m"}, "max_fetch_duration_ms", 120_000),
+        ({"maxFetchDuration": "1500ms"}, "max_fetch_duration_ms", 1_500),
+        ({"MAXFETCHDURATION": "10s"}, "max_fetch_duration_ms", 10_000),
+        ({"minFetchPeriod": "400ms"}, "fetch_interval_ms", 400),
+        ({"minFetchPeriod": "1s"}, "fetch_interval_ms", 1_000),
+        ({"endpoint": "https://kinesis.us-east-1.amazonaws.com"}, "endpoint_url",
+         "https://kinesis.us-east-1.amazonaws.com"),
+        # awslabs spark-sql-kinesis-connector
+        ({"kinesis.endpointUrl": "http://127.0.0.1:4566"}, "endpoint_url", "http://127.0.0.1:4566"),
+        ({"kinesis.consumerType": "SubscribeToShard"}, "consumer_mode", ConsumerMode.EFO),
+        ({"kinesis.consumerType": "GetRecords"}, "consumer_mode", ConsumerMode.POLLING),
+        ({"Kinesis.ConsumerType": "getrecords"}, "consumer_mode", ConsumerMode.POLLING),
+        ({"kinesis.consumerType": "SubscribeToShard", "kinesis.consumerName": "billing"}, "consumer_name", "billing"),
+        ({"kinesis.failOnDataLoss": "false"}, "fail_on_data_loss", False),
+        ({"kinesis.maxFetchRecordsPerShard": "500"}, "max_records_per_shard", 500),
+        ({"kinesis.maxFetchTimePerShardSec": "30"}, "max_fetch_duration_ms", 30_000),
+        ({"kinesis.getRecords.numberOfRecordsPerFetch": "250"}, "max_records_per_fetch", 250),
+        ({"kinesis.getRecords.fetchIntervalMs": "1000"}, "fetch_interval_ms", 1_000),
+    ],
+)
+def test_an_alias_sets_our_option(options: dict[str, str], field: str, expected: object) -> None:
+    assert getattr(_parse(**options), field) == expected
+
+
+@pytest.mark.parametrize("option", ["kinesis.streamName", "KINESIS.STREAMNAME"])
+def test_awslabs_stream_and_region_names_stand_for_ours(option: str) -> None:
+    parsed = parse_options({option: "orders", "kinesis.region": "eu-west-1"}, batch=None, environ={})
+    assert parsed.stream_name == "orders" and parsed.region == "eu-west-1"
+    parsed = parse_options({"streamName": "orders", "kinesis.kinesisRegion": "eu-west-1"}, batch=None, environ={})
+    assert parsed.region == "eu-west-1"
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "timestamp"),
+    [
+        ("LATEST", "LATEST", None),
+        ("TRIM_HORIZON", "TRIM_HORIZON", None),
+        ("EARLIEST", "TRIM_HORIZON", None),
+        ("AT_TIMESTAMP 2023-08-30T19:00:05Z", "AT_TIMESTAMP", datetime(2023, 8, 30, 19, 0, 5, tzinfo=timezone.utc)),
+        ("at_timestamp 2023-08-30T19:00:05-08:00", "AT_TIMESTAMP", datetime(2023, 8, 31, 3, 0, 5, tzinfo=timezone.utc)),
+    ],
+)
+def test_awslabs_starting_position_becomes_initial_position(value: str, kind: str, timestamp: datetime | None) -> None:
+    position = _parse(False, **{"kinesis.startingPosition": value}).initial_position
+    assert position.kind.value == kind and position.timestamp == timestamp
+
+
+@pytest.mark.parametrize("value", ["AT_SEQUENCE_NUMBER 123", "AT_TIMESTAMP", "AT_TIMESTAMP yesterday", "NOW"])
+def test_a_bad_awslabs_starting_position_names_the_option_and_the_forms(value: str) -> None:
+    with pytest.raises(ConfigurationError) as failed:
+        _parse(**{"kinesis.startingPosition": value})
+    message = str(failed.value)
+    assert "'kinesis.startingPosition'" in message and "initialPosition" in message
+
+
+def test_a_bad_awslabs_consumer_type_names_the_accepted_values() -> None:
+    with pytest.raises(ConfigurationError, match="'kinesis.consumerType' = 'efo'.*GetRecords.*SubscribeToShard"):
+        _parse(**{"kinesis.consumerType": "efo"})
+
+
+@pytest.mark.parametrize(
+    ("text", "millis"),
+    [("10s", 10_000), ("400ms", 400), ("2m", 120_000), ("1h", 3_600_000), ("1.5s", 1_500), ("10 seconds", 10_000),
+     ("3 min", 180_000), ("0s", 0), ("1d", 86_400_000), ("250MS", 250)],
+)
+def test_duration_strings_convert_to_milliseconds(text: str, millis: int) -> None:
+    assert aliases.duration_ms(text, "maxFetchDuration") == millis
+
+
+@pytest.mark.parametrize("text", ["10", "ten s", "-1s", "0.5ms", "10sx", "", "1e3s", "s"])
+def test_a_bad_duration_names_the_option_and_the_format(text: str) -> None:
+    with pytest.raises(ConfigurationError) as failed:
+        aliases.duration_ms(text, "maxFetchDuration")
+    message = str(failed.value)
+    assert "'maxFetchDuration'" in message and repr(text) in message and "10s" in message
+
+
+def test_an_alias_out_of_our_range_says_which_name_was_given() -> None:
+    with pytest.raises(ConfigurationError) as failed:
+        _parse(maxFetchDuration="2h")
+    message = str(failed.value)
+    assert "'maxFetchDurationMs' = 7200000 is out of range" in message and "'maxFetchDuration'" in message
+
+
+@pytest.mark.parametrize(
+    ("options", "names"),
+    [
+        ({"maxFetchDuration": "10s", "maxFetchDurationMs": "5000"}, ("maxFetchDuration", "maxFetchDurationMs")),
+        ({"minFetchPeriod": "1s", "fetchIntervalMs": "200"}, ("minFetchPeriod", "fetchIntervalMs")),
+        ({"endpoint": "http://a:1", "endpointUrl": "http://b:2"}, ("endpoint", "endpointUrl")),
+        ({"kinesis.region": "eu-west-1"}, ("kinesis.region", "region")),
+        ({"kinesis.kinesisRegion": "eu-west-1"}, ("kinesis.kinesisRegion", "region")),
+        ({"kinesis.startingPosition": "LATEST", "initialPosition": "trim_horizon"},
+         ("kinesis.startingPosition", "initialPosition")),
+        ({"kinesis.maxFetchTimePerShardSec": "30", "maxFetchDuration": "10s"},
+         ("kinesis.maxFetchTimePerShardSec", "maxFetchDuration")),
+        ({"kinesis.consumerType": "SubscribeToShard", "consumerMode": "polling"}, ("kinesis.consumerType", "consumerMode")),
+    ],
+)
+def test_an_alias_and_our_name_with_different_values_fail_naming_both(
+    options: dict[str, str], names: tuple[str, str]
+) -> None:
+    with pytest.raises(ConfigurationError) as failed:
+        _parse(**options)
+    message = str(failed.value)
+    assert all(f"'{name}'" in message for name in names) and "disagree" in message
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"maxFetchDuration": "10s", "maxFetchDurationMs": "10000"},
+        {"kinesis.region": "us-east-1"},
+        {"kinesis.startingPosition": "latest", "initialPosition": "LATEST"},
+        {"kinesis.consumerType": "SubscribeToShard", "consumerMode": "EFO"},
+        {"kinesis.failOnDataLoss": "TRUE", "failOnDataLoss": "true"},
+    ],
+)
+def test_an_alias_and_our_name_with_the_same_value_agree(options: dict[str, str]) -> None:
+    _parse(**options)
+
+
+@pytest.mark.parametrize(
+    ("option", "advice"),
+    [
+        ("maxFetchRate", "fetchIntervalMs"),
+        ("fetchBufferSize", "maxRecordsPerTrigger"),
+        ("shardFetchInterval", "every 30 s"),
+        ("maxShardsPerDescribe", "not configurable"),
+        ("coalesceThresholdBlockSize", "shardsPerTask"),
+        ("coalesceBinSize", "shardsPerTask"),
+        ("maxPartitions", "shardsPerTask"),
+        ("consumerNamePrefix", "consumerName"),
+        ("consumerRefreshInterval", "not configurable"),
+        ("registeredConsumerId", "consumerName"),
+        ("registeredConsumerIdType", "consumerName"),
+        ("kinesis.describeShardInterval", "every 30 s"),
+        ("kinesis.minBatchesToRetain", "spark.sql.streaming.minBatchesToRetain"),
+        ("kinesis.checkNewRecordThreads", "idlePollIntervalMs"),
+        ("kinesis.metadataCommitterType", "leaseTableName"),
+        ("kinesis.metadataPath", "leaseTableName"),
+        ("kinesis.dynamodb.tableName", "leaseTableName"),
+        ("kinesis.clientNumRetries", "backoff"),
+        ("kinesis.metadataMaxRetryIntervalMs", "backoff"),
+        ("kinesis.subscribeToShard.timeoutSec", "not configurable"),
+        ("proxyAddress", "HTTPS_PROXY"),
+        ("kinesis.sink.aggregationEnabled", "no sink"),
+        ("kinesis.internal.avoidEmptyBatches", "docs/migration.md"),
+        ("kinesis.somethingNew", "docs/migration.md"),
+    ],
+)
+def test_a_name_whose_meaning_differs_fails_naming_what_to_use(option: str, advice: str) -> None:
+    with pytest.raises(ConfigurationError) as failed:
+        _parse(**{option: "canary-value-42"})
+    message = str(failed.value)
+    assert f"'{option}'" in message and advice in message
+    assert "canary-value-42" not in message
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["awsAccessKey", "awsSecretKey", "serviceCredential", "kinesis.awsAccessKeyId", "kinesis.awsSecretKey",
+     "kinesis.sessionToken", "kinesis.credentialProviderClass", "proxyPassword"],
+)
+def test_credential_options_of_other_connectors_are_refused_without_echoing_them(option: str) -> None:
+    secret = "wJalrXUtnFEMI-canary-K7MDENG"
+    with pytest.raises(ConfigurationError) as failed:
+        _parse(**{option: secret})
+    message = str(failed.value)
+    assert f"'{option}'" in message and "botocore" in message and secret not in message
+
+
+def test_every_refused_name_given_at_once_is_listed_in_one_error() -> None:
+    with pytest.raises(ConfigurationError) as failed:
+        _parse(maxFetchRate="2.0", fetchBufferSize="1gb")
+    assert "'maxFetchRate'" in str(failed.value) and "'fetchBufferSize'" in str(failed.value)
+
+
+@pytest.mark.parametrize(
+    ("option", "ours"),
+    [("kinesis.stsRoleArn", "roleArn"), ("kinesis.stsSessionName", "roleSessionName"),
+     ("kinesis.stsEndpointUrl", "stsEndpoint"), ("roleArn", "roleArn"), ("roleExternalId", "roleExternalId"),
+     ("streamARN", "streamARN")],
+)
+def test_names_of_options_still_to_come_say_so_or_map(option: str, ours: str) -> None:
+    value = "arn:aws:iam::123456789012:role/reader" if "rn" in option.lower() else "canary-value-42"
+    if ours in KNOWN_OPTIONS:  # once the option exists, the awslabs name is an alias of it
+        _parse(**{option: value})
+        return
+    with pytest.raises(ConfigurationError) as failed:
+        _parse(**{option: value})
+    message = str(failed.value)
+    assert f"'{option}'" in message and "not supported yet" in message and value not in message
+
+
+def test_databricks_json_timestamp_position_points_at_starting_timestamp() -> None:
+    text = '{"at_timestamp": "06/25/2020 10:23:45 PDT", "format": "MM/dd/yyyy HH:mm:ss ZZZ"}'
+    with pytest.raises(ConfigurationError) as failed:
+        _parse(initialPosition=text)
+    message = str(failed.value)
+    assert "'initialPosition'" in message and "startingTimestamp" in message and "at_timestamp" in message
+
+
+def test_unknown_options_point_at_the_migration_guide() -> None:
+    with pytest.raises(ConfigurationError, match="docs/migration.md"):
+        _parse(maxRecordsPerShards="5")
+
+
+def _migration_names() -> set[str]:
+    """Backticked first-column names of the tables under '## Databricks' and '## awslabs' in docs/migration.md."""
+    names: set[str] = set()
+    section = ""
+    for line in MIGRATION.read_text().splitlines():
+        if line.startswith("## "):
+            section = line
+        elif line.startswith("| `") and ("Databricks" in section or "awslabs" in section):
+            names.add(line.split("|")[1].strip().strip("`"))
+    return names
+
+
+def test_the_migration_guide_lists_every_name_the_parser_knows_of_and_no_other() -> None:
+    documented = {name.lower() for name in _migration_names()}
+    handled = set(aliases.ALIASES) | set(aliases.REFUSED) | set(aliases.PLANNED)
+    assert handled - documented == set(), "add these names to docs/migration.md"
+    ours = {name.lower() for name in KNOWN_OPTIONS}
+    assert documented - handled - ours == set(), "docs/migration.md lists names the parser does not handle"
