@@ -101,10 +101,10 @@ def _print(sim: Simulation, args: argparse.Namespace, k: int, wall: float) -> No
         print(f"{p.name:<10}{p.running_workers:>4}{_conv(p):>13}{p.duration_s:>7.0f}{p.per_s(p.request_total):>8.0f}"
               f"{p.per_s(p.rcu):>8.0f}{p.peak_rcu_per_s:>7.0f}{p.per_s(p.wcu):>7.0f}{p.peak_wcu_per_s:>7.0f}"
               f"{p.per_s(thr):>7.1f}{p.failed_cycles:>7}  {moves or '-'}")
-    print("\nrequests per second by operation (throttled in brackets):")
+    print("\nrequests per second by operation [throttled, failed condition]:")
     for p in sim.phases:
-        parts = [f"{op} {p.per_s(p.requests.get(op, 0)):.1f} [{p.per_s(p.throttled.get(op, 0)):.1f}]"
-                 for op in _OPS if p.requests.get(op)]
+        parts = [f"{op} {p.per_s(p.requests.get(op, 0)):.1f} [{p.per_s(p.throttled.get(op, 0)):.1f}, "
+                 f"{p.per_s(p.failed_conditions.get(op, 0)):.1f}]" for op in _OPS if p.requests.get(op)]
         print(f"  {p.name:<10}" + ", ".join(parts))
     c = sim.checker
     steals = c.count(["two holders"], [FORCED_STEAL])

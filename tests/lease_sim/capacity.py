@@ -83,6 +83,7 @@ class Second:
 
     requests: Counter = field(default_factory=Counter)
     throttled: Counter = field(default_factory=Counter)
+    failed_conditions: Counter = field(default_factory=Counter)
     rcu: float = 0.0
     wcu: float = 0.0
 
@@ -116,9 +117,12 @@ class Ledger:
             bucket = table[key] = TokenBucket(rate, now)
         return bucket
 
-    def record(self, now: float, operation: str, rcu: float = 0.0, wcu: float = 0.0) -> None:
+    def record(self, now: float, operation: str, rcu: float = 0.0, wcu: float = 0.0,
+               condition_failed: bool = False) -> None:
         second = self.seconds[int(now)]
         second.requests[operation] += 1
+        if condition_failed:
+            second.failed_conditions[operation] += 1
         second.rcu += rcu
         second.wcu += wcu
 

@@ -177,8 +177,9 @@ class SimDynamoDB:
             self.ledger.throttle(self.now(), "TransactWriteItems")
             raise _error("TransactWriteItems", "TransactionCanceledException", "throttled",
                          CancellationReasons=[{"Code": "ThrottlingError"} for _ in writes])
-        self.ledger.record(self.now(), "TransactWriteItems", wcu=sum(units.values()))
-        if any(r != "None" for r in reasons):
+        cancelled = any(r != "None" for r in reasons)
+        self.ledger.record(self.now(), "TransactWriteItems", wcu=sum(units.values()), condition_failed=cancelled)
+        if cancelled:
             raise _error(
                 "TransactWriteItems", "TransactionCanceledException", "Transaction cancelled",
                 CancellationReasons=[
@@ -264,7 +265,7 @@ class SimDynamoDB:
             self.ledger.throttle(self.now(), operation)
             raise _error(operation, "ProvisionedThroughputExceededException", "throttled")
         if not self._condition_holds(operation, req, old):
-            self.ledger.record(self.now(), operation, wcu=sum(units.values()))
+            self.ledger.record(self.now(), operation, wcu=sum(units.values()), condition_failed=True)
             extra = {"Item": old} if old is not None and req.get("ReturnValuesOnConditionCheckFailure") else {}
             raise _error(operation, "ConditionalCheckFailedException", "The conditional request failed", **extra)
 

@@ -69,6 +69,7 @@ class PhaseResult:
     running_workers: int
     requests: Mapping[str, int]
     throttled: Mapping[str, int]
+    failed_conditions: Mapping[str, int]
     rcu: float
     wcu: float
     peak_rcu_per_s: float
@@ -246,9 +247,11 @@ class Simulation:
         seconds = [s for t, s in self.ledger.seconds.items() if start <= t < self.queue.now]
         requests: Counter = Counter()
         throttled: Counter = Counter()
+        failed: Counter = Counter()
         for second in seconds:
             requests.update(second.requests)
             throttled.update(second.throttled)
+            failed.update(second.failed_conditions)
         return PhaseResult(
             name=name,
             duration_s=self.queue.now - start,
@@ -256,6 +259,7 @@ class Simulation:
             running_workers=len(self.running()),
             requests=dict(requests),
             throttled=dict(throttled),
+            failed_conditions=dict(failed),
             rcu=sum(s.rcu for s in seconds),
             wcu=sum(s.wcu for s in seconds),
             peak_rcu_per_s=max((s.rcu for s in seconds), default=0.0),
