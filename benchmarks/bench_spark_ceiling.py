@@ -1,0 +1,262 @@
+"""The Spark source against the no-I/O data-source ceiling (issue #12, target 1), in one run.
+
+Run inside the isolated namespace (it starts DynamoDB Local for the streaming
+read's lease table, and the replay endpoint)::
+
+    .venv/bin/python localstack/launcher.py isolated -- .venv/bin/python benchmarks/bench_spark_ceiling.py
+
+One local[2] SparkSession, one replay endpoint (``benchmarks/replay_endpoint.py``,
+server in its own process: 4 shards x 100,000 records of 200 B by default),
+Spark's no-op sink, three readers interleaved round by round:
+
+- **ceiling**: a Python data source defined here, with the same schema and
+  the same partitioning (one partition per shard), yielding pre-built Arrow
+  batches of the GetRecords page size (10,000 rows): what Spark's Python data
+  source API and the noop sink cost with no I/O and no decoding at all;
+- **batch**: ``spark.read.format("kinesis")`` of the whole stream,
+  ``fetchIntervalMs=0``;
+- **streaming**: ``spark.readStream.format("kinesis")`` from TRIM_HORIZON,
+  ``fetchIntervalMs=0``, ``trigger(availableNow=True)`` into the noop sink,
+  a fresh checkpoint and application name per round (its lease table on
+  DynamoDB Local is created in the warm-up round), timed from ``start()`` to
+  the end of ``awaitTermination()`` (so query start-up and planning count).
+
+A warm-up round of each (Python workers start, the lease table is created)
+is not counted; then the median of ``--rounds`` rounds of each. Printed:
+rec/s, the ratio to the ceiling, and the endpoint's own CPU per round (from
+its ``/stats``) to show it is not the bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "localstack"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import launcher  # noqa: E402
+from replay_endpoint import ReplayEndpoint  # noqa: E402
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
+
+from kinesis_src.spark import KinesisDataSource  # noqa: E402
+from kinesis_src.spark.rows import SCHEMA_DDL  # noqa: E402
+
+PAGE_ROWS = 10_000  # a full GetRecords page: what the Kinesis source yields per batch
+LEASE_TABLE = "bench-spark-ceiling"
+
+
+class CeilingPartition(InputPartition):
+    def __init__(self, index: int, rows: int, size: int) -> None:
+        super().__init__(index)
+        self.index = index
+        self.rows = rows
+        self.size = size
+
+
+class CeilingReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.shards = int(options["shards"])
+        self.rows = int(options["rows"])
+        self.size = int(options["size"])
+
+    def partitions(self) -> list[InputPartition]:
+        return [CeilingPartition(i, self.rows, self.size) for i in range(self.shards)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, CeilingPartition)
+        page = ceiling_page(partition.index, partition.size)
+        full, rest = divmod(partition.rows, PAGE_ROWS)
+        for _ in range(full):
+            yield page
+        if rest:
+            yield page.slice(0, rest)
+
+
+def ceiling_page(shard: int, size: int) -> Any:
+    """One page of the source's schema, values shaped like the replay endpoint's (built once per task)."""
+    import pyarrow as pa
+
+    from kinesis_src.arrow import ARROW_SCHEMA
+
+    shard_id = f"shardId-{shard:012d}"
+    first = 49_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000 + shard * 10**40
+    rows = range(PAGE_ROWS)
+    data = [(f"{shard_id}/{i:09d}/".encode() + b"x" * size)[:size] for i in rows]
+    now_us = int(time.time() * 1_000_000)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([f"key-{shard}-{i % 64}" for i in rows], pa.string()),
+            pa.array(data, pa.binary()),
+            pa.array(["replay"] * PAGE_ROWS, pa.string()),
+            pa.array([shard_id] * PAGE_ROWS, pa.string()),
+            pa.array([str(first + 7 * i) for i in rows], pa.string()),
+            pa.array([0] * PAGE_ROWS, pa.int64()),
+            pa.array([now_us - PAGE_ROWS + i for i in rows], pa.timestamp("us", tz="UTC")),
+        ],
+        schema=ARROW_SCHEMA,
+    )
+
+
+class CeilingSource(DataSource):
+    """The no-I/O ceiling: pre-built Arrow batches of kinesis-src's schema, one partition per shard."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kinesis_ceiling"
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return CeilingReader(self.options)
+
+
+def spark_session() -> Any:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = (
+        SparkSession.builder.master("local[2]").appName("kinesis-src ceiling bench")
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(KinesisDataSource)
+    spark.dataSource.register(CeilingSource)
+    return spark
+
+
+class Bench:
+    """The three readers against one endpoint and one session; each method returns seconds."""
+
+    def __init__(self, spark: Any, ep: ReplayEndpoint, dynamodb: str, shards: int, rows: int, size: int) -> None:
+        self.spark, self.ep, self.dynamodb = spark, ep, dynamodb
+        self.shards, self.rows, self.size = shards, rows, size
+        self.workdir = tempfile.mkdtemp(prefix="bench-spark-ceiling-")
+
+    @property
+    def total(self) -> int:
+        return self.shards * self.rows
+
+    def ceiling(self) -> float:
+        df = (
+            self.spark.read.format("kinesis_ceiling").option("shards", str(self.shards))
+            .option("rows", str(self.rows)).option("size", str(self.size)).load()
+        )
+        return timed(lambda: df.write.format("noop").mode("overwrite").save())
+
+    def kinesis_options(self, reader: Any) -> Any:
+        return (
+            reader.format("kinesis").option("streamName", self.ep.stream_name)
+            .option("endpointUrl", self.ep.endpoint_url).option("region", "us-east-1")
+            .option("initialPosition", "trim_horizon").option("fetchIntervalMs", "0")
+        )
+
+    def batch(self) -> float:
+        df = self.kinesis_options(self.spark.read).load()
+        return timed(lambda: df.write.format("noop").mode("overwrite").save())
+
+    def streaming(self) -> float:
+        app = f"ceiling-{uuid.uuid4().hex[:8]}"
+        df = (
+            self.kinesis_options(self.spark.readStream).option("dynamodbEndpointUrl", self.dynamodb)
+            .option("applicationName", app).option("leaseTableName", LEASE_TABLE).load()
+        )
+        t0 = time.perf_counter()
+        query = (
+            df.writeStream.format("noop").trigger(availableNow=True)
+            .option("checkpointLocation", os.path.join(self.workdir, app)).start()
+        )
+        query.awaitTermination()
+        seconds = time.perf_counter() - t0
+        rows = sum(p["numInputRows"] for p in query.recentProgress)
+        if rows != self.total:
+            raise RuntimeError(f"streaming read delivered {rows} rows, expected {self.total}")
+        return seconds
+
+    def check_batch_count(self) -> None:
+        rows = self.kinesis_options(self.spark.read).load().count()
+        if rows != self.total:
+            raise RuntimeError(f"batch read counted {rows} rows, expected {self.total}")
+
+
+def timed(action: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    action()
+    return time.perf_counter() - t0
+
+
+def run(bench: Bench, rounds: int) -> None:
+    readers = {"ceiling": bench.ceiling, "batch": bench.batch, "streaming": bench.streaming}
+    print("warm-up (not counted): ", end="", flush=True)
+    for name, measure in readers.items():
+        print(f"{name} {measure():.2f} s  ", end="", flush=True)
+    bench.check_batch_count()
+    print(f"(batch count checked: {bench.total:,} rows)", flush=True)
+    seconds: dict[str, list[float]] = {name: [] for name in readers}
+    server_cpu: dict[str, list[float]] = {name: [] for name in readers}
+    for i in range(rounds):
+        line = []
+        for name, measure in readers.items():
+            before = bench.ep.stats()["cpu_s"]
+            took = measure()
+            server_cpu[name].append(bench.ep.stats()["cpu_s"] - before)
+            seconds[name].append(took)
+            line.append(f"{name} {bench.total / took:,.0f}")
+        print(f"round {i + 1}: " + ", ".join(line) + " rec/s", flush=True)
+    report(bench.total, seconds, server_cpu)
+
+
+def report(total: int, seconds: dict[str, list[float]], server_cpu: dict[str, list[float]]) -> None:
+    ceiling = total / statistics.median(seconds["ceiling"])
+    print(f"\n{'reader':<40}{'median s':>9}{'rec/s':>11}{'range rec/s':>20}{'x ceiling':>10}{'server CPU s':>13}")
+    labels = {
+        "ceiling": "no-I/O ceiling (pre-built Arrow)",
+        "batch": 'spark.read.format("kinesis")',
+        "streaming": "readStream, availableNow",
+    }
+    for name, took in seconds.items():
+        rate = total / statistics.median(took)
+        lo, hi = total / max(took), total / min(took)
+        print(
+            f"{labels[name]:<40}{statistics.median(took):>9.2f}{rate:>11,.0f}{f'{lo:,.0f}-{hi:,.0f}':>20}"
+            f"{rate / ceiling:>9.2f}x{statistics.median(server_cpu[name]):>13.2f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--records-per-shard", type=int, default=100_000)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    opts = parser.parse_args()
+    with launcher.Emulators(kinesis=False, dynamodb=True) as emulators:
+        os.environ.update(emulators.env())
+        t0 = time.perf_counter()
+        with ReplayEndpoint(shards=opts.shards, records_per_shard=opts.records_per_shard, size=opts.size,
+                            mode="process") as ep:
+            print(f"replay endpoint: {opts.shards} shards x {opts.records_per_shard:,} records x {opts.size} B, "
+                  f"ready in {time.perf_counter() - t0:.1f} s; local[2], noop sink, {opts.rounds} rounds",
+                  flush=True)
+            spark = spark_session()
+            try:
+                run(Bench(spark, ep, emulators.dynamodb_endpoint, opts.shards, opts.records_per_shard, opts.size),
+                    opts.rounds)
+            finally:
+                spark.stop()
+
+
+if __name__ == "__main__":
+    main()
