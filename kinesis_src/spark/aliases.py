@@ -312,7 +312,7 @@ def canonical(opts: Mapping[str, str], display_ours: Callable[[str], str]) -> tu
     for key in sorted(k for k in opts if k in ALIASES):
         alias = ALIASES[key]
         for target, value in alias.convert(opts[key], alias.name).items():
-            if target in out and not _agree(out[target], value):
+            if target in out and not _agree(target, out[target], value):
                 other = given.get(target, display_ours(target))
                 raise ConfigurationError(
                     f"option '{alias.name}' ({alias.origin}; {display_ours(target)} = {value!r}) and option "
@@ -323,8 +323,18 @@ def canonical(opts: Mapping[str, str], display_ours: Callable[[str], str]) -> tu
     return out, given
 
 
-def _agree(a: str, b: str) -> bool:
+def _agree(target: str, a: str, b: str) -> bool:
+    """Do two spellings of one option's value mean the same? Numbers, keywords and instants compare by value."""
+    if a == b:
+        return True
     if a.isdigit() and b.isdigit():
         return int(a) == int(b)
-    return a == b or a.lower() == b.lower() and a.lower() in {
-        "true", "false", "latest", "trim_horizon", "earliest", "at_timestamp", "polling", "efo"}
+    if target == "startingtimestamp":
+        try:
+            return parse_timestamp(a) == parse_timestamp(b)
+        except InvalidPositionError:
+            return False
+    return target in _KEYWORD_VALUED and a.lower() == b.lower()
+
+
+_KEYWORD_VALUED = frozenset({"initialposition", "consumermode", "failondataloss"})

@@ -40,6 +40,8 @@ def test_base_options_parse() -> None:
         ("startingTimestamp", "2026-01-31T12:00:00Z\n"),
         ("leaseTableName", "lea\x00ses"),
         ("streamName", "ord\x1bers"),
+        ("maxFetchDuration", "10s\n"),
+        ("kinesis.startingPosition", " LATEST"),
     ],
 )
 def test_whitespace_and_control_characters_are_rejected(option: str, value: str) -> None:
@@ -193,6 +195,24 @@ def test_a_bad_duration_names_the_option_and_the_format(text: str) -> None:
     assert "'maxFetchDuration'" in message and repr(text) in message and "10s" in message
 
 
+@pytest.mark.parametrize(
+    ("options", "ours", "alias"),
+    [
+        ({"endpoint": "kinesis.us-east-1.amazonaws.com"}, "endpointUrl", "endpoint"),
+        ({"kinesis.consumerName": "billing"}, "consumerName", "kinesis.consumerName"),
+        ({"kinesis.getRecords.numberOfRecordsPerFetch": "20000"}, "maxRecordsPerFetch",
+         "kinesis.getRecords.numberOfRecordsPerFetch"),
+    ],
+)
+def test_an_error_about_an_aliased_option_names_the_alias_given(
+    options: dict[str, str], ours: str, alias: str
+) -> None:
+    with pytest.raises(ConfigurationError) as failed:
+        _parse(False, **options)
+    message = str(failed.value)
+    assert f"'{ours}'" in message and f"given as option '{alias}'" in message
+
+
 def test_an_alias_out_of_our_range_says_which_name_was_given() -> None:
     with pytest.raises(ConfigurationError) as failed:
         _parse(maxFetchDuration="2h")
@@ -232,6 +252,8 @@ def test_an_alias_and_our_name_with_different_values_fail_naming_both(
         {"kinesis.startingPosition": "latest", "initialPosition": "LATEST"},
         {"kinesis.consumerType": "SubscribeToShard", "consumerMode": "EFO"},
         {"kinesis.failOnDataLoss": "TRUE", "failOnDataLoss": "true"},
+        {"kinesis.startingPosition": "AT_TIMESTAMP 2023-08-30T19:00:05Z", "initialPosition": "at_timestamp",
+         "startingTimestamp": "2023-08-30T21:00:05+02:00"},
     ],
 )
 def test_an_alias_and_our_name_with_the_same_value_agree(options: dict[str, str]) -> None:
