@@ -9,6 +9,7 @@ endpoint.
 
 from __future__ import annotations
 
+import re
 from typing import Awaitable, Callable, TypeVar
 
 import botocore.session
@@ -146,10 +147,8 @@ def _translate_client_error(error: ClientError, what: str, endpoint: str) -> Kin
         return IteratorExpiredError(detail)
     if code in _THROTTLING_CODES:
         return ThrottledError(detail)
-    if code in _ACCESS_CODES:
-        return AccessDeniedError(
-            f"{detail}. Check the credentials and that they allow this call on this resource."
-        )
+    if code in _ACCESS_CODES or code == "AccessDenied" or status == 403:
+        return _access_denied(what, code, message)
     if code == "ResourceNotFoundException":
         return ResourceNotFoundError(f"{detail} (endpoint {endpoint})")
     if code in _SERVER_CODES or status >= 500:
@@ -157,6 +156,24 @@ def _translate_client_error(error: ClientError, what: str, endpoint: str) -> Kin
     if code in _INVALID_CODES:
         return InvalidRequestError(detail)
     return KinesisSourceError(f"{detail} (HTTP {status} from {endpoint})")
+
+
+_NOT_AUTHORIZED = re.compile(r"not authorized to perform:? ([A-Za-z0-9-]+:[A-Za-z0-9]+)")
+
+
+def _access_denied(what: str, code: str, message: str) -> AccessDeniedError:
+    """Name the IAM action that is missing where AWS (or an emulator's bare 403 body) says which."""
+    action = _NOT_AUTHORIZED.search(message)
+    if action:
+        return AccessDeniedError(
+            f"{what}: the credentials are not allowed to call {action.group(1)} ({code}). Grant it: "
+            "docs/iam.md lists the policy each engine and mode needs."
+        )
+    shown = message if message and not message.startswith("<") else "access denied"
+    return AccessDeniedError(
+        f"{what}: {code}: {shown}. Check the credentials and that they allow this call on this resource "
+        "(docs/iam.md lists the policy each engine and mode needs)."
+    )
 
 
 def call(what: str, endpoint: str, policy: RetryPolicy, fn: Callable[[], T]) -> T:

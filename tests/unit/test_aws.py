@@ -144,6 +144,24 @@ def test_permanent_errors_are_not_retried(dummy_credentials: None, code: str, er
     stub.assert_no_pending_responses()
 
 
+def test_a_missing_permission_names_the_action_and_the_policy_doc(dummy_credentials: None) -> None:
+    """AWS says AccessDeniedException; moto and some proxies answer a bare 403 with an XML body. Both name the
+    action the credentials lack and where the policies are, and neither is retried."""
+    for code, message in [
+        ("AccessDeniedException", "User: arn:aws:iam::1:user/u is not authorized to perform: kinesis:ListShards on "
+                                  "resource: arn:aws:kinesis:us-east-1:1:stream/orders"),
+        ("403", "<?xml version=\"1.0\"?><ErrorResponse><Errors><Error><Code>AccessDenied</Code><Message>User: "
+                "arn:aws:iam::1:user/u is not authorized to perform: kinesis:ListShards</Message></Error></Errors>"),
+    ]:
+        kinesis, stub = _stubbed()
+        stub.add_client_error("list_shards", service_error_code=code, service_message=message, http_status_code=403)
+        with stub, pytest.raises(AccessDeniedError) as info:
+            kinesis.list_shards("orders")
+        stub.assert_no_pending_responses()
+        assert "not allowed to call kinesis:ListShards" in str(info.value) and "docs/iam.md" in str(info.value)
+        assert "<?xml" not in str(info.value)
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
