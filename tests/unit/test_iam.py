@@ -31,7 +31,7 @@ MOTO_ONLY = ["dynamodb:TransactWriteItems"]  # DynamoDB authorizes a transaction
 
 def statements() -> dict[str, list[str]]:
     """Each ``<!-- statement: name -->`` JSON block's actions."""
-    found = re.findall(r"<!-- statement: ([a-z-]+) -->\s*```json\n(.*?)```", DOC.read_text(), re.S)
+    found = re.findall(r"<!-- statement: ([a-z-]+) -->\s*```json\n(.*?)```", DOC.read_text(), re.DOTALL)
     return {name: list(json.loads(body)["Action"]) for name, body in found}
 
 
