@@ -34,13 +34,14 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kinesis_src.leases.serializer import LeaseCodec
 from kinesis_src.leases.timing import LeaseTiming
 from tests.lease_sim import PhaseResult, SimConfig, Simulation
-from tests.lease_sim.safety import AFTER_EXPIRY, FORCED_STEAL, OTHER
+from tests.lease_sim.safety import AFTER_EXPIRY, FORCED_STEAL, LIVE_OWNER, OTHER
 
 _OPS = ("Query", "UpdateItem", "PutItem", "DeleteItem", "GetItem", "TransactWriteItems")
 
@@ -56,6 +57,8 @@ def main() -> None:
     k = args.change or max(1, args.workers // 10)
     wall = time.perf_counter()
     with Simulation(config) as sim:
+        if args.progress:
+            sim.progress = _progress(args.progress, wall)
         _run(sim, args, k, timing)
     wall = time.perf_counter() - wall
     _print(sim, args, k, wall)
@@ -81,6 +84,26 @@ def _run(sim: Simulation, args: argparse.Namespace, k: int, timing: LeaseTiming)
             raise SystemExit(f"unknown phase {name!r}")
         last = sim.phases[-1]
         print(f"  ... {last.name}: converged {_conv(last)} (wall {time.perf_counter() - started:.0f} s)", flush=True)
+
+
+def _progress(every_s: float, started: float) -> Callable[[Simulation], None]:
+    """A line every ``every_s`` simulated seconds: how fast the simulation runs, and where it is."""
+    state = {"next": 0.0}
+
+    def report(sim: Simulation) -> None:
+        if sim.queue.now < state["next"]:
+            return
+        state["next"] = sim.queue.now + every_s
+        second = sim.ledger.seconds.get(int(sim.queue.now) - 1)
+        held = sorted(len(w.coordinator.held()) for w in sim.running())
+        print(f"    t={sim.queue.now:6.1f}s wall={time.perf_counter() - started:5.0f}s events={sim.queue.processed} "
+              f"last second: {sum(second.requests.values()) if second else 0} req, "
+              f"{sum(second.throttled.values()) if second else 0} throttled, "
+              f"{second.rcu if second else 0:.0f} RCU, {second.wcu if second else 0:.0f} WCU; "
+              f"held min/max {held[0] if held else 0}/{held[-1] if held else 0}, sum {sum(held)}; "
+              f"safety: {len(sim.checker.violations)} violations", flush=True)
+
+    return report
 
 
 def _conv(phase: PhaseResult) -> str:
@@ -109,12 +132,18 @@ def _print(sim: Simulation, args: argparse.Namespace, k: int, wall: float) -> No
     c = sim.checker
     steals = c.count(["two holders"], [FORCED_STEAL])
     bugs = c.count(["two holders"], [AFTER_EXPIRY, OTHER])
+    live = c.count(["two holders"], [LIVE_OWNER])
     fresh = sum(1 for v in c.violations if v.both_fresh)
     counters = c.count(["counter went back", "owner changed, counter did not"])
     verdict = "SAFE" if c.safe else "SAFE except forced-steal windows" if c.safe_but_steals else "VIOLATED"
     print(f"\nsafety: {c.checks} looks at held(), {c.writes_checked} lease writes checked -> "
-          f"{bugs} overlaps after expiry or release, {counters} counter faults, {steals} forced-steal "
+          f"{live} overlaps taken from a live owner (not a steal), {bugs} after expiry or release, "
+          f"{counters} counter faults, {steals} forced-steal "
           f"overlaps ({fresh} with both views fresh; longest {c.longest_overlap_s(FORCED_STEAL):.2f} s): {verdict}")
+    by_how: dict[str, int] = {}
+    for v in c.violations:
+        by_how[v.how] = by_how.get(v.how, 0) + 1
+    print(f"  overlaps by how: {by_how or 'none'}; longest {c.longest_overlap_s():.2f} s")
     for v in c.violations[:10]:
         print(f"  t={v.at:.3f} {v.kind} ({v.how}) {v.shard_id}: {v.detail}")
     print(f"wall time {wall:.0f} s for {sim.queue.now:.0f} simulated s ({sim.queue.processed} events); "
@@ -142,6 +171,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=300.0, help="simulated seconds a phase may take")
     parser.add_argument("--phases", default="start,steady,leave,join,crash,pause")
     parser.add_argument("--memo-decode", action="store_true")
+    parser.add_argument("--progress", type=float, default=0.0, help="print a line every this many simulated s")
     parser.add_argument("--quiet-logs", action="store_true", help="hide the retry warnings")
     return parser.parse_args()
 

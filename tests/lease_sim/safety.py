@@ -13,9 +13,12 @@ Each overlap is labelled by how the lease got from the old holder to the new
 one (the last owner change the table saw, and whether the old owner's
 heartbeat item still existed at that write):
 
-* ``forced steal``: taken from a worker that was still registered (alive).
-  The victim keeps it in ``held()`` until its next scan; the design accepts
-  this window (checkpoints are fenced, delivery is at-least-once).
+* ``forced steal``: taken from a worker that was still registered (alive),
+  and the taker's cycle reported it as a steal. The victim keeps it in
+  ``held()`` until its next scan; the design accepts this window
+  (checkpoints are fenced, delivery is at-least-once).
+* ``taken from a live owner``: the same table transition, but not a steal:
+  the taker's plan counted a live owner as dead. A bug.
 * ``after expiry``: taken from a worker that had been declared dead. Its
   self-doubt must have emptied its ``held()`` first: an overlap here is a
   protocol bug.
@@ -31,12 +34,13 @@ must never decrease, and an owner change must increase it.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 from kinesis_src.leases.serializer import LEASE_COUNTER, LEASE_OWNER, LEASE_PREFIX
 
 FORCED_STEAL = "forced steal"
+LIVE_OWNER = "taken from a live owner"
 AFTER_EXPIRY = "after expiry"
 OTHER = "other"
 
@@ -47,14 +51,17 @@ class Violation:
     kind: str  # "two holders", "counter went back", "owner changed, counter did not"
     shard_id: str
     detail: str
-    how: str = OTHER  # for two holders: FORCED_STEAL, AFTER_EXPIRY or OTHER
+    how: str = OTHER  # for two holders: LIVE_OWNER (FORCED_STEAL once settled), AFTER_EXPIRY or OTHER
     both_fresh: bool = False
+    holder: str = ""
+    taker: str = ""
 
 
 @dataclass
 class _Overlap:
     start: float
     holders: frozenset[str]
+    taker: str
 
 
 class SafetyChecker:
@@ -76,7 +83,7 @@ class SafetyChecker:
         self._counters: dict[str, int] = {}
         self._handover: dict[str, str] = {}  # shard -> how its last owner change happened
         self._open: dict[str, _Overlap] = {}
-        self.overlap_s: list[tuple[str, float]] = []  # (how, duration) of every overlap that ended
+        self.overlap_s: list[tuple[str, float, str, str]] = []  # (how, duration, taker, shard) of each ended
 
     # -- beliefs -------------------------------------------------------------------------
 
@@ -106,7 +113,8 @@ class SafetyChecker:
         overlap = self._open.get(shard)
         if overlap is not None and worker in overlap.holders:
             del self._open[shard]
-            self.overlap_s.append((self._handover.get(shard, OTHER), self._now() - overlap.start))
+            how = self._handover.get(shard, OTHER)
+            self.overlap_s.append((how, self._now() - overlap.start, overlap.taker, shard))
 
     def _check_pair(self, shard: str, worker: str, other: str) -> None:
         current = self._held_now(other)
@@ -116,9 +124,10 @@ class SafetyChecker:
         both_fresh = self._fresh_now(worker) and self._fresh_now(other)
         how = self._handover.get(shard, OTHER)
         self.violations.append(Violation(
-            self._now(), "two holders", shard, f"{other} still holds it, {worker} took it", how, both_fresh
+            self._now(), "two holders", shard, f"{other} still holds it, {worker} took it", how, both_fresh,
+            other, worker,
         ))
-        self._open.setdefault(shard, _Overlap(self._now(), frozenset((other, worker))))
+        self._open.setdefault(shard, _Overlap(self._now(), frozenset((other, worker)), worker))
 
     def _refresh(self, worker: str, current: set[str]) -> None:
         for shard in self.beliefs.get(worker, set()) - current:
@@ -144,12 +153,22 @@ class SafetyChecker:
                 f"{before} -> {_owner(new)} at counter {counter}",
             ))
         if before is not None and _owner(new) not in (None, before):
-            self._handover[shard] = FORCED_STEAL if self._registered(before) else AFTER_EXPIRY
+            self._handover[shard] = LIVE_OWNER if self._registered(before) else AFTER_EXPIRY
         elif _owner(new) is not None and before is None:
             self._handover[shard] = OTHER
         self._counters[shard] = max(counter, highest or counter)
 
     # -- verdict ---------------------------------------------------------------------------
+
+    def settle(self, stolen: set[tuple[str, str]]) -> None:
+        """Relabel overlaps the taker's own cycle reported as steals (``(taker, shard)`` pairs)."""
+        self.violations = [
+            replace(v, how=FORCED_STEAL) if v.how == LIVE_OWNER and (v.taker, v.shard_id) in stolen else v
+            for v in self.violations
+        ]
+        self.overlap_s = [
+            (FORCED_STEAL if h == LIVE_OWNER and (t, s) in stolen else h, d, t, s) for h, d, t, s in self.overlap_s
+        ]
 
     def count(self, kinds: Iterable[str], how: Iterable[str] | None = None) -> int:
         wanted, hows = set(kinds), None if how is None else set(how)
@@ -166,7 +185,7 @@ class SafetyChecker:
         return all(v.kind == "two holders" and v.how == FORCED_STEAL for v in self.violations)
 
     def longest_overlap_s(self, how: str | None = None) -> float:
-        return max((d for h, d in self.overlap_s if how is None or h == how), default=0.0)
+        return max((d for h, d, _, _ in self.overlap_s if how is None or h == how), default=0.0)
 
 
 def _owner(item: dict[str, Any]) -> str | None:

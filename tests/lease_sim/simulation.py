@@ -112,6 +112,7 @@ class Simulation:
         self.table.write_hooks.append(self.checker.on_write)
         self.workers: dict[str, SimWorker] = {}
         self.current: SimWorker | None = None
+        self.stolen: set[tuple[str, str]] = set()  # (thief, shard) of every forced steal
         self.last_change = 0.0
         self.phases: list[PhaseResult] = []
         self._phase = _PhaseCounters()
@@ -120,6 +121,7 @@ class Simulation:
             boundary, "call_with_retry", functools.partial(retry.call_with_retry, sleep=self._sleep)
         )
         self._decode_patch = mock.patch.object(LeaseCodec, "lease", _memo_lease(LeaseCodec.lease))
+        self.progress: Callable[[Simulation], None] | None = None  # called every 0.5 simulated s
         self._populate(config.shards)
 
     # -- set-up and tear-down ------------------------------------------------------------------
@@ -191,6 +193,7 @@ class Simulation:
         moves = self._phase.moves
         moves["acquired"] += len(report.acquired) - len(report.stolen)
         moves["stolen"] += len(report.stolen)
+        self.stolen.update((worker.worker_id, shard) for shard in report.stolen)
         moves["released"] += len(report.released)
         moves["lost"] += len(report.lost)
         moves["declared dead"] += len(report.declared_dead)
@@ -227,12 +230,15 @@ class Simulation:
         end = start + (duration_s if duration_s is not None else self.config.phase_timeout_s)
         while self.queue.now < end:
             self.queue.run_until(min(end, self.queue.now + 0.5))
+            if self.progress is not None:
+                self.progress(self)
             settled = self.balanced() and self.queue.now - self.last_change >= quiet
             if settled and duration_s is None:
                 converged = self.last_change - start
                 break
         if duration_s is not None and self.balanced():
             converged = self.last_change - start if self.last_change > start else 0.0
+        self.checker.settle(self.stolen)
         result = self._result(name, start, converged)
         self.phases.append(result)
         return result
