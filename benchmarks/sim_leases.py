@@ -52,7 +52,7 @@ def main() -> None:
     timing = LeaseTiming(failover_s=args.failover)
     config = SimConfig(
         shards=args.shards, workers=args.workers, seed=args.seed, timing=timing,
-        memo_decode=args.memo_decode, phase_timeout_s=args.timeout,
+        memo_decode=args.memo_decode, phase_timeout_s=args.timeout, warm=args.warm,
     )
     k = args.change or max(1, args.workers // 10)
     wall = time.perf_counter()
@@ -112,7 +112,8 @@ def _conv(phase: PhaseResult) -> str:
 
 def _print(sim: Simulation, args: argparse.Namespace, k: int, wall: float) -> None:
     t = sim.config.timing
-    print(f"\nlease protocol simulation: {args.shards} shards, {args.workers} workers (+/-{k}), seed {args.seed}")
+    print(f"\nlease protocol simulation: {args.shards} shards, {args.workers} workers (+/-{k}), seed {args.seed}"
+          f"{', warm start (table balanced, workers adopt)' if args.warm else ', cold start (all leases free)'}")
     print(f"timing: failover {t.failover_s:g} s, renew {t.renew_s:.2f} s, scan {t.scan_s:.2f} s; "
           f"DynamoDB {sim.config.latency_s[0] * 1000:g}-{sim.config.latency_s[1] * 1000:g} ms, "
           f"{sim.config.rcu_per_key:g} RCU / {sim.config.wcu_per_key:g} WCU per partition key\n")
@@ -171,6 +172,8 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=300.0, help="simulated seconds a phase may take")
     parser.add_argument("--phases", default="start,steady,leave,join,crash,pause")
     parser.add_argument("--memo-decode", action="store_true")
+    parser.add_argument("--warm", action="store_true",
+                        help="start on a table already balanced over the W workers (a restart): they adopt")
     parser.add_argument("--progress", type=float, default=0.0, help="print a line every this many simulated s")
     parser.add_argument("--quiet-logs", action="store_true", help="hide the retry warnings")
     return parser.parse_args()

@@ -56,6 +56,7 @@ class SimConfig:
     quiet_s: float | None = None  # default: three renewal intervals
     phase_timeout_s: float = 300.0
     ignore_condition: Callable[[str, Mapping[str, Any]], bool] | None = None
+    warm: bool = False  # the table starts balanced over the first ``workers`` worker ids (a restart)
     memo_decode: bool = False  # cache LeaseCodec.lease per stored item version (see Simulation)
 
 
@@ -122,7 +123,7 @@ class Simulation:
         )
         self._decode_patch = mock.patch.object(LeaseCodec, "lease", _memo_lease(LeaseCodec.lease))
         self.progress: Callable[[Simulation], None] | None = None  # called every 0.5 simulated s
-        self._populate(config.shards)
+        self._populate(config.shards, config.workers if config.warm else 0)
 
     # -- set-up and tear-down ------------------------------------------------------------------
 
@@ -140,14 +141,20 @@ class Simulation:
         for worker in self.workers.values():
             worker.fiber.kill()
 
-    def _populate(self, shards: int) -> None:
-        """One lease per shard, unowned at TRIM_HORIZON, hash ranges tiling the key space (uncharged)."""
+    def _populate(self, shards: int, owners: int) -> None:
+        """One lease per shard at TRIM_HORIZON, hash ranges tiling the key space (uncharged).
+
+        Unowned, or with ``owners``, dealt round-robin to worker ids 0..owners-1
+        (the ids :meth:`add_worker` gives out first): workers restarting on a
+        balanced table adopt their own leases instead of racing for free ones.
+        """
         codec, partition = LeaseCodec(self.table_name), lease_partition(self.application, self.stream)
         width = (MAX_HASH + 1) // shards
         for i in range(shards):
             end = MAX_HASH if i == shards - 1 else (i + 1) * width - 1
+            owner = f"worker-{i % owners:04d}" if owners else None
             lease = Lease(f"shardId-{i:012d}", Checkpoint.trim_horizon(), HashRange(i * width, end),
-                          last_updated_ms=WALL_EPOCH_MS)
+                          counter=1 if owner else 0, owner=owner, last_updated_ms=WALL_EPOCH_MS)
             self.table.load(codec.lease_item(partition, lease))
 
     def add_worker(self) -> SimWorker:
