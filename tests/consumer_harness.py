@@ -41,6 +41,7 @@ class RecordingCoordinator:
     failure: BaseException | None = None
     live: bool = True
     fresh: bool = True
+    delivered: dict[str, int] = field(default_factory=dict)  # records reported per shard (report_throughput)
 
     def is_live(self) -> bool:
         return self.live
@@ -64,6 +65,9 @@ class RecordingCoordinator:
     def release(self, shard_id: str) -> bool:
         self.released.append(shard_id)
         return True
+
+    def report_throughput(self, shard_id: str, records: int, nbytes: int) -> None:
+        self.delivered[shard_id] = self.delivered.get(shard_id, 0) + records
 
     def stop(self) -> None:
         return None

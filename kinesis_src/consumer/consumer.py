@@ -299,6 +299,8 @@ class Consumer:
         self.metrics.records += len(batch)
         self.metrics.bytes += batch.byte_count
         self.metrics.batches += 1
+        if self._coordinator is not None:  # the balancer weighs leases by what they deliver
+            self._coordinator.report_throughput(batch.shard_id, len(batch), batch.byte_count)
         shard = self.metrics.shards.get(batch.shard_id)
         if shard is not None:
             shard.records += len(batch)

@@ -56,24 +56,42 @@ def plan_assignment(
     *,
     preserve_shard_order: bool = True,
     max_steals: int = 1,
+    weights: Mapping[str, float] | None = None,
 ) -> AssignmentPlan:
     """Decide takes, steals and releases for worker ``me``; no I/O.
 
     Owners not in ``live_workers`` are dead: their leases are taken first.
-    Fair share: between floor(N/W) and ceil(N/W) assignable leases each.
-    While a worker is below floor, free leases are left to it (others take
-    up to floor only), and if nothing is free the most loaded worker sheds
-    one lease to it (graceful); stealing is the fallback. Closed shards that
-    are still draining (a lease names them as parent) are never stolen, and
-    handed over only when no open one is: moving them only re-reads them.
+    A worker's load is the sum of its leases' ``weights`` (shard id ->
+    load; :func:`~.throughput.lease_weights`); without weights every lease
+    weighs 1 and load is the lease count, and then the rules below are
+    exactly "between floor(N/W) and ceil(N/W) leases each". With mean load
+    M per worker and mean lease weight u:
+
+    * a worker sheds (releases) leases, newest open first, for as long as it
+      stays at or above M without them (count: above ceil(N/W));
+    * free leases are taken while the taker is below M, or, when another
+      worker is starving (load + u <= M; count: below floor), only while
+      the taker stays at most M;
+    * when nothing is free and a worker is starving, the most loaded worker
+      that can gives it one lease: one of weight at most half their load
+      gap (count: it has two more), the heaviest such. Gracefully (the
+      giver releases), or, as the fallback, stolen.
+
+    The gap rule is the hysteresis: a move of weight w needs a gap of 2w
+    and leaves a gap of 2w less, so no move is ever undone while the
+    weights stand still (the sum of squared loads falls with every move).
+    With measured weights a move also needs ``HYSTERESIS`` x M more gap,
+    so estimates that wobble do not move leases back and forth.
+    Closed shards that are still draining (a lease names them as parent)
+    are never stolen, and handed over only when no open one is: moving them
+    only re-reads them.
     """
     all_leases = list(leases)
     by_id = {lease.shard_id: lease for lease in all_leases}
     workers = set(live_workers) | {me}
     ready = sorted((l for l in all_leases if is_assignable(l, by_id, preserve_shard_order)), key=_order)
     ready_ids = {l.shard_id for l in ready}
-    n, w = len(ready), len(workers)
-    floor_share, ceil_share = n // w, -(-n // w)
+    scale = _Scale.of(ready, len(workers), weights)
     closed = {p for l in all_leases for p in l.parent_shard_ids}
     load: dict[str, list[Lease]] = {worker: [] for worker in workers}
     for lease in ready:
@@ -81,22 +99,83 @@ def plan_assignment(
             load[lease.owner].append(lease)
     mine = _movable_last(load[me], closed)
     blocked = [l for l in all_leases if l.owner == me and l.shard_id not in ready_ids]
-    if len(mine) > ceil_share:
-        return AssignmentPlan(release=tuple(blocked + mine[ceil_share:]), assignable=n, workers=w)
+    surplus = _surplus(mine, scale)
+    if surplus:
+        return AssignmentPlan(release=tuple(blocked + surplus), assignable=len(ready), workers=len(workers))
     free = [l for l in ready if l.owner is not None and l.owner not in workers]  # dead owners first
     free += [l for l in ready if l.owner is None]
-    starving = sorted((x for x in workers if len(load[x]) < floor_share), key=lambda x: (len(load[x]), x))
-    limit = floor_share if starving and me not in starving else ceil_share
-    take = free[: max(0, limit - len(mine))]
-    held = len(mine) + len(take)
+    loads = {w: scale.total(ls) for w, ls in load.items()}
+    starving = sorted((x for x in workers if scale.starving(loads[x])), key=lambda x: (loads[x], x))
+    take = _takes(free, loads[me], scale, strict=bool(starving) and me not in starving)
+    held = loads[me] + scale.total(take)
     release = list(blocked)
     steal: tuple[Lease, ...] = ()
     if not free and starving and me not in starving:
-        if _victim(load, closed, starving[0], len(load[starving[0]]), draining_too=True) == me:
-            release.append(mine[-1])  # hand one over gracefully instead of waiting to be stolen from
-    elif held < floor_share and len(take) == len(free):
-        steal = _steals(me, load, closed, held, floor_share, max_steals)
-    return AssignmentPlan(tuple(take), steal, tuple(release), n, w)
+        gift = _gift(load, closed, starving[0], loads, scale, draining_too=True)
+        if gift is not None and gift[0] == me:
+            release.append(gift[1])  # hand one over gracefully instead of waiting to be stolen from
+    elif scale.starving(held) and len(take) == len(free):
+        steal = _steals(me, load, closed, held, scale, max_steals)
+    return AssignmentPlan(tuple(take), steal, tuple(release), len(ready), len(workers))
+
+
+HYSTERESIS = 0.1  # with measured weights: a move needs this fraction of the mean worker load as extra gap
+
+
+@dataclass(frozen=True)
+class _Scale:
+    """Lease weights and the means the rules compare with (count mode: every weight 1, no margin)."""
+
+    weights: Mapping[str, float]
+    mean_load: float  # M: total weight per worker
+    mean_lease: float  # u: total weight per lease
+    margin: float
+
+    @classmethod
+    def of(cls, ready: Sequence[Lease], workers: int, weights: Mapping[str, float] | None) -> _Scale:
+        if weights is None:
+            return cls({}, len(ready) / workers, 1.0, 0.0)
+        total = sum(weights.get(l.shard_id, 1.0) for l in ready)
+        mean_load = total / workers
+        return cls(weights, mean_load, total / len(ready) if ready else 1.0, HYSTERESIS * mean_load)
+
+    def of_lease(self, lease: Lease) -> float:
+        return self.weights.get(lease.shard_id, 1.0)
+
+    def total(self, leases: Iterable[Lease]) -> float:
+        return sum(self.of_lease(l) for l in leases)
+
+    def starving(self, load: float) -> bool:
+        return load + self.mean_lease <= self.mean_load + 1e-9
+
+    def can_move(self, lease: Lease, giver: float, taker: float) -> bool:
+        """The gap rule: after the move the taker is still no more loaded than the giver (plus margin)."""
+        return 2 * self.of_lease(lease) + self.margin <= giver - taker + 1e-9
+
+
+def _surplus(mine: Sequence[Lease], scale: _Scale) -> list[Lease]:
+    """What to shed: leases (from the tail) without which this worker is still at or above M."""
+    load = scale.total(mine)
+    shed = []
+    for lease in reversed(mine):
+        if load - scale.of_lease(lease) >= scale.mean_load + scale.margin - 1e-9:
+            shed.append(lease)
+            load -= scale.of_lease(lease)
+    return shed[::-1]
+
+
+def _takes(free: Sequence[Lease], load: float, scale: _Scale, strict: bool) -> list[Lease]:
+    """Free leases to take: while below M, or (``strict``: another worker starves) while staying at most M."""
+    take = []
+    for lease in free:
+        weight = scale.of_lease(lease)
+        if (load + weight > scale.mean_load + 1e-9) if strict else (load >= scale.mean_load - 1e-9):
+            if strict:
+                continue
+            break
+        take.append(lease)
+        load += weight
+    return take
 
 
 def _movable_last(leases: Sequence[Lease], closed: set[str]) -> list[Lease]:
@@ -104,35 +183,50 @@ def _movable_last(leases: Sequence[Lease], closed: set[str]) -> list[Lease]:
     return sorted(leases, key=lambda l: (l.shard_id not in closed, _order(l)))
 
 
-def _victim(
-    load: Mapping[str, Sequence[Lease]], closed: set[str], thief: str, held: int, *, draining_too: bool = False
-) -> str | None:
-    """The most loaded worker (ties: highest id) that can give the thief, holding ``held``, a lease
-    and still have at least as many: one with at least two more.
+def _gift(
+    load: Mapping[str, Sequence[Lease]], closed: set[str], thief: str, loads: Mapping[str, float], scale: _Scale,
+    *, draining_too: bool = False,
+) -> tuple[str, Lease] | None:
+    """The most loaded worker (ties: highest id) that can give the thief a lease by the gap rule, and
+    the lease: its heaviest such, newest first among equals.
 
-    Only workers with an open lease qualify for a steal: a draining parent's
-    new owner would only re-read from the last checkpoint. A graceful
-    hand-off (``draining_too``) falls back to a draining parent when no able
-    worker has an open lease; otherwise a worker starves for as long as the
-    loaded workers hold only draining parents.
+    Only open leases qualify for a steal: a draining parent's new owner
+    would only re-read from the last checkpoint. A graceful hand-off
+    (``draining_too``) falls back to a draining parent when no able worker
+    has an open lease; otherwise a worker starves for as long as the loaded
+    workers hold only draining parents.
     """
-    able = [w for w, ls in load.items() if w != thief and len(ls) - held >= 2]
-    candidates = [w for w in able if any(l.shard_id not in closed for l in load[w])]
-    if not candidates and draining_too:
-        candidates = able
-    return max(candidates, key=lambda w: (len(load[w]), w)) if candidates else None
+    def giftable(worker: str, open_only: bool) -> list[Lease]:
+        leases = _movable_last(load[worker], closed)
+        return [l for l in leases if (not open_only or l.shard_id not in closed)
+                and scale.can_move(l, loads[worker], loads[thief])]
+
+    for open_only in (True, False) if draining_too else (True,):
+        able = [w for w in load if w != thief and giftable(w, open_only)]
+        if able:
+            victim = max(able, key=lambda w: (loads[w], w))
+            options = giftable(victim, open_only)
+            best = max(range(len(options)), key=lambda i: (scale.of_lease(options[i]), i))
+            return victim, options[best]
+    return None
 
 
 def _steals(
-    me: str, load: Mapping[str, Sequence[Lease]], closed: set[str], held: int, floor_share: int, max_steals: int
+    me: str, load: Mapping[str, Sequence[Lease]], closed: set[str], held: float, scale: _Scale, max_steals: int
 ) -> tuple[Lease, ...]:
-    """Take open leases from the most loaded worker while it has at least two more than us."""
-    owned = {w: _movable_last(ls, closed) for w, ls in load.items()}
+    """Take open leases from the most loaded worker while the gap rule allows and we starve."""
+    owned = {w: list(ls) for w, ls in load.items()}
+    loads = {w: scale.total(ls) for w, ls in owned.items()}
+    loads[me] = held
     steals: list[Lease] = []
-    while held < floor_share and len(steals) < max_steals:
-        victim = _victim(owned, closed, me, held)
-        if victim is None:
+    while scale.starving(loads[me]) and len(steals) < max_steals:
+        gift = _gift(owned, closed, me, loads, scale)
+        if gift is None:
             break
-        steals.append(owned[victim].pop())  # its newest open shard
-        held += 1
+        victim, lease = gift
+        owned[victim].remove(lease)
+        weight = scale.of_lease(lease)
+        loads[victim] -= weight
+        loads[me] += weight
+        steals.append(lease)
     return tuple(steals)

@@ -44,9 +44,14 @@ ownership changes or a checkpoint is written.
   that was paused (GC, SIGSTOP, a frozen VM) stops trusting its leases
   before anyone else may take them.
 
-Balancing (:func:`plan_assignment`, pure) gives each live worker between
-floor(N/W) and ceil(N/W) of the N assignable leases: leases of dead workers
-first, then unowned ones. Rebalancing between live workers is graceful: a
+Balancing (:func:`plan_assignment`, pure) weighs each lease by its shard's
+recent throughput, measured by its holder and written with its checkpoints
+(:mod:`.throughput`); without estimates every lease weighs 1, and each live
+worker gets between floor(N/W) and ceil(N/W) of the N assignable leases:
+leases of dead workers first, then unowned ones. What follows is said in
+counts; with weights, "above ceil" is "at or above the mean load even
+without the lease", and a hand-over needs a load gap of twice the lease's
+weight (hysteresis: no move is ever undone on a stable load). Rebalancing between live workers is graceful: a
 worker above ceil(N/W) sheds its surplus itself, and when a worker is below
 floor(N/W) with nothing free, the most loaded worker hands one lease over
 (release after its listener checkpoints). A forced steal (at most
@@ -90,6 +95,7 @@ from .model import (
     WorkerHeartbeat,
 )
 from .table import LeaseTable
+from .throughput import RateMeter, lease_weights
 from .timing import LeaseTiming
 from .view import ViewReader
 
@@ -150,6 +156,7 @@ class LeaseCoordinator:
         self.clock = clock
         self._lock = threading.RLock()
         self._held: dict[str, Lease] = {}
+        self._meters: dict[str, RateMeter] = {}  # per held shard: what the consumer delivered
         self._me: WorkerHeartbeat | None = None
         self._renewed_at = float("-inf")  # send time of the last acknowledged heartbeat
         self._next_heartbeat = float("-inf")
@@ -246,15 +253,30 @@ class LeaseCoordinator:
             raise self._not_held(shard_id)
         return lease
 
+    def report_throughput(self, shard_id: str, records: int, nbytes: int) -> None:
+        """The consumer delivered ``records`` records of ``nbytes`` bytes from a held shard.
+
+        Cheap (no I/O): the estimate is written with the shard's next
+        checkpoint, and the balancer weighs leases by it (:mod:`.throughput`).
+        """
+        with self._lock:
+            meter = self._meters.get(shard_id)
+        if meter is not None:
+            meter.add(records, nbytes, self.clock())
+
     def checkpoint(self, shard_id: str, checkpoint: Checkpoint | Position) -> Lease:
-        """Record progress on a held shard; LeaseLostError if the lease was taken."""
+        """Record progress on a held shard, with its throughput estimate; LeaseLostError if the lease was taken."""
         if isinstance(checkpoint, Position):
             checkpoint = Checkpoint.from_position(checkpoint)
         lease = self.lease(shard_id)
+        with self._lock:
+            meter = self._meters.get(shard_id)
+        estimate = None if meter is None else meter.rate(self.clock(), self.table.now_ms())
         try:
-            updated = self.table.checkpoint(lease, checkpoint)
+            updated = self.table.checkpoint(lease, checkpoint, estimate)
         except LeaseLostError:
             self._drop(lease, "checkpoint rejected: lease taken over")
+            self._views.invalidate()  # the table changed unannounced (or unseen yet): read it again
             raise
         with self._lock:
             current = self._held.get(shard_id)
@@ -271,9 +293,11 @@ class LeaseCoordinator:
             result = self.table.mark_shard_end(lease, child_leases)
         except LeaseLostError:
             self._drop(lease, "SHARD_END rejected: lease taken over")
+            self._views.invalidate()  # the table changed unannounced (or unseen yet): read it again
             raise
         with self._lock:
             self._held.pop(shard_id, None)
+            self._meters.pop(shard_id, None)
         self._note_change()
         log.info(
             "worker %s: shard %s reached SHARD_END; children %s (created %s)",
@@ -328,8 +352,7 @@ class LeaseCoordinator:
         if self._sync_due(live):
             view, report.read_leases = self._views.read(force=True)  # sync reads leases before listing
             report.synced = self._sync(view.leases.values())
-            if getattr(report.synced, "changed", True):
-                self._note_change()
+            if self._changed:
                 view, _ = self._views.read(force=True)
             self._reconcile(view, report)
         self._balance(view, live, report)
@@ -444,6 +467,7 @@ class LeaseCoordinator:
         plan = plan_assignment(
             self.worker_id, leases, live,
             preserve_shard_order=self.preserve_shard_order, max_steals=self.timing.max_steals_per_cycle,
+            weights=lease_weights(leases, self.table.now_ms()),
         )
         for lease in plan.release:
             if self._release(lease, f"shedding: above fair share of {plan.assignable} over {plan.workers}"):
@@ -475,6 +499,7 @@ class LeaseCoordinator:
             return False
         with self._lock:
             self._held[lease.shard_id] = taken
+            self._meters[lease.shard_id] = RateMeter(self.clock())
         self._note_change()
         log.info("worker %s took lease on %s (%s) at checkpoint %s", self.worker_id, lease.shard_id, how, taken.checkpoint)
         report.acquired.append(lease.shard_id)
@@ -490,6 +515,7 @@ class LeaseCoordinator:
         current = self._snapshot().get(lease.shard_id, lease)
         with self._lock:
             self._held.pop(lease.shard_id, None)
+            self._meters.pop(lease.shard_id, None)
         try:
             released = self.table.release_lease(current)
         except KinesisSourceError as exc:
@@ -509,6 +535,7 @@ class LeaseCoordinator:
 
     def _drop(self, lease: Lease, reason: str, report: CycleReport | None = None) -> None:
         with self._lock:
+            self._meters.pop(lease.shard_id, None)
             if self._held.pop(lease.shard_id, None) is None:
                 return
         log.info("worker %s lost lease on %s: %s", self.worker_id, lease.shard_id, reason)
@@ -524,7 +551,10 @@ class LeaseCoordinator:
     def _sync(self, leases: Iterable[Lease] | None = None) -> object | None:
         self._next_sync = self.clock() + self.timing.sync_interval_s
         try:
-            return self.shard_sync.run(leases)  # type: ignore[union-attr]
+            report = self.shard_sync.run(leases)  # type: ignore[union-attr]
+            if getattr(report, "changed", True):
+                self._note_change()  # created or deleted leases: announced like any ownership change
+            return report
         except KinesisSourceError as exc:
             if not _transient(exc):
                 raise

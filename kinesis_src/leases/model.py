@@ -136,6 +136,20 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Throughput:
+    """A shard's recent throughput as its holder measured it (see :mod:`.throughput`).
+
+    ``measured_ms`` is the holder's wall clock when it wrote the estimate:
+    only the balancer reads it, to ignore estimates nobody refreshed for
+    minutes; a skew of seconds does not matter there.
+    """
+
+    records_per_s: float
+    bytes_per_s: float
+    measured_ms: int
+
+
+@dataclass(frozen=True)
 class Lease:
     """One shard's lease, as stored.
 
@@ -143,7 +157,8 @@ class Lease:
     steal, release, SHARD_END) increments it, and every write by the holder
     is conditional on (owner, counter), so a holder that was replaced can no
     longer write. ``last_updated_ms`` is wall-clock time for humans; expiry
-    never reads it (see :mod:`kinesis_src.leases`).
+    never reads it (see :mod:`kinesis_src.leases`). ``throughput`` is the
+    holder's last estimate, written with its checkpoints (None: none yet).
     """
 
     shard_id: str
@@ -155,6 +170,7 @@ class Lease:
     child_shard_ids: tuple[str, ...] = ()
     owner_switches_since_checkpoint: int = 0
     last_updated_ms: int = 0
+    throughput: Throughput | None = None
 
     @property
     def is_shard_end(self) -> bool:

@@ -37,7 +37,7 @@ from ..aws.dynamodb import Item
 from ..errors import CorruptLeaseError, InvalidPositionError, KinesisSourceError
 from ..identity import StreamIdentity
 from ..positions import format_timestamp
-from .model import _SENTINELS, Checkpoint, CheckpointKind, Lease, WorkerHeartbeat
+from .model import _SENTINELS, Checkpoint, CheckpointKind, Lease, Throughput, WorkerHeartbeat
 
 # -- key layout -------------------------------------------------------------------
 
@@ -65,6 +65,9 @@ LAST_UPDATED = "lastUpdated"
 WORKER_ID = "workerId"
 SESSION = "session"
 HEARTBEAT = "heartbeat"
+THROUGHPUT_RECORDS = "throughputRecords"  # records/s, written with a checkpoint (optional)
+THROUGHPUT_BYTES = "throughputBytes"  # bytes/s
+THROUGHPUT_AT = "throughputAt"  # epoch ms of the estimate
 LEASE_CHANGES = "leaseChanges"  # heartbeats that announced an ownership change (optional: older items lack it)
 
 CLAIM_RANGE_KEY = "query"
@@ -100,6 +103,16 @@ def identity_key(application: str, stream: str) -> Item:
 def identity_item(key: Item, identity: StreamIdentity) -> Item:
     data = identity.to_dict()
     return {**key, STREAM_ARN: _s(data["arn"]), STREAM_CREATED: _s(data["created"])}
+
+
+def throughput_values(throughput: Throughput, *names: str) -> dict[str, dict[str, str]]:
+    """The three throughput attributes (or expression placeholders, in that order) of an estimate."""
+    records, nbytes, at = names
+    return {
+        records: {"N": f"{throughput.records_per_s:.3f}"},
+        nbytes: {"N": f"{throughput.bytes_per_s:.1f}"},
+        at: _n(throughput.measured_ms),
+    }
 
 
 def _s(value: str) -> dict[str, str]:
@@ -144,6 +157,8 @@ class LeaseCodec:
             item[LEASE_OWNER] = _s(lease.owner)
         if lease.checkpoint.timestamp is not None:
             item[CHECKPOINT_TIMESTAMP] = _s(format_timestamp(lease.checkpoint.timestamp))
+        if lease.throughput is not None:
+            item.update(throughput_values(lease.throughput, THROUGHPUT_RECORDS, THROUGHPUT_BYTES, THROUGHPUT_AT))
         return item
 
     @staticmethod
@@ -180,7 +195,15 @@ class LeaseCodec:
             child_shard_ids=self.strings(item, CHILD_SHARD_IDS),
             owner_switches_since_checkpoint=self.number(item, OWNER_SWITCHES),
             last_updated_ms=self.number(item, LAST_UPDATED),
+            throughput=self._throughput(item),
         )
+
+    def _throughput(self, item: Item) -> Throughput | None:
+        """Optional: items written before estimates existed, or never checkpointed with one, lack it."""
+        if THROUGHPUT_AT not in item:
+            return None
+        return Throughput(self.decimal(item, THROUGHPUT_RECORDS), self.decimal(item, THROUGHPUT_BYTES),
+                          self.number(item, THROUGHPUT_AT))
 
     def worker(self, item: Item) -> WorkerHeartbeat:
         worker_id = self.string(item, WORKER_ID)
@@ -262,6 +285,16 @@ class LeaseCodec:
             return int(text)
         except (TypeError, ValueError):
             raise self.corrupt(item, attribute, "an integer", f"is {text!r}") from None
+
+    def decimal(self, item: Item, attribute: str) -> float:
+        text = self._typed(item, attribute, "N", False)
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            raise self.corrupt(item, attribute, "a number", f"is {text!r}") from None
+        if not value >= 0:  # also NaN
+            raise self.corrupt(item, attribute, "a rate >= 0", f"is {text!r}")
+        return value
 
     def strings(self, item: Item, attribute: str) -> tuple[str, ...]:
         values = self._typed(item, attribute, "L", False)

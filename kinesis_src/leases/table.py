@@ -34,6 +34,7 @@ from .model import (
     Lease,
     ShardEndResult,
     TableView,
+    Throughput,
     WorkerHeartbeat,
 )
 from .serializer import (
@@ -53,6 +54,9 @@ from .serializer import (
     OWNER_SWITCHES,
     RANGE_KEY,
     SESSION,
+    THROUGHPUT_AT,
+    THROUGHPUT_BYTES,
+    THROUGHPUT_RECORDS,
     TTL_ATTRIBUTE,
     WORKER_PREFIX,
     LeaseCodec,
@@ -62,6 +66,7 @@ from .serializer import (
     claim_key,
     lease_key,
     lease_partition,
+    throughput_values,
     worker_key,
 )
 
@@ -189,12 +194,17 @@ class LeaseTable:
         result = self._update_held(lease, "SET #counter = :next, #updated = :now REMOVE #owner")
         return self._lease_or_none(result)
 
-    def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
-        """Record progress; only the holder at the lease's counter may. Raises LeaseLostError."""
+    def checkpoint(self, lease: Lease, checkpoint: Checkpoint, throughput: Throughput | None = None) -> Lease:
+        """Record progress (and the shard's throughput estimate, in the same write); only the holder
+        at the lease's counter may. Raises LeaseLostError."""
         if checkpoint.is_shard_end:
             raise InvalidPositionError("SHARD_END is recorded with mark_shard_end(), which also creates the children")
         update, values = self._checkpoint_update(checkpoint)
-        result = self._update_held(lease, update + ", #switches = :zero, #updated = :now", values=values)
+        update += ", #switches = :zero, #updated = :now"
+        if throughput is not None:
+            update += ", #tr = :tr, #tb = :tb, #tat = :tat"
+            values.update(throughput_values(throughput, ":tr", ":tb", ":tat"))
+        result = self._update_held(lease, update, values=values)
         return self._lease_or_lost(lease, result, f"checkpoint {checkpoint}")
 
     def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
@@ -302,6 +312,7 @@ class LeaseTable:
             "#owner": LEASE_OWNER, "#counter": LEASE_COUNTER, "#switches": OWNER_SWITCHES,
             "#updated": LAST_UPDATED, "#cp": CHECKPOINT, "#sub": CHECKPOINT_SUB_SEQUENCE,
             "#cpts": CHECKPOINT_TIMESTAMP, "#children": CHILD_SHARD_IDS,
+            "#tr": THROUGHPUT_RECORDS, "#tb": THROUGHPUT_BYTES, "#tat": THROUGHPUT_AT,
         }
         all_values: dict[str, Any] = {
             ":cur": _n(lease.counter), ":now": _n(now), ":zero": _n(0), ":next": _n(lease.counter + 1)

@@ -81,6 +81,7 @@ class Worker:
             timing=LeaseTiming(
                 failover_s=args.failover, renew_interval_s=args.renew, scan_interval_s=args.scan,
                 sync_interval_s=args.sync_interval, max_steals_per_cycle=args.max_steals,
+                lease_refresh_interval_s=args.lease_refresh,
             ),
             shard_sync=ShardSync(self.kinesis, self.table, Position.parse(args.initial_position)),
             listener=self,
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--renew", type=float, default=1.0)
     parser.add_argument("--scan", type=float, default=None, help="table scan interval (default renew/2)")
     parser.add_argument("--sync-interval", type=float, default=60.0)
+    parser.add_argument("--lease-refresh", type=float, default=30.0, help="re-read leases at least this often")
     parser.add_argument("--max-steals", type=int, default=1)
     parser.add_argument("--initial-position", default="trim_horizon")
     parser.add_argument("--read-on-acquire", action="store_true")

@@ -279,12 +279,13 @@ def test_fencing_a_paused_worker_cannot_write_after_losing_its_lease(kinesis, dy
 def test_a_corrupt_item_stops_the_worker_with_the_item_and_attribute_named(kinesis, dynamodb, stream_name, table_name, spawn) -> None:
     make_stream(kinesis, stream_name, 2)
     table = LeaseTable(dynamodb, table_name, "app", stream_name)
-    w1 = spawn("w1", table_name, stream_name)
+    w1 = spawn("w1", table_name, stream_name, "--lease-refresh", "2")
     wait_for(lambda: len(w1.held()) == 2, 60, "w1 to hold both shards")
     raw = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=dynamodb.endpoint)
     raw.update_item(TableName=table_name, Key=table._lease_key("shardId-000000000001"),
                     UpdateExpression="SET checkpoint = :n", ExpressionAttributeValues={":n": {"N": "12"}})
-    failed = wait_for(lambda: w1.of("failed"), 10, "w1 to fail")[0][1]
+    # a hand edit announces nothing (no heartbeat's leaseChanges moved): seen at the periodic re-read
+    failed = wait_for(lambda: w1.of("failed"), 12, "w1 to fail")[0][1]
     assert failed["error"] == "CorruptLeaseError"
     assert repr(table_name) in failed["message"] and "sk='shard#shardId-000000000001'" in failed["message"]
     assert "attribute 'checkpoint' has type N" in failed["message"]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kinesis_src.leases.assignment import AssignmentPlan, is_assignable, plan_assignment
+from kinesis_src.leases.assignment import HYSTERESIS, AssignmentPlan, is_assignable, plan_assignment
 from kinesis_src.leases.model import Checkpoint, Lease
 from lineage import MAX_HASH_KEY, HashRange
 
@@ -210,3 +210,86 @@ def test_draining_closed_shards_are_never_stolen_and_shed_last() -> None:
     mixed = [mk(0, "a"), mk(1, "a"), mk(2, parents=(0,)), mk(5, "a"), mk(6, "a")]  # 0 closed, 1/5/6 open
     assert [l.shard_id for l in plan_assignment("b", mixed, ["a", "b"]).steal] == [sid(6)]
     assert [l.shard_id for l in plan_assignment("a", mixed, ["a", "b"]).release] == [sid(5), sid(6)]
+
+
+# -- weighted by throughput ------------------------------------------------------------------
+
+
+def settle(table: dict[str, Lease], workers: list[str], weights, rounds: int = 200) -> int:
+    """Plan and apply round after round until no plan acts; the number of lease moves."""
+    moves = 0
+    for _ in range(rounds):
+        acted = False
+        for me in workers:
+            plan = plan_assignment(me, list(table.values()), workers, weights=weights)
+            acted |= not plan.empty
+            moves += len(plan.take) + len(plan.steal) + len(plan.release)
+            apply(table, me, plan)
+        if not acted:
+            return moves
+    pytest.fail("no fixed point after 200 rounds")
+
+
+def loads(table: dict[str, Lease], workers: list[str], weights) -> dict[str, float]:
+    return {w: sum(weights[l.shard_id] for l in table.values() if l.owner == w) for w in workers}
+
+
+@st.composite
+def weighted_states(draw):
+    workers = [f"w{i}" for i in range(draw(st.integers(1, 6)))]
+    n = draw(st.integers(0, 30))
+    owners = st.sampled_from([None, *DEAD, *workers])
+    table = {sid(i): mk(i, draw(owners)) for i in range(n)}
+    weights = {sid(i): draw(st.floats(0.01, 10.0)) for i in range(n)}
+    return workers, table, weights
+
+
+@given(weighted_states())
+@settings(max_examples=200, deadline=None)
+def test_weighted_assignment_converges_and_never_undoes_a_move_on_a_stable_load(state) -> None:
+    """On fixed weights the planners reach a fixed point (after it nothing moves: no flapping), every
+    lease has one live owner, and no hand-over is left that the gap rule allows."""
+    workers, table, weights = state
+    settle(table, workers, weights)
+    assert all(l.owner in workers for l in table.values())
+    load = loads(table, workers, weights)
+    mean = sum(weights.values()) / len(workers)
+    busiest, idlest = max(load, key=load.get), min(load, key=load.get)
+    gap = load[busiest] - load[idlest]
+    for lease in (l for l in table.values() if l.owner == busiest):
+        assert 2 * weights[lease.shard_id] + HYSTERESIS * mean > gap - 1e-6 or not starving(load[idlest], weights, workers)
+
+
+def starving(load: float, weights, workers) -> bool:
+    total = sum(weights.values())
+    return load + total / len(weights) <= total / len(workers) + 1e-9
+
+
+@given(weighted_states(), st.randoms(use_true_random=False))
+@settings(max_examples=100, deadline=None)
+def test_estimates_that_wobble_by_5_percent_do_not_move_leases_back_and_forth(state, rng) -> None:
+    workers, table, weights = state
+    settle(table, workers, weights)
+    moved: dict[str, int] = {}
+    for _ in range(30):
+        wobbled = {s: w * rng.uniform(0.95, 1.05) for s, w in weights.items()}
+        before = {s: l.owner for s, l in table.items()}
+        settle(table, workers, wobbled)
+        for s, l in table.items():
+            if l.owner != before[s]:
+                moved[s] = moved.get(s, 0) + 1
+    assert all(count <= 1 for count in moved.values()), moved
+
+
+def test_one_hot_shard_of_eight_on_four_workers_gets_a_worker_of_its_own() -> None:
+    """Issue #12's case: 8 shards, one 10x hotter, 4 workers. By count, the hot shard shares a worker
+    (11 / 4.25 = 2.59 x the mean); by weight it is alone (10 / 4.25 = 2.35, the best any assignment
+    of whole shards can do), and the other seven share 3/2/2."""
+    workers = ["a", "b", "c", "d"]
+    weights = {sid(i): 10.0 if i == 0 else 1.0 for i in range(8)}
+    by_count = {l.shard_id: l for l in (mk(i) for i in range(8))}
+    settle(by_count, workers, None)
+    assert max(loads(by_count, workers, weights).values()) == 11
+    by_weight = dict(by_count)
+    moves = settle(by_weight, workers, weights)
+    assert sorted(loads(by_weight, workers, weights).values()) == [2, 2, 3, 10] and moves == 2  # one release, one take

@@ -535,3 +535,22 @@ def test_consumed_capacity_is_asked_for_and_summed_only_when_measured(dummy_cred
     meter.note("after-call.dynamodb.Query", {"ConsumedCapacity": {"CapacityUnits": 0.5}})
     meter.note("after-call.dynamodb.DescribeTable", {})
     assert meter.by_operation["TransactWriteItems"] == 6.0 and meter.by_operation["Query"] >= 0.5
+
+
+def test_a_checkpoint_carries_the_throughput_estimate_and_older_items_have_none(table: LeaseTable) -> None:
+    from kinesis_src.leases.model import Throughput
+
+    table.create_lease(lease())
+    held = table.take_lease(table.get_lease("shardId-000000000000"), "w1")
+    assert held.throughput is None  # an item of the previous version's layout: no estimate
+    estimate = Throughput(123.456, 98765.4, 1_700_000_000_000)
+    after = table.checkpoint(held, Checkpoint.sequence("7"), estimate)
+    assert after.throughput == estimate == table.get_lease("shardId-000000000000").throughput
+    plain = table.checkpoint(after, Checkpoint.sequence("8"))  # without one, the last estimate stays
+    assert plain.throughput == estimate and plain.checkpoint == Checkpoint.sequence("8")
+    boto3.client("dynamodb", region_name="us-east-1").update_item(
+        TableName=TABLE, Key=table._lease_key("shardId-000000000000"),
+        UpdateExpression="SET throughputRecords = :s", ExpressionAttributeValues={":s": {"S": "fast"}},
+    )
+    with pytest.raises(CorruptLeaseError, match="'throughputRecords' has type S"):
+        table.get_lease("shardId-000000000000")

@@ -394,3 +394,35 @@ def test_child_leases_created_by_another_worker_are_seen_at_its_announcement(dyn
     assert b.run_once().announced
     assert a.run_once().read_leases
     assert sorted(len(w.held()) for w in (a, b)) == [1, 2]
+
+
+# -- throughput-aware balancing ---------------------------------------------------------------------
+
+
+def test_reported_throughput_rides_on_checkpoints_and_a_hot_shard_gets_a_worker_of_its_own(dynamodb) -> None:
+    """Four shards, one ten times hotter: by count a/b hold 2/2. The estimates are written with the
+    checkpoints (no announcement, no extra write); once the periodic re-read shows them, the hot
+    shard's holder gives its other lease away: one release and one take, then nothing moves."""
+    seed(dynamodb, 4)
+    clock = Clock()
+    a, b = worker(dynamodb, "a", clock), worker(dynamodb, "b", clock)
+    cycle([a, b], clock, rounds=3)
+    assert sorted(len(w.held()) for w in (a, b)) == [2, 2]
+    holder = {shard: w for w in (a, b) for shard in w.held()}
+    assert a.checkpoint(next(iter(a.held())), Checkpoint.sequence("1")).throughput is None  # meter too young
+    for _ in range(12):  # shard 0 delivers 1,000 records/s, the others 100
+        for shard, w in holder.items():
+            hot = shard == sid(0)
+            w.report_throughput(shard, 1000 if hot else 100, 100_000 if hot else 10_000)
+        clock.advance(1.0)
+    rates = {shard: w.checkpoint(shard, Checkpoint.sequence("2")).throughput for shard, w in holder.items()}
+    assert all(r is not None for r in rates.values())
+    cold = [r.records_per_s for s, r in rates.items() if s != sid(0)]  # type: ignore[union-attr]
+    assert rates[sid(0)].records_per_s == pytest.approx(10 * cold[0], rel=0.01)  # type: ignore[union-attr]
+    moves: list[str] = []
+    for _ in range(int(TIMING.lease_refresh_interval_s) + 5):
+        for w in (a, b):
+            report = w.run_once()
+            moves += report.released + report.acquired
+        clock.advance(1.0)
+    assert sorted(holder[sid(0)].held()) == [sid(0)] and len(moves) == 2
