@@ -9,6 +9,7 @@ prints), and the usual ``AWS_REGION`` / ``AWS_DEFAULT_REGION``.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 from urllib.parse import urlsplit
@@ -21,13 +22,53 @@ ENV_DYNAMODB_ENDPOINT_URL = "KINESIS_SRC_DYNAMODB_ENDPOINT_URL"
 ENV_REGIONS = ("AWS_REGION", "AWS_DEFAULT_REGION")
 
 
+_ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}")
+_SESSION_NAME = re.compile(r"[\w+=,.@-]{2,64}")
+
+
+@dataclass(frozen=True)
+class CredentialSource:
+    """Where credentials come from: a shared-config profile, and a role to assume with them.
+
+    Only names travel (an ARN, a profile name, a session name, an external
+    id, which AWS documents as not secret): each process resolves and
+    refreshes its own credentials from them (:mod:`kinesis_src.aws.credentials`),
+    so Spark executors assume the role themselves and no key is ever pickled.
+    """
+
+    profile: str | None = None
+    role_arn: str | None = None
+    role_session_name: str | None = None
+    role_external_id: str | None = None
+    sts_endpoint_url: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.role_arn is not None and not _ROLE_ARN.fullmatch(self.role_arn):
+            raise ConfigurationError(
+                f"roleArn {self.role_arn!r} is not an IAM role ARN: expected arn:aws:iam::<12-digit account>:role/<name>"
+            )
+        if self.role_arn is None and (self.role_session_name or self.role_external_id or self.sts_endpoint_url):
+            raise ConfigurationError(
+                "roleSessionName, roleExternalId and stsEndpoint only apply with roleArn: set roleArn, or drop them"
+            )
+        if self.role_session_name is not None and not _SESSION_NAME.fullmatch(self.role_session_name):
+            raise ConfigurationError(
+                f"roleSessionName {self.role_session_name!r}: use 2-64 letters, digits and +=,.@_-"
+            )
+        if self.profile is not None and (not self.profile or self.profile != self.profile.strip()):
+            raise ConfigurationError(f"profile {self.profile!r} is not a profile name")
+        if self.sts_endpoint_url is not None:
+            check_endpoint_url(self.sts_endpoint_url, "stsEndpoint")
+
+
 @dataclass(frozen=True)
 class AwsSettings:
     """Where and how to reach Kinesis and DynamoDB.
 
-    Credentials are deliberately absent: they come from botocore's default
-    chain (environment, profile, instance role), so they are never copied
-    into offsets, partitions, logs or error messages.
+    Credentials themselves are deliberately absent: they come from botocore's
+    default chain (environment, profile, instance role), optionally through a
+    role to assume (``credentials``), so they are never copied into offsets,
+    partitions, logs or error messages.
     """
 
     region: str
@@ -36,6 +77,7 @@ class AwsSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 30.0
+    credentials: CredentialSource = field(default_factory=CredentialSource)
 
     def __post_init__(self) -> None:
         if not self.region:

@@ -42,6 +42,7 @@ from ..errors import (
     ThrottledError,
 )
 from ..retry import RetryPolicy, acall_with_retry, call_with_retry
+from .credentials import configure
 from .decode import FROM_PARSER, FastResponseParserFactory
 
 T = TypeVar("T")
@@ -74,10 +75,13 @@ _INVALID_CODES = frozenset(
 )
 
 
-def new_session() -> botocore.session.Session:
-    """A botocore session whose JSON responses go through the fast GetRecords parser."""
+def new_session(settings: AwsSettings | None = None) -> botocore.session.Session:
+    """A botocore session whose JSON responses go through the fast GetRecords parser, with the
+    settings' profile and role (:mod:`.credentials`)."""
     session = botocore.session.get_session()
     session.register_component("response_parser_factory", FastResponseParserFactory())
+    if settings is not None:
+        configure(session, settings.credentials, settings.region)
     return session
 
 

@@ -169,7 +169,7 @@ class DynamoDBClient:
         self.settings = settings
         url = settings.effective_dynamodb_endpoint_url
         self.endpoint = url or f"DynamoDB in {settings.region}"
-        self._client = (session or new_session()).create_client(
+        self._client = (session or new_session(settings)).create_client(
             "dynamodb", region_name=settings.region, endpoint_url=url, config=client_config(settings)
         )
         self._count_lock = threading.Lock()

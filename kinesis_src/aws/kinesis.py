@@ -76,7 +76,7 @@ class KinesisClient:
     def __init__(self, settings: AwsSettings, session: botocore.session.Session | None = None) -> None:
         self.settings = settings
         self.endpoint = settings.endpoint_url or f"Kinesis in {settings.region}"
-        client = (session or new_session()).create_client(
+        client = (session or new_session(settings)).create_client(
             "kinesis",
             region_name=settings.region,
             endpoint_url=settings.endpoint_url,

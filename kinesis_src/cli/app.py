@@ -18,7 +18,7 @@ from typing import TextIO
 
 from ..aws import KinesisClient
 from ..aws.dynamodb import DynamoDBClient
-from ..config import AwsSettings
+from ..config import AwsSettings, CredentialSource
 from ..discovery import ShardDiscovery
 from ..errors import ConfigurationError, KinesisSourceError, ResourceNotFoundError
 from ..positions import Position
@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--region", help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION)")
     parser.add_argument("--endpoint-url", help="Kinesis endpoint (default: KINESIS_SRC_ENDPOINT_URL or AWS)")
+    parser.add_argument("--profile", help="a profile of the shared AWS config (default: AWS_PROFILE or none)")
+    parser.add_argument("--role-arn", help="assume this IAM role with the credentials found (renewed as it runs)")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -129,7 +131,8 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     try:
         settings = AwsSettings.from_env(region=args.region, endpoint_url=args.endpoint_url,
-                                        dynamodb_endpoint_url=getattr(args, "dynamodb_endpoint_url", None))
+                                        dynamodb_endpoint_url=getattr(args, "dynamodb_endpoint_url", None),
+                                        credentials=CredentialSource(profile=args.profile, role_arn=args.role_arn))
         kinesis = KinesisClient(settings)
         if args.command == "shards":
             return _shards(kinesis, args.stream, args.json, sys.stdout)

@@ -252,20 +252,9 @@ REFUSED: dict[str, Refusal] = dict(
     ]
 )
 
-_ROLE = (
-    "not supported yet (issue #13): credentials come from botocore's default chain; to assume a role, name a "
-    "profile with role_arn and source_profile (and external_id, role_session_name) in the shared config on "
-    "every node and set AWS_PROFILE"
-)
-
 PLANNED: dict[str, Refusal] = dict(
     [
         _refuse("streamARN", DATABRICKS, "not supported yet (issue #13): use streamName and region"),
-        _refuse("roleArn", DATABRICKS, _ROLE),
-        _refuse("roleExternalId", DATABRICKS, _ROLE),
-        _refuse("roleSessionName", DATABRICKS, _ROLE),
-        _refuse("stsEndpoint", DATABRICKS,
-                "not supported yet (issue #13): botocore takes an STS endpoint from AWS_ENDPOINT_URL_STS"),
     ]
 )
 

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def endpoint_of(options: SourceOptions) -> Endpoint:
-    return Endpoint(options.region, options.endpoint_url, options.dynamodb_endpoint_url)
+    return Endpoint(options.region, options.endpoint_url, options.dynamodb_endpoint_url, options.credentials)
 
 
 class KinesisBatchReader(DataSourceReader):

@@ -24,6 +24,7 @@ from ..config import (
     ENV_DYNAMODB_ENDPOINT_URL,
     ENV_ENDPOINT_URL,
     AwsSettings,
+    CredentialSource,
     check_endpoint_url,
     region_from_env,
 )
@@ -60,6 +61,7 @@ class SourceOptions:
     consumer_mode: ConsumerMode = ConsumerMode.POLLING
     consumer_name: str = ""  # the enhanced fan-out consumer; parse_options derives it from applicationName
     require_consumer_deregistration: bool = False
+    credentials: CredentialSource = field(default_factory=CredentialSource)  # profile / role names, never keys
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def aws_settings(self) -> AwsSettings:
@@ -67,10 +69,11 @@ class SourceOptions:
             region=self.region,
             endpoint_url=self.endpoint_url,
             dynamodb_endpoint_url=self.dynamodb_endpoint_url,
+            credentials=self.credentials,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain values for pickling into partitions (no credentials: there are none here)."""
+        """Plain values for pickling into partitions (no credentials: only a profile's and a role's names)."""
         out = asdict(self)
         out["initial_position"] = self.initial_position.to_dict()
         return out
@@ -105,13 +108,19 @@ _STRING_OPTIONS = {
     "leasetablename",
     "consumermode",
     "consumername",
+    "profile",
+    "rolearn",
+    "rolesessionname",
+    "roleexternalid",
+    "stsendpoint",
 }
 KNOWN_OPTIONS = sorted(
     ["streamName", "region", "endpointUrl", "dynamodbEndpointUrl", "initialPosition", "startingTimestamp",
      "endingTimestamp", "endingPosition", "applicationName", "leaseTableName", "maxRecordsPerFetch",
      "maxRecordsPerShard", "maxFetchDurationMs", "fetchIntervalMs", "idlePollIntervalMs", "shardsPerTask",
      "failOnDataLoss", "preserveShardOrder", "maxRecordsPerTrigger", "strictAggregation", "consumerMode",
-     "consumerName", "requireConsumerDeregistration"],
+     "consumerName", "requireConsumerDeregistration", "profile", "roleArn", "roleSessionName", "roleExternalId",
+     "stsEndpoint"],
     key=str.lower,
 )
 _KNOWN_KEYS = frozenset(_STRING_OPTIONS | set(_INT_OPTIONS) | set(_BOOL_OPTIONS) | {"path"})
@@ -163,6 +172,10 @@ def _parse(opts: Mapping[str, str], batch: bool | None, env: Mapping[str, str]) 
         "lease_table_name": _name(opts.get("leasetablename") or f"kinesis-src-{application}", "leaseTableName"),
         "consumer_mode": parse_consumer_mode(opts.get("consumermode", "polling"), "option 'consumerMode' ="),
         "consumer_name": consumer_name(opts.get("consumername"), application, "option 'consumerName' ="),
+        "credentials": CredentialSource(
+            profile=opts.get("profile"), role_arn=opts.get("rolearn"), role_session_name=opts.get("rolesessionname"),
+            role_external_id=opts.get("roleexternalid"), sts_endpoint_url=opts.get("stsendpoint"),
+        ),
         "extra": {k: v for k, v in opts.items() if k.startswith("spark.")},
     }
     for key, (name, low, high) in _INT_OPTIONS.items():

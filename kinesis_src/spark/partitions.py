@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import InputPartition
 
-from ..config import AwsSettings
+from ..config import AwsSettings, CredentialSource
 from ..positions import Position, parse_timestamp
 from ..retrieval.registration import FanOutTarget
 
@@ -22,9 +22,10 @@ class Endpoint:
     region: str
     endpoint_url: str | None
     dynamodb_endpoint_url: str | None
+    credentials: CredentialSource = field(default_factory=CredentialSource)  # names only: each task assumes the role
 
     def settings(self) -> AwsSettings:
-        return AwsSettings(self.region, self.endpoint_url, self.dynamodb_endpoint_url)
+        return AwsSettings(self.region, self.endpoint_url, self.dynamodb_endpoint_url, credentials=self.credentials)
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,12 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import Iterator
 
 import boto3
 import botocore.session
 import pytest
-import requests
 from botocore import xform_name
+from moto_iam import aws, grant, moto_server  # noqa: F401  (fixtures; tests/moto_iam.py)
 
 from kinesis_src import AwsSettings, Consumer, KinesisClient, LeaseTiming, read_table
 from kinesis_src.errors import AccessDeniedError
@@ -33,47 +32,6 @@ def statements() -> dict[str, list[str]]:
     """Each ``<!-- statement: name -->`` JSON block's actions."""
     found = re.findall(r"<!-- statement: ([a-z-]+) -->\s*```json\n(.*?)```", DOC.read_text(), re.DOTALL)
     return {name: list(json.loads(body)["Action"]) for name, body in found}
-
-
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def aws(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A fresh moto with auth off (for set-up); :func:`grant` turns it on for the code under test."""
-    from moto import settings
-    from moto.core.authorization import ActionAuthenticatorMixin
-
-    for key, value in {"AWS_ACCESS_KEY_ID": "setup", "AWS_SECRET_ACCESS_KEY": "setup", "AWS_REGION": "us-east-1",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    requests.post(f"{moto_server}/moto-api/reset", timeout=10)
-    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", float("inf"))  # restored after the test
-    monkeypatch.setattr(ActionAuthenticatorMixin, "request_count", 0)
-    yield moto_server
-
-
-def grant(url: str, actions: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """An IAM user allowed exactly ``actions``; its keys become the environment's; enforcement starts now."""
-    from moto import settings
-
-    iam = boto3.client("iam", endpoint_url=url)
-    iam.create_user(UserName="reader")
-    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}
-    iam.put_user_policy(UserName="reader", PolicyName="kinesis-src", PolicyDocument=json.dumps(policy))
-    key = iam.create_access_key(UserName="reader")["AccessKey"]
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
-    settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
 
 
 def without(actions: list[str], missing: str) -> list[str]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kinesis_src.config import CredentialSource
 from kinesis_src.errors import ConfigurationError
 from kinesis_src.retrieval.registration import ConsumerMode
 from kinesis_src.spark import aliases
@@ -316,21 +317,38 @@ def test_every_refused_name_given_at_once_is_listed_in_one_error() -> None:
     assert "'maxFetchRate'" in str(failed.value) and "'fetchBufferSize'" in str(failed.value)
 
 
-@pytest.mark.parametrize(
-    ("option", "ours"),
-    [("kinesis.stsRoleArn", "roleArn"), ("kinesis.stsSessionName", "roleSessionName"),
-     ("kinesis.stsEndpointUrl", "stsEndpoint"), ("roleArn", "roleArn"), ("roleExternalId", "roleExternalId"),
-     ("streamARN", "streamARN")],
-)
-def test_names_of_options_still_to_come_say_so_or_map(option: str, ours: str) -> None:
-    value = "arn:aws:iam::123456789012:role/reader" if "rn" in option.lower() else "canary-value-42"
-    if ours in KNOWN_OPTIONS:  # once the option exists, the awslabs name is an alias of it
-        _parse(**{option: value})
-        return
+ROLE = "arn:aws:iam::123456789012:role/reader"
+
+
+def test_role_options_reach_the_settings_as_names() -> None:
+    """Databricks' names are ours; the awslabs kinesis.sts* names are aliases of them."""
+    ours = _parse(roleArn=ROLE, roleSessionName="etl-job", roleExternalId="ext-1", stsEndpoint="https://sts.example",
+                  profile="analytics")
+    theirs = _parse(**{"kinesis.stsRoleArn": ROLE, "kinesis.stsSessionName": "etl-job", "roleExternalId": "ext-1",
+                       "kinesis.stsEndpointUrl": "https://sts.example", "profile": "analytics"})
+    for parsed in (ours, theirs):
+        assert parsed.aws_settings().credentials == CredentialSource(
+            profile="analytics", role_arn=ROLE, role_session_name="etl-job", role_external_id="ext-1",
+            sts_endpoint_url="https://sts.example")
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"roleExternalId": "ext-1"}, "only apply with roleArn"),
+    ({"kinesis.stsSessionName": "etl"}, "only apply with roleArn"),
+    ({"roleArn": "reader"}, "not an IAM role ARN"),
+    ({"roleArn": ROLE, "stsEndpoint": "sts.amazonaws.com"}, "stsEndpoint"),
+])
+def test_role_options_that_cannot_work_are_refused(options: dict, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        _parse(**options)
+
+
+def test_stream_arn_is_still_to_come() -> None:
+    value = "arn:aws:kinesis:us-east-1:123456789012:stream/canary-value-42"
     with pytest.raises(ConfigurationError) as failed:
-        _parse(**{option: value})
+        _parse(streamARN=value)
     message = str(failed.value)
-    assert f"'{option}'" in message and "not supported yet" in message and value not in message
+    assert "'streamARN'" in message and "not supported yet" in message and value not in message
 
 
 def test_databricks_json_timestamp_position_points_at_starting_timestamp() -> None:

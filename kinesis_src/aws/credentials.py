@@ -1,0 +1,137 @@
+"""Credentials for every client kinesis-src creates: botocore's chain, a profile, an assumed role.
+
+A :class:`~kinesis_src.config.CredentialSource` holds only names. Each
+process turns them into credentials here: the profile selects a section of
+the shared config, and a role is assumed with whatever the chain (or that
+profile) provides, through botocore's own assume-role fetcher. The assumed
+credentials are *deferred refreshable*: botocore renews them before they
+expire (15 minutes ahead), so a query or consumer running for days never
+sees an expired token. Nothing here is pickled, logged or written anywhere.
+
+The role goes in as the first provider of the session's credential chain
+(``CredentialResolver.insert_before``), so every client made from the
+session, the STS client included, resolves through it and nothing else.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import botocore.session
+from aiobotocore.credentials import AioAssumeRoleCredentialFetcher, AioDeferredRefreshableCredentials
+from aiobotocore.session import AioSession
+from botocore.credentials import AssumeRoleCredentialFetcher, CredentialProvider, DeferredRefreshableCredentials
+
+from ..config import CredentialSource
+from ..errors import AccessDeniedError, ConfigurationError
+
+ROLE_DURATION_S = 3600
+DEFAULT_SESSION_NAME = "kinesis-src"
+_METHOD = "kinesis-src-assume-role"
+
+
+def configure(session: botocore.session.Session, source: CredentialSource, region: str) -> botocore.session.Session:
+    """Apply the profile and the role to ``session`` (a new session kinesis-src owns)."""
+    _use_profile(session, source)
+    if source.role_arn is not None:
+        base = _profile_session(botocore.session.Session(), source)
+        provider = _RoleProvider(base, source, region)
+        session.get_component("credential_provider").insert_before("env", provider)
+    return session
+
+
+def configure_aio(session: AioSession, source: CredentialSource, region: str) -> AioSession:
+    """:func:`configure` for aiobotocore sessions (the Consumer's Kinesis client)."""
+    _use_profile(session, source)
+    if source.role_arn is not None:
+        base = _profile_session(AioSession(), source)
+        provider = _AioRoleProvider(base, source, region)
+        session.get_component("credential_provider").insert_before("env", provider)
+    return session
+
+
+def _use_profile(session: botocore.session.Session, source: CredentialSource) -> None:
+    if source.profile is None:
+        return
+    if source.profile not in session.available_profiles:
+        raise ConfigurationError(
+            f"AWS profile {source.profile!r} is not in the shared config or credentials files "
+            "(AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/): check the profile name"
+        )
+    session.set_config_variable("profile", source.profile)
+
+
+def _profile_session(session: Any, source: CredentialSource) -> Any:
+    """The session whose credentials assume the role: the profile's, or the default chain's."""
+    _use_profile(session, source)
+    return session
+
+
+def _assume_args(source: CredentialSource) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        "RoleSessionName": source.role_session_name or DEFAULT_SESSION_NAME,
+        "DurationSeconds": ROLE_DURATION_S,
+    }
+    if source.role_external_id is not None:
+        args["ExternalId"] = source.role_external_id
+    return args
+
+
+def _no_source(source: CredentialSource) -> AccessDeniedError:
+    return AccessDeniedError(
+        f"no AWS credentials to assume role {source.role_arn!r} with: set AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, a profile, or run where an instance/container role is available"
+    )
+
+
+class _RoleProvider(CredentialProvider):
+    """The assumed role, renewed by botocore before it expires."""
+
+    METHOD = _METHOD
+    CANONICAL_NAME = "kinesis-src-assume-role"
+
+    def __init__(self, base: botocore.session.Session, source: CredentialSource, region: str) -> None:
+        super().__init__()
+        self._base = base
+        self._source = source
+        self._region = region
+
+    def load(self) -> DeferredRefreshableCredentials:
+        credentials = self._base.get_credentials()
+        if credentials is None:
+            raise _no_source(self._source)
+        fetcher = AssumeRoleCredentialFetcher(
+            client_creator=functools.partial(
+                self._base.create_client, region_name=self._region, endpoint_url=self._source.sts_endpoint_url
+            ),
+            source_credentials=credentials,
+            role_arn=self._source.role_arn,
+            extra_args=_assume_args(self._source),
+        )
+        return DeferredRefreshableCredentials(refresh_using=fetcher.fetch_credentials, method=self.METHOD)
+
+
+class _AioRoleProvider(CredentialProvider):  # aiobotocore's resolver awaits load()
+    METHOD = _METHOD
+    CANONICAL_NAME = "kinesis-src-assume-role"
+
+    def __init__(self, base: AioSession, source: CredentialSource, region: str) -> None:
+        super().__init__()
+        self._base = base
+        self._source = source
+        self._region = region
+
+    async def load(self) -> AioDeferredRefreshableCredentials:
+        credentials = await self._base.get_credentials()
+        if credentials is None:
+            raise _no_source(self._source)
+        fetcher = AioAssumeRoleCredentialFetcher(
+            client_creator=functools.partial(
+                self._base.create_client, region_name=self._region, endpoint_url=self._source.sts_endpoint_url
+            ),
+            source_credentials=credentials,
+            role_arn=self._source.role_arn,
+            extra_args=_assume_args(self._source),
+        )
+        return AioDeferredRefreshableCredentials(refresh_using=fetcher.fetch_credentials, method=self.METHOD)
