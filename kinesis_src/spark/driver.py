@@ -39,6 +39,7 @@ from .planner import (
     settle_partial_trims,
     shards_to_verify,
     trimmed_message,
+    with_implied_drained,
 )
 from .probes import IdleProber
 from .progress_log import ProgressLog, open_lease_table
@@ -146,6 +147,7 @@ class StreamDriver:
         self._refresh(force=ended or len(self.discovery.graph) == 0)
         frontier = self._drop_trimmed(frontier)
         frontier = self._verify_positions(frontier)
+        frontier = with_implied_drained(frontier, self.discovery.graph)  # offsets list only what it does not imply
         return admit_ready(frontier, self.discovery.graph, self.options.preserve_shard_order)
 
     def _refresh(self, force: bool) -> None:

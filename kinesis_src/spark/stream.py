@@ -31,7 +31,7 @@ from .driver import StreamDriver
 from .offsets import Plan, ShardPlan
 from .options import SourceOptions
 from .partitions import KinesisPartition, ShardSlice
-from .planner import for_trigger, idle_shards, next_plan, prune_drained
+from .planner import compact_drained, for_trigger, idle_shards, next_plan
 from .shutdown import stop_on_sigterm
 from .tasks import read_stream_partition
 
@@ -100,7 +100,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         nxt = next_plan(plan, frontier, has_data, self.options.max_records_per_shard, max_rows, self._cut)
         if nxt is None:
             return start
-        nxt = prune_drained(nxt, driver.discovery.graph)
+        nxt = compact_drained(nxt, driver.discovery.graph)  # the lineage implies the rest
         log.info("kinesis stream %r: batch %d reads %d shard(s)", self.options.stream_name, nxt.batch, len(nxt.read))
         return driver.plans.offset_of(nxt)
 

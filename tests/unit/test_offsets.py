@@ -19,8 +19,15 @@ from kinesis_src.spark.driver import StreamDriver
 from kinesis_src.spark.offsets import Plan, ShardPlan
 from kinesis_src.spark.options import parse_options
 from kinesis_src.spark.plan_store import PlanBook, PlanStore
-from kinesis_src.spark.planner import BatchEnd
+from kinesis_src.spark.planner import (
+    BatchEnd,
+    admit_ready,
+    advance,
+    compact_drained,
+    with_implied_drained,
+)
 from kinesis_src.spark.stream import KinesisStreamReader
+from lineage import ShardGraph
 
 try:  # default rootdir import: this directory is on sys.path
     from lineage_model import listing as model_listing
@@ -179,3 +186,72 @@ def test_an_offset_written_before_stored_plans_still_restarts(store: PlanStore) 
     nxt = reader.driver.plans.plan_of(reader.latestOffset(offset, ReadAllAvailable()))
     assert nxt.batch == 5 and nxt.read == [S(3)] and set(nxt.shards) == {S(2), S(3)}
     assert not {c.shard_id for c in kinesis.calls_to("get_shard_iterator")} & {S(0), S(1)}  # never read again
+
+
+# -- drained ancestors: the lineage implies them --------------------------------------------------
+
+
+def merge_stream(records: dict[int, list[int]]) -> FakeKinesis:
+    """0 splits into 1 and 2; 1 and 2 merge into 3. Shard i starts at sequence number 10*i."""
+    half = TOP // 2
+    kinesis = FakeKinesis()
+    kinesis.create_stream("orders", listing=[
+        model_listing(0, 0, TOP, ending="9", starting="0"),
+        model_listing(1, 0, half, (0,), ending="19", starting="10"),
+        model_listing(2, half + 1, TOP, (0,), ending="29", starting="20"),
+        model_listing(3, 0, TOP, (1, 2), starting="30"),
+    ])
+    for n, seqs in records.items():
+        for q in seqs:
+            kinesis.put_record("orders", "k", b"x", shard_id=S(n), sequence_number=str(q))
+    return kinesis
+
+
+def test_the_offset_lists_only_drained_shards_the_lineage_does_not_imply() -> None:
+    kinesis = merge_stream({0: [1], 1: [11], 2: [21, 22], 3: [31]})
+    ended = BatchEnd(Position.after_sequence("11"), 1, True, "shard_end")
+    reader = reader_on(kinesis, {5: {S(1): ended}}, None)
+    p5 = Plan("r", 5, {S(1): ShardPlan(Position.trim_horizon(), 10), S(2): ShardPlan(Position.after_sequence("21"), 0)},
+              drained=frozenset({S(0)}))
+    p6 = reader.driver.plans.plan_of(reader.latestOffset(p5.to_offset(), ReadAllAvailable()))
+    assert p6.read == [S(2)] and set(p6.shards) == {S(2)}
+    assert p6.drained == {S(1)}  # 1 waits for 2 (merge): kept; 0 is an ancestor of 2: implied
+    reader.driver.progress.by_batch[6] = {S(2): BatchEnd(Position.after_sequence("22"), 1, True, "shard_end")}
+    p7 = reader.driver.plans.plan_of(reader.latestOffset(p6.to_offset(), ReadAllAvailable()))
+    assert p7.read == [S(3)] and p7.drained == frozenset()  # 0, 1 and 2 are all ancestors of 3
+
+
+def test_a_restart_from_a_compact_offset_never_reads_a_drained_ancestor() -> None:
+    kinesis = merge_stream({0: [1], 1: [11], 2: [21], 3: [31, 32]})
+    p7 = Plan("r", 7, {S(3): ShardPlan(Position.after_sequence("31"), 10)})  # no drained listed at all
+    restarted = reader_on(kinesis, {7: {S(3): BatchEnd(Position.after_sequence("31"), 1, False, "caught_up")}}, None)
+    p8 = restarted.driver.plans.plan_of(restarted.latestOffset(json.loads(json.dumps(p7.to_offset())), ReadAllAvailable()))
+    assert p8.read == [S(3)] and set(p8.shards) == {S(3)}
+    assert {c.shard_id for c in kinesis.calls} <= {S(3), None}  # 0, 1, 2: never asked for
+
+
+def chains(open_shards: int, depth: int) -> list[dict]:
+    """Each open shard at the end of a line of ``depth`` closed ancestors (one-child reshards)."""
+    width = (TOP + 1) // open_shards
+    out = []
+    for i in range(open_shards):
+        lo, hi = i * width, TOP if i == open_shards - 1 else (i + 1) * width - 1
+        ids = [i + k * open_shards for k in range(depth + 1)]
+        for k, n in enumerate(ids):
+            closed = k < depth
+            out.append(model_listing(n, lo, hi, (ids[k - 1],) if k else (), ending="9" if closed else None, starting="1"))
+    return out
+
+
+def test_open_shards_with_thousands_of_ancestors_need_no_drained_ids() -> None:
+    graph = ShardGraph()
+    graph.update(chains(200, 5))
+    open_ids = graph.open_shards()
+    plan = Plan("r", 3, {s: ShardPlan(Position.trim_horizon(), 0) for s in open_ids},
+                drained=frozenset(s for s in graph.shard_ids() if not graph.is_open(s)))
+    assert len(plan.drained) == 1000
+    compact = compact_drained(plan, graph)
+    assert compact.drained == frozenset()
+    frontier = with_implied_drained(advance(compact, {}), graph)
+    assert frontier.drained == plan.drained
+    assert admit_ready(frontier, graph, True) == admit_ready(advance(plan, {}), graph, True)
