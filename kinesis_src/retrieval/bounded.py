@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
+from typing import Callable, Generator
 
 from ..positions import Position
 from ..records import ChildShard, RecordPage
@@ -81,6 +81,9 @@ class BoundedRead:
     def millis_behind_latest(self) -> int | None:
         return self.cursor.millis_behind_latest
 
+    def close(self) -> None:
+        """Release what the driver holds open between pages (a fan-out subscription); polling holds nothing."""
+
     def read(
         self,
         max_records: int | None = None,
@@ -100,18 +103,11 @@ class BoundedRead:
         ``max_records`` counts user records and never cuts a KPL aggregate,
         so a read may return the rest of one aggregate more.
         """
-        end = ReadEnd.of(end_sequence, end_timestamp)
         start = self.position
-        started = self._clock()
         pages: list[RecordPage] = []
-        count = 0
-        reason = self.cursor.stopped_before_reading(end)
-        while reason is None:
-            remaining = None if max_records is None else max_records - count
-            step = self.step(remaining, end, remaining)
-            pages.append(step.page)
-            count += len(step.page)
-            reason = step.stop or self._stop_reason(step, count, started, max_records, max_duration_s, until_caught_up)
+        reason = collect(
+            self.iter_pages(max_records, max_duration_s, until_caught_up, end_sequence, end_timestamp), pages.append
+        )
         return ShardRead(
             shard_id=self.shard_id,
             start=start,
@@ -121,6 +117,33 @@ class BoundedRead:
             millis_behind_latest=self.millis_behind_latest,
             child_shards=self.child_shards,
         )
+
+    def iter_pages(
+        self,
+        max_records: int | None = None,
+        max_duration_s: float | None = None,
+        until_caught_up: bool = False,
+        end_sequence: str | None = None,
+        end_timestamp: datetime | None = None,
+    ) -> Generator[RecordPage, None, StopReason]:
+        """:meth:`read`, one page at a time: each page is handed out before the next call.
+
+        Its return value (``StopIteration.value``, or ``yield from``) is the
+        stop reason. A Spark batch task yields each page to Spark as it
+        comes, so the JVM converts one page while this worker fetches and
+        decodes the next, and a task holds one page instead of the shard.
+        """
+        end = ReadEnd.of(end_sequence, end_timestamp)
+        started = self._clock()
+        count = 0
+        reason = self.cursor.stopped_before_reading(end)
+        while reason is None:
+            remaining = None if max_records is None else max_records - count
+            step = self.step(remaining, end, remaining)
+            count += len(step.page)
+            reason = step.stop or self._stop_reason(step, count, started, max_records, max_duration_s, until_caught_up)
+            yield step.page
+        return reason
 
     def _stop_reason(
         self,
@@ -138,3 +161,13 @@ class BoundedRead:
         if max_duration_s is not None and self._clock() - started >= max_duration_s:
             return StopReason.TIME_LIMIT
         return None
+
+
+def collect(pages: Generator[RecordPage, None, StopReason], sink: Callable[[RecordPage], object]) -> StopReason:
+    """Hand every page of :meth:`BoundedRead.iter_pages` to ``sink``; the stop reason."""
+    while True:
+        try:
+            page = next(pages)
+        except StopIteration as done:
+            return done.value
+        sink(page)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from functools import lru_cache
-from typing import Iterator
+from typing import Any, Generator, Iterator
 
 import pyarrow as pa
 
 from ..aws import KinesisClient
 from ..errors import DataLossError, MalformedResponseError, ShardNotFoundError
 from ..positions import Position
+from ..records import RecordPage
 from ..retrieval.bounded import BoundedRead
 from ..retrieval.fanout import FanOutReader
 from ..retrieval.polling import ShardRead, ShardReader, StopReason
@@ -34,13 +35,43 @@ def kinesis_client(endpoint: Endpoint) -> KinesisClient:
 
 
 def read_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
-    """Read every slice in order (the driver put parents before children) and yield their pages."""
+    """Read every slice in order (the driver put parents before children), yielding each page as it comes.
+
+    A batch read has no end to record first (unlike :func:`read_stream_partition`),
+    so pages go to Spark one by one: the JVM converts a page while this
+    worker fetches and decodes the next, and a task holds one page, not its shards.
+    """
     kinesis = kinesis_client(partition.endpoint)
     for piece in partition.slices:
-        read = read_slice(kinesis, partition, piece)
-        for page in read.pages:
-            if len(page):
-                yield page_to_arrow(page, partition.stream, piece.shard_id)
+        yield from stream_slice(kinesis, partition, piece)
+
+
+def stream_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice) -> Iterator[pa.RecordBatch]:
+    """:func:`read_slice`, page by page, as Arrow batches."""
+    reader = shard_reader(kinesis, partition, piece)
+    try:
+        reason = yield from arrow_pages(reader.iter_pages(**slice_limits(partition, piece)), partition.stream, piece)
+    except ShardNotFoundError as exc:
+        reason = vanished(partition, piece, exc).stop_reason  # pages already yielded were read: they stay
+    finally:
+        reader.close()  # a fan-out subscription; also when Spark stops early (a LIMIT) and closes this generator
+    log.info(
+        "shard %s of %r: read from %s to %s, stopped: %s",
+        piece.shard_id, partition.stream, piece.start_position, reader.position, reason.value,
+    )
+
+
+def arrow_pages(
+    pages: Generator[RecordPage, None, StopReason], stream: str, piece: ShardSlice
+) -> Generator[pa.RecordBatch, None, StopReason]:
+    """Each non-empty page as an Arrow batch; returns the stop reason ``pages`` returned."""
+    while True:
+        try:
+            page = next(pages)
+        except StopIteration as done:
+            return done.value
+        if len(page):
+            yield page_to_arrow(page, stream, piece.shard_id)
 
 
 def shard_reader(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice) -> BoundedRead:
@@ -70,15 +101,8 @@ def shard_reader(kinesis: KinesisClient, partition: KinesisPartition, piece: Sha
 def read_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice) -> ShardRead:
     """Read one shard from its start to the first stop the partition sets."""
     reader = shard_reader(kinesis, partition, piece)
-    duration = partition.max_fetch_duration_ms / 1000 if partition.max_fetch_duration_ms else None
     try:
-        read = reader.read(
-            max_records=piece.max_records,
-            max_duration_s=duration,
-            until_caught_up=True,
-            end_sequence=piece.end_sequence,
-            end_timestamp=partition.end_time,
-        )
+        read = reader.read(**slice_limits(partition, piece))
     except ShardNotFoundError as exc:
         return vanished(partition, piece, exc)
     log.info(
@@ -86,6 +110,18 @@ def read_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: Shard
         piece.shard_id, partition.stream, read.record_count, piece.start_position, read.stop_reason.value,
     )
     return read
+
+
+def slice_limits(partition: KinesisPartition, piece: ShardSlice) -> dict[str, Any]:
+    """Where a task's read of one shard stops: the first of the partition's and the slice's limits."""
+    duration = partition.max_fetch_duration_ms / 1000 if partition.max_fetch_duration_ms else None
+    return {
+        "max_records": piece.max_records,
+        "max_duration_s": duration,
+        "until_caught_up": True,
+        "end_sequence": piece.end_sequence,
+        "end_timestamp": partition.end_time,
+    }
 
 
 def vanished(partition: KinesisPartition, piece: ShardSlice, error: ShardNotFoundError) -> ShardRead:

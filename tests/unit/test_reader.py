@@ -165,3 +165,57 @@ def test_end_timestamp_stops_before_the_first_later_record() -> None:
     assert read.stop_reason is StopReason.END_TIMESTAMP
     assert read.next_position == Position.after_sequence("120")
     assert seqs(r.read(until_caught_up=True)) == shard.seqs[12:]
+
+
+def test_pages_come_out_one_call_at_a_time_and_end_with_the_stop_reason() -> None:
+    shard = OneShard(25)
+    r = reader(shard, max_records_per_fetch=10)
+    pages = r.iter_pages(until_caught_up=True)
+    assert [s for s in next(pages).sequence_numbers] == shard.seqs[:10]
+    assert shard.calls == 1  # the next page is not fetched before this one is taken
+    rest = []
+    with pytest.raises(StopIteration) as done:
+        while True:
+            rest.append(next(pages))
+    assert done.value.value is StopReason.CAUGHT_UP
+    assert [s for p in rest for s in p.sequence_numbers] == shard.seqs[10:]
+    assert r.position == Position.after_sequence(shard.seqs[-1])
+
+
+def batch_task(shard: OneShard, monkeypatch: pytest.MonkeyPatch, **kw):
+    """A Spark batch task's read of shard 0, on the fake: the generator of its Arrow batches."""
+    from kinesis_src.spark import tasks
+    from kinesis_src.spark.partitions import Endpoint, KinesisPartition, ShardSlice
+
+    monkeypatch.setattr(tasks, "kinesis_client", lambda endpoint: shard.kinesis)
+    partition = KinesisPartition(
+        index=0, stream="s", endpoint=Endpoint("us-east-1", None, None),
+        slices=(ShardSlice(SHARD, Position.trim_horizon().to_dict()),),
+        fetch_interval_ms=0, end_timestamp="2100-01-01T00:00:00Z", **kw,
+    )
+    return tasks.read_partition(partition)
+
+
+def test_a_batch_task_hands_each_page_to_spark_before_fetching_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's JVM converts one page while the task fetches and decodes the next; the task holds one page."""
+    shard = OneShard(25)
+    batches = batch_task(shard, monkeypatch, max_records_per_fetch=10)
+    first = next(batches)
+    assert first.column("sequenceNumber").to_pylist() == shard.seqs[:10]
+    assert shard.calls == 1
+    rest = list(batches)
+    assert [s for b in rest for s in b.column("sequenceNumber").to_pylist()] == shard.seqs[10:]
+    assert [b.num_rows for b in rest] == [10, 5]
+
+
+def test_a_batch_task_stopped_early_closes_its_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A LIMIT makes Spark close the generator: a fan-out subscription must not stay open."""
+    from kinesis_src.retrieval.bounded import BoundedRead
+
+    closed: list[str] = []
+    monkeypatch.setattr(BoundedRead, "close", lambda self: closed.append(self.shard_id))
+    batches = batch_task(OneShard(25), monkeypatch, max_records_per_fetch=10)
+    next(batches)
+    assert closed == []
+    batches.close()
+    assert closed == [SHARD]
