@@ -44,13 +44,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "localstack"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import launcher  # noqa: E402
-from replay_endpoint import ReplayEndpoint  # noqa: E402
+import launcher
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from replay_endpoint import ReplayEndpoint
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
-
-from kinesis_src.spark import KinesisDataSource  # noqa: E402
-from kinesis_src.spark.rows import SCHEMA_DDL  # noqa: E402
+from kinesis_src.spark import KinesisDataSource
+from kinesis_src.spark.rows import SCHEMA_DDL
 
 PAGE_ROWS = 10_000  # a full GetRecords page: what the Kinesis source yields per batch
 LEASE_TABLE = "bench-spark-ceiling"
