@@ -16,7 +16,11 @@ leaseChanges)}``, differs from the one seen at the last lease read: a
 worker bumped, joined, restarted, left or was declared dead. The heartbeats
 are read *before* the leases, and a writer bumps *after* its lease write
 landed, so a lease read that follows a fingerprint always includes every
-change that fingerprint announced.
+change that fingerprint announced. When the leases read name an owner the
+heartbeats lack (it registered between the two reads, or it is dead), the
+heartbeats are read again, after the leases: an owner is judged by a
+heartbeat read no earlier than its leases, never taken as dead for having
+registered a moment too late (found by the lease simulation).
 
 What can be missed, and why it stays safe: a writer that dies between its
 lease write and the bump, or a worker of an older version (it never
@@ -78,7 +82,22 @@ class ViewReader:
                 raise
             self._seen, self._read_at = seen, now
             self.lease_reads += 1
+            workers = self._owners_seen(workers)
         return TableView(self._leases, workers), force or stale
+
+    def _owners_seen(self, workers: dict[str, WorkerHeartbeat]) -> dict[str, WorkerHeartbeat]:
+        """The heartbeats again, read *after* the leases, when a lease names an owner they lack.
+
+        The heartbeats were read first; a worker that registered and took
+        leases after that read owns leases in this view but has no heartbeat
+        in it, and an owner without a heartbeat counts as dead (its leases
+        are taken at once). Read after the leases, every owner that was
+        alive when they were read has its heartbeat in the view, as in the
+        single Query of earlier versions (the lease sort keys come first).
+        """
+        if all(lease.owner is None or lease.owner in workers for lease in self._leases.values()):
+            return workers
+        return self.table.list_workers()
 
     def invalidate(self) -> None:
         """The caller changed leases itself (any thread): read them again next cycle, whether its

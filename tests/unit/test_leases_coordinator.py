@@ -426,3 +426,24 @@ def test_reported_throughput_rides_on_checkpoints_and_a_hot_shard_gets_a_worker_
             moves += report.released + report.acquired
         clock.advance(1.0)
     assert sorted(holder[sid(0)].held()) == [sid(0)] and len(moves) == 2
+
+
+def test_a_worker_that_registers_between_the_heartbeat_and_lease_reads_is_not_taken_as_dead(dynamodb) -> None:
+    """The heartbeats are read before the leases: a worker that registers and takes a lease in between
+    owns a lease in the view without a heartbeat in the first read. It must not count as dead."""
+    seed(dynamodb, 2)
+    clock = Clock()
+    a = worker(dynamodb, "a", clock)
+    read_leases = a.table.list_leases
+
+    def late_worker_in_between() -> list[Lease]:
+        other = table_for(dynamodb)
+        other.register_worker("late")
+        other.take_lease(other.get_lease(sid(1)), "late")
+        a.table.list_leases = read_leases  # type: ignore[method-assign]
+        return read_leases()
+
+    a.table.list_leases = late_worker_in_between  # type: ignore[method-assign]
+    report = a.run_once()
+    assert "late" in report.live_workers and sid(1) not in report.acquired
+    assert owners(dynamodb) == {sid(0): "a", sid(1): "late"}
