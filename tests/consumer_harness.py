@@ -38,6 +38,7 @@ class RecordingCoordinator:
     end_errors: dict[str, Exception] = field(default_factory=dict)  # shard_ended raises this
     released: list[str] = field(default_factory=list)
     end_gate: threading.Event | None = None  # shard_ended (on a worker thread) waits for it
+    checkpoint_gate: threading.Event | None = None  # checkpoint (on a worker thread) waits for it
     failure: BaseException | None = None
     live: bool = True
     fresh: bool = True
@@ -50,6 +51,8 @@ class RecordingCoordinator:
         return self.fresh
 
     def checkpoint(self, shard_id: str, checkpoint: Checkpoint) -> Lease:
+        if self.checkpoint_gate is not None:
+            assert self.checkpoint_gate.wait(5), "the test never opened the checkpoint gate"
         self._check(shard_id)
         self.writes.append((shard_id, str(checkpoint)))
         return make_lease(shard_id, checkpoint)

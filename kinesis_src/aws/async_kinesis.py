@@ -7,6 +7,14 @@ botocore's own retries are off (ours apply, through
 :func:`.boundary.translate`, and GetRecords bodies skip botocore's generic
 parser for the fast one in :mod:`.decode` (aiobotocore parses asynchronously,
 so it needs its own subclass; the decoding function is the same).
+
+Decoding a 10,000-record body is one C call (``json.loads``) that holds the
+GIL for tens of milliseconds. A thread that needs the GIL meanwhile (the
+Consumer writes checkpoints through the sync lease table on a worker
+thread) waits for it at every blocking step of its call, so a 10 ms
+DynamoDB write took 190-260 ms while the loop decoded pages (measured:
+benchmarks/bench_consumer.py). ``before_decode`` lets the owner of the
+client hold decoding back while such a call is under way.
 """
 
 from __future__ import annotations
@@ -40,13 +48,21 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+BeforeDecode = Callable[[], Awaitable[None]]
+
+
 class AioFastGetRecordsParser(AioJSONParser):
     """aiobotocore's JSON parser, except GetRecords success bodies take the fast path.
 
     The same guards as :class:`.decode.FastGetRecordsParser`: a body shorter
     than its Content-Length is retriable (aiohttp normally raises first), and
-    no success body is read as ``{"message": body}``.
+    no success body is read as ``{"message": body}``. A GetRecords body is
+    decoded after ``before_decode`` (if given) returns: see the module docstring.
     """
+
+    def __init__(self, *args: Any, before_decode: BeforeDecode | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._before_decode = before_decode
 
     async def parse(self, response: dict[str, Any], shape: Any) -> Any:
         check_complete(response)
@@ -54,6 +70,8 @@ class AioFastGetRecordsParser(AioJSONParser):
 
     async def _do_parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]:
         if is_get_records(shape):
+            if self._before_decode is not None:
+                await self._before_decode()
             return parse_get_records(self, response)
         if takes_botocore_path(shape):
             return await super()._do_parse(response, shape)
@@ -61,15 +79,19 @@ class AioFastGetRecordsParser(AioJSONParser):
 
 
 class AioFastResponseParserFactory(AioResponseParserFactory):
+    def __init__(self, before_decode: BeforeDecode | None = None) -> None:
+        super().__init__()
+        self._before_decode = before_decode
+
     def create_parser(self, protocol_name: str) -> Any:
         if protocol_name == "json":
-            return AioFastGetRecordsParser(**self._defaults)
+            return AioFastGetRecordsParser(before_decode=self._before_decode, **self._defaults)
         return super().create_parser(protocol_name)
 
 
-def new_aio_session() -> AioSession:
+def new_aio_session(before_decode: BeforeDecode | None = None) -> AioSession:
     session = get_session()
-    session.register_component("response_parser_factory", AioFastResponseParserFactory())
+    session.register_component("response_parser_factory", AioFastResponseParserFactory(before_decode))
     return session
 
 
@@ -89,18 +111,22 @@ class AsyncKinesisClient:
 
     Use as ``async with AsyncKinesisClient(settings) as kinesis:``; the HTTP
     connection pool lives as long as the context, sized for one request in
-    flight per shard this process reads (``max_connections``).
+    flight per shard this process reads (``max_connections``). Every
+    GetRecords body waits for ``before_decode`` (see the module docstring).
     """
 
-    def __init__(self, settings: AwsSettings, max_connections: int = 64) -> None:
+    def __init__(
+        self, settings: AwsSettings, max_connections: int = 64, before_decode: BeforeDecode | None = None
+    ) -> None:
         self.settings = settings
         self.endpoint = settings.endpoint_url or f"Kinesis in {settings.region}"
         self._max_connections = max_connections
+        self._before_decode = before_decode
         self._context: Any = None
         self._client: Any = None
 
     async def __aenter__(self) -> AsyncKinesisClient:
-        self._context = new_aio_session().create_client(
+        self._context = new_aio_session(self._before_decode).create_client(
             "kinesis",
             region_name=self.settings.region,
             endpoint_url=self.settings.endpoint_url,

@@ -37,6 +37,7 @@ from ..records import Record
 from .batch import Batch
 from .metrics import ConsumerMetrics
 from .shard_state import HeldShard, Holdings
+from .writes import WritesUnderWay
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,8 @@ class Acknowledger:
     ``coordinator`` is asked for the coordinator at each use (the consumer
     creates it in ``start()``); ``on_lost`` is the consumer's handler of a
     lease lost under a checkpoint; ``on_progress`` wakes a release waiting
-    for the batch in the application's hands.
+    for the batch in the application's hands. ``writes`` counts the lease
+    writes under way (decoding waits for them: :mod:`.writes`).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class Acknowledger:
         on_lost: Callable[[Lease, str], None],
         on_progress: Callable[[], None],
         warn_after_s: float,
+        writes: WritesUnderWay | None = None,
     ) -> None:
         self.worker_id = worker_id
         self.stream = stream
@@ -69,6 +72,7 @@ class Acknowledger:
         self.on_lost = on_lost
         self.on_progress = on_progress
         self.warn_after_s = warn_after_s
+        self.writes = writes or WritesUnderWay()
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -116,7 +120,8 @@ class Acknowledger:
 
     async def _write(self, shard: HeldShard, checkpoint: Checkpoint) -> None:
         try:
-            lease = await asyncio.to_thread(self._coordinator().checkpoint, shard.shard_id, checkpoint)
+            with self.writes.writing():
+                lease = await asyncio.to_thread(self._coordinator().checkpoint, shard.shard_id, checkpoint)
         except LeaseLostError:
             self.on_lost(shard.lease, "checkpoint rejected: lease taken over")
             raise
@@ -144,7 +149,8 @@ class Acknowledger:
     async def _write_end(self, shard: HeldShard, index: int) -> LeaseLostError | None:
         children = shard.state.end.children if shard.state.end else ()
         try:
-            await asyncio.to_thread(self._coordinator().shard_ended, shard.shard_id, children)
+            with self.writes.writing():
+                await asyncio.to_thread(self._coordinator().shard_ended, shard.shard_id, children)
         except (LeaseLostError, RetriesExhaustedError) as exc:
             await self._end_failed(shard, exc)
             self.on_progress()

@@ -70,6 +70,7 @@ from .fetching import Fetcher, FetchSettings, new_fetcher
 from .metrics import ConsumerMetrics
 from .options import default_worker_id, parse_initial_position
 from .shard_state import EndAction, HeldShard, Holdings, ShardPhase
+from .writes import WritesUnderWay
 
 log = logging.getLogger(__name__)
 
@@ -163,9 +164,10 @@ class Consumer:
         self._failure: BaseException | None = None
         self._housekeeping: asyncio.Task[None] | None = None
         self._sigterm = SigtermHandler(self.worker_id)
+        self.writes = WritesUnderWay()  # decoding waits while a checkpoint is written (see .writes)
         self._acks = Acknowledger(
             self.worker_id, self.stream, self._holdings, self.metrics,
-            lambda: self._coordinator, self._lost, self._progress.set, end_ack_warning_s,
+            lambda: self._coordinator, self._lost, self._progress.set, end_ack_warning_s, self.writes,
         )
 
     # -- lifecycle -------------------------------------------------------------------
@@ -188,7 +190,9 @@ class Consumer:
         except BaseException:
             self._sigterm.remove()
             raise
-        self._kinesis = await AsyncKinesisClient(self.settings, self._fetch_settings().max_connections).__aenter__()
+        self._kinesis = await AsyncKinesisClient(
+            self.settings, self._fetch_settings().max_connections, before_decode=self.writes.quiet
+        ).__aenter__()
         try:
             self._coordinator = await asyncio.to_thread(self._new_coordinator)
             await asyncio.to_thread(self._coordinator.start)

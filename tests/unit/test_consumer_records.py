@@ -1,0 +1,66 @@
+"""``batch.records`` / ``RecordPage.records``: the Record objects the Consumer hands out, built column-wise.
+
+The fast path (one ``map`` over the columns) must give exactly the records a
+row-by-row construction gives, for every column variant a page can have:
+missing partition keys and arrival times, KPL sub-sequence numbers and
+explicit hash keys.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from kinesis_src.records import Record, RecordPage
+
+SHARD = "shardId-000000000007"
+
+
+def page(n: int, *, aggregated: bool = False, gaps: bool = False) -> RecordPage:
+    return RecordPage(
+        partition_keys=[None if gaps and i % 3 == 0 else f"pk-{i}" for i in range(n)],
+        data=[bytes([i % 256]) * (i % 5) for i in range(n)],
+        sequence_numbers=[str(10**20 + i) for i in range(n)],
+        arrival_epoch=[None if gaps and i % 4 == 1 else 1.7e9 + i / 1000 + 0.0005 for i in range(n)],
+        encryption_types=[None] * n,
+        next_iterator="it",
+        millis_behind_latest=0,
+        sub_sequence_numbers=[i % 3 for i in range(n)] if aggregated else None,
+        explicit_hash_keys=[str(i) if i % 2 else None for i in range(n)] if aggregated else None,
+    )
+
+
+def row_by_row(p: RecordPage, shard_id: str) -> list[Record]:
+    """The reference: one record per row, each field as documented on Record."""
+    out = []
+    for i in range(len(p)):
+        ts = p.arrival_epoch[i]
+        out.append(Record(
+            partition_key=p.partition_keys[i] if p.partition_keys[i] is not None else "",
+            data=p.data[i],
+            sequence_number=p.sequence_numbers[i],
+            sub_sequence_number=p.sub_sequence_numbers[i] if p.sub_sequence_numbers is not None else 0,
+            shard_id=shard_id,
+            approximate_arrival_timestamp=None if ts is None else datetime.fromtimestamp(ts, UTC),
+            explicit_hash_key=p.explicit_hash_keys[i] if p.explicit_hash_keys is not None else None,
+        ))
+    return out
+
+
+@pytest.mark.parametrize("aggregated", [False, True])
+@pytest.mark.parametrize("gaps", [False, True])
+def test_records_match_a_row_by_row_construction(aggregated: bool, gaps: bool) -> None:
+    p = page(50, aggregated=aggregated, gaps=gaps)
+    got = p.records(SHARD)
+    assert list(got) == row_by_row(p, SHARD)
+    assert all(type(r) is Record for r in got)
+
+
+def test_an_empty_page_has_no_records() -> None:
+    assert list(page(0).records(SHARD)) == []
+
+
+def test_arrival_times_are_utc_datetimes_to_the_microsecond() -> None:
+    (record,) = page(1).records(SHARD)
+    assert record.approximate_arrival_timestamp == datetime(2023, 11, 14, 22, 13, 20, 500, tzinfo=UTC)
