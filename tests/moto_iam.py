@@ -14,8 +14,9 @@ import boto3
 import pytest
 import requests
 
+
 @pytest.fixture(scope="module")
-def moto_server() -> Iterator[str]:
+def moto_iam_server() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -26,7 +27,7 @@ def moto_server() -> Iterator[str]:
 
 
 @pytest.fixture
-def aws(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def iam_moto(moto_iam_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh moto with auth off (for set-up); :func:`grant` turns it on for the code under test."""
     from moto import settings
     from moto.core.authorization import ActionAuthenticatorMixin
@@ -35,10 +36,10 @@ def aws(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    requests.post(f"{moto_server}/moto-api/reset", timeout=10)
+    requests.post(f"{moto_iam_server}/moto-api/reset", timeout=10)
     monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", float("inf"))  # restored after the test
     monkeypatch.setattr(ActionAuthenticatorMixin, "request_count", 0)
-    yield moto_server
+    yield moto_iam_server
 
 
 def grant(url: str, actions: list[str], monkeypatch: pytest.MonkeyPatch) -> None:

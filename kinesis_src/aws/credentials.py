@@ -19,9 +19,16 @@ import functools
 from typing import Any
 
 import botocore.session
-from aiobotocore.credentials import AioAssumeRoleCredentialFetcher, AioDeferredRefreshableCredentials
+from aiobotocore.credentials import (
+    AioAssumeRoleCredentialFetcher,
+    AioDeferredRefreshableCredentials,
+)
 from aiobotocore.session import AioSession
-from botocore.credentials import AssumeRoleCredentialFetcher, CredentialProvider, DeferredRefreshableCredentials
+from botocore.credentials import (
+    AssumeRoleCredentialFetcher,
+    CredentialProvider,
+    DeferredRefreshableCredentials,
+)
 
 from ..config import CredentialSource
 from ..errors import AccessDeniedError, ConfigurationError

@@ -13,7 +13,10 @@ import pickle
 import boto3
 import botocore.client
 import pytest
-from moto_iam import aws, grant, moto_server, role  # noqa: F401  (fixtures; tests/moto_iam.py)
+from moto_iam import (  # tests/moto_iam.py; its fixtures come through tests/conftest.py
+    grant,
+    role,
+)
 
 from kinesis_src import AwsSettings, KinesisClient, read_table
 from kinesis_src.aws import credentials
@@ -50,43 +53,43 @@ def assume_role_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 
 
 def test_a_role_is_assumed_once_and_reads_what_the_user_alone_may_not(
-    aws: str, monkeypatch: pytest.MonkeyPatch, assume_role_calls: list[dict]
+    iam_moto: str, monkeypatch: pytest.MonkeyPatch, assume_role_calls: list[dict]
 ) -> None:
-    stream(aws)
-    arn = role(aws, "kinesis-reader", READ)
-    grant(aws, ["sts:AssumeRole"], monkeypatch)
+    stream(iam_moto)
+    arn = role(iam_moto, "kinesis-reader", READ)
+    grant(iam_moto, ["sts:AssumeRole"], monkeypatch)
     with pytest.raises(AccessDeniedError, match="kinesis:"):
-        read(aws, CredentialSource())
-    source = CredentialSource(role_arn=arn, role_session_name="etl-job", role_external_id="ext-1", sts_endpoint_url=aws)
-    assert read(aws, source) == 10 and read(aws, source) == 10
+        read(iam_moto, CredentialSource())
+    source = CredentialSource(role_arn=arn, role_session_name="etl-job", role_external_id="ext-1", sts_endpoint_url=iam_moto)
+    assert read(iam_moto, source) == 10 and read(iam_moto, source) == 10
     assert len(assume_role_calls) == 2  # one per client (each read makes its own), none per request
     assert assume_role_calls[0] == {"RoleArn": arn, "RoleSessionName": "etl-job", "DurationSeconds": 3600,
                                     "ExternalId": "ext-1"}
 
 
 def test_credentials_close_to_expiry_are_renewed_before_a_request(
-    aws: str, monkeypatch: pytest.MonkeyPatch, assume_role_calls: list[dict]
+    iam_moto: str, monkeypatch: pytest.MonkeyPatch, assume_role_calls: list[dict]
 ) -> None:
     """A 15-minute role is inside botocore's refresh window from the start: every request renews it."""
-    stream(aws)
-    arn = role(aws, "kinesis-reader", READ)
-    grant(aws, ["sts:AssumeRole"], monkeypatch)
+    stream(iam_moto)
+    arn = role(iam_moto, "kinesis-reader", READ)
+    grant(iam_moto, ["sts:AssumeRole"], monkeypatch)
     monkeypatch.setattr(credentials, "ROLE_DURATION_S", 900)
-    assert read(aws, CredentialSource(role_arn=arn, sts_endpoint_url=aws)) == 10
+    assert read(iam_moto, CredentialSource(role_arn=arn, sts_endpoint_url=iam_moto)) == 10
     assert len(assume_role_calls) >= 3 and all(c["RoleSessionName"] == "kinesis-src" for c in assume_role_calls)
 
 
-def test_a_role_that_may_not_be_assumed_names_sts_assume_role(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    stream(aws)
-    arn = role(aws, "kinesis-reader", READ)
-    grant(aws, ["kinesis:ListShards"], monkeypatch)  # anything but sts:AssumeRole
+def test_a_role_that_may_not_be_assumed_names_sts_assume_role(iam_moto: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    stream(iam_moto)
+    arn = role(iam_moto, "kinesis-reader", READ)
+    grant(iam_moto, ["kinesis:ListShards"], monkeypatch)  # anything but sts:AssumeRole
     with pytest.raises(AccessDeniedError, match="sts:AssumeRole"):
-        read(aws, CredentialSource(role_arn=arn, sts_endpoint_url=aws))
+        read(iam_moto, CredentialSource(role_arn=arn, sts_endpoint_url=iam_moto))
 
 
-def test_a_profile_selects_the_shared_config_section(aws: str, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    stream(aws)
-    grant(aws, READ, monkeypatch)
+def test_a_profile_selects_the_shared_config_section(iam_moto: str, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    stream(iam_moto)
+    grant(iam_moto, READ, monkeypatch)
     config = tmp_path / "config"
     config.write_text(f"[profile reader]\naws_access_key_id = {os.environ['AWS_ACCESS_KEY_ID']}\n"
                       f"aws_secret_access_key = {os.environ['AWS_SECRET_ACCESS_KEY']}\n")
@@ -95,10 +98,10 @@ def test_a_profile_selects_the_shared_config_section(aws: str, monkeypatch: pyte
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "not-the-reader")  # the profile must win over the environment
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-reader")
     with pytest.raises(AccessDeniedError):
-        read(aws, CredentialSource())
-    assert read(aws, CredentialSource(profile="reader")) == 10
+        read(iam_moto, CredentialSource())
+    assert read(iam_moto, CredentialSource(profile="reader")) == 10
     with pytest.raises(ConfigurationError, match="profile 'nope' is not in the shared config"):
-        read(aws, CredentialSource(profile="nope"))
+        read(iam_moto, CredentialSource(profile="nope"))
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -18,7 +18,9 @@ import boto3
 import botocore.session
 import pytest
 from botocore import xform_name
-from moto_iam import aws, grant, moto_server  # noqa: F401  (fixtures; tests/moto_iam.py)
+from moto_iam import (
+    grant,  # tests/moto_iam.py; its fixtures come through tests/conftest.py
+)
 
 from kinesis_src import AwsSettings, Consumer, KinesisClient, LeaseTiming, read_table
 from kinesis_src.errors import AccessDeniedError
@@ -54,19 +56,19 @@ def bounded_read(url: str):
     return read_table("s", kinesis=kinesis, progress=False)
 
 
-def test_a_bounded_read_needs_exactly_kinesis_read(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    two_shards(aws, 20)
-    grant(aws, statements()["kinesis-read"], monkeypatch)
-    table = bounded_read(aws)
+def test_a_bounded_read_needs_exactly_kinesis_read(iam_moto: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    two_shards(iam_moto, 20)
+    grant(iam_moto, statements()["kinesis-read"], monkeypatch)
+    table = bounded_read(iam_moto)
     assert table.num_rows == 20 and len(set(table.column("shardId").to_pylist())) == 2
 
 
 @pytest.mark.parametrize("missing", ["kinesis:ListShards", "kinesis:GetShardIterator", "kinesis:GetRecords"])
-def test_a_bounded_read_missing_an_action_names_it(aws: str, monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
-    two_shards(aws)
-    grant(aws, without(statements()["kinesis-read"], missing), monkeypatch)
+def test_a_bounded_read_missing_an_action_names_it(iam_moto: str, monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    two_shards(iam_moto)
+    grant(iam_moto, without(statements()["kinesis-read"], missing), monkeypatch)
     with pytest.raises(AccessDeniedError, match=f"not allowed to call {missing}.*docs/iam.md"):
-        bounded_read(aws)
+        bounded_read(iam_moto)
 
 
 # -- the Consumer: kinesis-read + lease-table -------------------------------------------------------------
@@ -91,18 +93,18 @@ def consumer_actions() -> list[str]:
     return doc["kinesis-read"] + doc["lease-table"] + MOTO_ONLY
 
 
-def test_the_consumer_needs_exactly_kinesis_read_and_lease_table(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    two_shards(aws)
-    grant(aws, consumer_actions(), monkeypatch)
-    assert asyncio.run(asyncio.wait_for(consume(aws, 10), 60)) == 10
+def test_the_consumer_needs_exactly_kinesis_read_and_lease_table(iam_moto: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    two_shards(iam_moto)
+    grant(iam_moto, consumer_actions(), monkeypatch)
+    assert asyncio.run(asyncio.wait_for(consume(iam_moto, 10), 60)) == 10
 
 
 @pytest.mark.parametrize("missing", ["kinesis:GetRecords", "dynamodb:Query", "dynamodb:UpdateItem"])
-def test_the_consumer_missing_an_action_fails_naming_it(aws: str, monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
-    two_shards(aws)
-    grant(aws, without(consumer_actions(), missing), monkeypatch)
+def test_the_consumer_missing_an_action_fails_naming_it(iam_moto: str, monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    two_shards(iam_moto)
+    grant(iam_moto, without(consumer_actions(), missing), monkeypatch)
     with pytest.raises(AccessDeniedError, match=f"not allowed to call {missing}"):
-        asyncio.run(asyncio.wait_for(consume(aws, 10), 60))
+        asyncio.run(asyncio.wait_for(consume(iam_moto, 10), 60))
 
 
 # -- the doc names every operation the aws/ package can call ----------------------------------------------
