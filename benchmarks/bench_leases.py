@@ -61,7 +61,7 @@ import threading
 import time
 import uuid
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -423,6 +423,124 @@ def seed_parallel(table: LeaseTable, count: int, threads: int = 4) -> None:
         thread.join()
 
 
+# -- 6. throughput-aware balancing -----------------------------------------------------------------
+
+HOT_FACTOR = 10.0
+
+
+def hot_loads(shards: int) -> dict[str, float]:
+    """Records/s per shard: one shard HOT_FACTOR times the others (100 records/s of 100 B each)."""
+    return {sid(i): 100.0 * (HOT_FACTOR if i == 0 else 1.0) for i in range(shards)}
+
+
+def busiest_over_mean(owners: dict[str, str | None], loads: dict[str, float], workers: list[str]) -> float:
+    per_worker = {w: sum(load for s, load in loads.items() if owners.get(s) == w) for w in workers}
+    return max(per_worker.values()) / (sum(loads.values()) / len(workers))
+
+
+def plan_rounds(shards: int, workers: list[str], weights: dict[str, float] | None,
+                wobble: float = 0.0, rounds: int = 100) -> tuple[float, int, int, int]:
+    """Pure planning: every worker plans and applies once per round, from a cold start.
+
+    Returns (busiest/mean at the end, rounds to the first fixed point, moves until then, moves after
+    it, while every weight wobbles by +-``wobble`` each round: flapping shows here).
+    """
+    import random
+
+    from kinesis_src.leases.assignment import plan_assignment
+
+    rng = random.Random(12)
+    table = {sid(i): Lease(sid(i), Checkpoint.trim_horizon(), FULL) for i in range(shards)}
+    settled_at, moves, late = 0, 0, 0
+    for round_no in range(1, rounds + 1):
+        noisy = None if weights is None else {s: w * rng.uniform(1 - wobble, 1 + wobble) for s, w in weights.items()}
+        acted = 0
+        for me in workers:
+            plan = plan_assignment(me, list(table.values()), workers, weights=noisy if settled_at else weights)
+            for lease in plan.release:
+                table[lease.shard_id] = replace(table[lease.shard_id], owner=None, counter=lease.counter + 1)
+            for lease in plan.take + plan.steal:
+                if (table[lease.shard_id].owner, table[lease.shard_id].counter) == (lease.owner, lease.counter):
+                    table[lease.shard_id] = replace(lease, owner=me, counter=lease.counter + 1)
+            acted += len(plan.release) + len(plan.take) + len(plan.steal)
+        if settled_at:
+            late += acted
+        else:
+            moves += acted
+            if not acted:
+                settled_at = round_no
+    ratio = busiest_over_mean({s: l.owner for s, l in table.items()}, hot_loads(shards), workers)
+    return ratio, settled_at, moves, late
+
+
+def bench_balance_pure() -> list[tuple[str, float, float, int, int, int]]:
+    from kinesis_src.leases.model import Throughput
+    from kinesis_src.leases.throughput import weight
+
+    rows = []
+    workers = [f"w{k}" for k in range(4)]
+    for shards in (8, 40):
+        loads = hot_loads(shards)
+        best = max(max(loads.values()), sum(loads.values()) / len(workers)) / (sum(loads.values()) / len(workers))
+        weights = {s: weight(Throughput(r, r * 100, 0)) for s, r in loads.items()}
+        for label, w, wobble in (("by count (before)", None, 0.0), ("by throughput", weights, 0.0),
+                                 ("by throughput, estimates +-10 %", weights, 0.10)):
+            ratio, settled, moves, late = plan_rounds(shards, workers, w, wobble)
+            rows.append((f"{shards} shards, {label}", ratio, best, settled, moves, late))
+    return rows
+
+
+def bench_balance_coordinators(seconds: float = 90.0) -> tuple[float, float, int, int]:
+    """Real coordinators on moto (simulated clock): 8 shards, one 10x hotter, 4 workers.
+
+    Each worker reports what its shards deliver every cycle and checkpoints every held shard every
+    cycle (the estimate rides on those writes). Returns busiest/mean at the start (by count) and at
+    the end, and the lease moves after the first 30 s and after 60 s (flapping would show there).
+    """
+    from moto import mock_aws
+
+    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")
+    loads = hot_loads(8)
+    workers = [f"w{k}" for k in range(4)]
+    with mock_aws():
+        dynamodb = DynamoDBClient(AwsSettings(region="us-east-1", retry=RETRY))
+        table = fresh_table(dynamodb, "hot")
+        seed(table, 8)
+        clock = SimClock()
+        pool = [LeaseCoordinator(LeaseTable(dynamodb, table.table_name, "app", "hot"), w, clock=clock) for w in workers]
+        for c in pool:
+            c.register()
+        start_ratio, moved_late, moved_later = None, 0, 0
+        while clock.now < seconds:
+            for c in pool:
+                report = c.run_once()
+                moved = len(report.acquired) + len(report.released)
+                moved_late += moved if clock.now >= 30 else 0
+                moved_later += moved if clock.now >= 60 else 0
+                for shard in c.held():
+                    c.report_throughput(shard, int(loads[shard] * DEFAULT.scan_s), int(loads[shard] * DEFAULT.scan_s * 100))
+                    c.checkpoint(shard, Checkpoint.sequence(str(int(clock.now * 1000) + 1)))
+            if start_ratio is None:
+                start_ratio = busiest_over_mean({s: l.owner for s, l in ((l.shard_id, l) for l in table.list_leases())},
+                                                loads, workers)
+            clock.now += DEFAULT.scan_s
+        end = busiest_over_mean({l.shard_id: l.owner for l in table.list_leases()}, loads, workers)
+    return start_ratio or 0.0, end, moved_late, moved_later
+
+
+def print_balance() -> None:
+    print("\n6. throughput-aware balancing: one shard 10x hotter, 4 workers; busiest worker's load / mean")
+    print(f"   {'case (pure plan_assignment, cold start)':<50} {'busiest/mean':>12} {'best':>6} {'rounds':>6} "
+          f"{'moves':>6} {'after':>6}")
+    for label, ratio, best, settled, moves, late in bench_balance_pure():
+        print(f"   {label:<50} {ratio:>12.2f} {best:>6.2f} {settled:>6} {moves:>6} {late:>6}")
+    print("   (best: the hot shard alone, or the mean, whichever is more: whole shards cannot do better;")
+    print("    after: moves in the 100 - rounds rounds after the first fixed point)")
+    start, end, late, later = bench_balance_coordinators()
+    print(f"   real coordinators (moto, simulated clock, 90 s, checkpoint per cycle): busiest/mean "
+          f"{start:.2f} by count at start -> {end:.2f}; moves after 30 s: {late}, after 60 s: {later}")
+
+
 # -- main ----------------------------------------------------------------------------------------
 
 
@@ -451,6 +569,8 @@ def main() -> None:
             print("\n3. progress of one micro-batch over 100 shards (write, read back, purge)")
             for label, requests, seconds in bench_progress(settings):
                 print(f"   {label:<36} {requests:>4} requests  {seconds * 1000:7.0f} ms")
+        if "6" in PARTS:
+            print_balance()
         if "5" in PARTS:
             print(f"\n5. consumed capacity, {CAPACITY_LEASES} leases / {CAPACITY_WORKERS} workers, steady state at the "
                   "default timing (DynamoDB Local, ReturnConsumedCapacity=TOTAL, simulated clock)")

@@ -37,7 +37,14 @@ from ..aws.dynamodb import Item
 from ..errors import CorruptLeaseError, InvalidPositionError, KinesisSourceError
 from ..identity import StreamIdentity
 from ..positions import format_timestamp
-from .model import _SENTINELS, Checkpoint, CheckpointKind, Lease, Throughput, WorkerHeartbeat
+from .model import (
+    _SENTINELS,
+    Checkpoint,
+    CheckpointKind,
+    Lease,
+    Throughput,
+    WorkerHeartbeat,
+)
 
 # -- key layout -------------------------------------------------------------------
 

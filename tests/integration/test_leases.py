@@ -37,8 +37,8 @@ from kinesis_src.leases.shard_sync import ShardSync
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.positions import Position
-from kinesis_src.retrieval.polling import ShardReader
 from kinesis_src.records import ChildShard
+from kinesis_src.retrieval.polling import ShardReader
 from kinesis_src.retry import RetryPolicy
 from kinesis_src.workload import KeyedProducer, check_order
 from lineage import HashRange

@@ -8,7 +8,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kinesis_src.leases.assignment import HYSTERESIS, AssignmentPlan, is_assignable, plan_assignment
+from kinesis_src.leases.assignment import (
+    HYSTERESIS,
+    AssignmentPlan,
+    is_assignable,
+    plan_assignment,
+)
 from kinesis_src.leases.model import Checkpoint, Lease
 from lineage import MAX_HASH_KEY, HashRange
 

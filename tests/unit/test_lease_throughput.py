@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from kinesis_src.leases.model import Checkpoint, Lease, Throughput
-from kinesis_src.leases.throughput import BASE_WEIGHT, MIN_SPAN_S, RateMeter, lease_weights, weight
+from kinesis_src.leases.throughput import (
+    BASE_WEIGHT,
+    MIN_SPAN_S,
+    RateMeter,
+    lease_weights,
+    weight,
+)
 from lineage import MAX_HASH_KEY, HashRange
 
 FULL = HashRange(0, MAX_HASH_KEY)

@@ -10,7 +10,12 @@ from moto import mock_aws
 
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
-from kinesis_src.errors import CorruptLeaseError, LeaseLostError, ThrottledError, WorkerIdInUseError
+from kinesis_src.errors import (
+    CorruptLeaseError,
+    LeaseLostError,
+    ThrottledError,
+    WorkerIdInUseError,
+)
 from kinesis_src.leases.claim import QueryClaim
 from kinesis_src.leases.coordinator import LeaseCoordinator
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease
