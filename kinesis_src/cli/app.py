@@ -22,10 +22,11 @@ from ..config import AwsSettings, CredentialSource
 from ..discovery import ShardDiscovery
 from ..errors import ConfigurationError, KinesisSourceError, ResourceNotFoundError
 from ..positions import Position
-from .inspect import leases_command, lineage_command
+from .inspect import leases_command, lineage_command, status_command
 from .reading import EXPORT_FORMATS, export_command, export_format, read_command
 
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
 __all__ = ["EXPORT_FORMATS", "build_parser", "export_format", "main"]
 
 
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     _lineage_parser(sub)
     _leases_parser(sub)
+    _status_parser(sub)
     return parser
 
 
@@ -88,12 +90,24 @@ def _lineage_parser(sub: argparse._SubParsersAction) -> None:
     shape.add_argument("--png", metavar="FILE", help="draw the tree into a PNG file (needs Graphviz's dot)")
 
 
+def _application_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("application", help="the applicationName (application_name) of the query or consumer")
+    command.add_argument("--stream", required=True, help="the stream the application reads")
+    command.add_argument("--table", help="lease table (default: kinesis-src-<application>)")
+    command.add_argument("--dynamodb-endpoint-url", help="default: KINESIS_SRC_DYNAMODB_ENDPOINT_URL or AWS")
+
+
+def _status_parser(sub: argparse._SubParsersAction) -> None:
+    status = sub.add_parser("status", help="per-shard lag and throughput of a running consumer")
+    _application_arguments(status)
+    status.add_argument("--watch", type=float, metavar="SECONDS", help="show it again every SECONDS until Ctrl-C")
+    status.add_argument("--rounds", type=int, help="with --watch: stop after this many tables")
+    status.add_argument("--json", action="store_true", help="print it as JSON (one document per round)")
+
+
 def _leases_parser(sub: argparse._SubParsersAction) -> None:
     leases = sub.add_parser("leases", help="show an application's lease table: leases and workers")
-    leases.add_argument("application", help="the applicationName (application_name) of the query or consumer")
-    leases.add_argument("--stream", required=True, help="the stream the application reads")
-    leases.add_argument("--table", help="lease table (default: kinesis-src-<application>)")
-    leases.add_argument("--dynamodb-endpoint-url", help="default: KINESIS_SRC_DYNAMODB_ENDPOINT_URL or AWS")
+    _application_arguments(leases)
     leases.add_argument("--no-lag", action="store_true", help="do not ask Kinesis how far each lease is behind")
     leases.add_argument("--failover-s", type=float, default=10.0,
                         help="heartbeat age after which a worker is shown stale (default 10, the failover_s default)")
@@ -109,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()  # here, not at interpreter exit, where EPIPE cannot be caught
     except BrokenPipeError:
         return _closed_pipe()
+    except KeyboardInterrupt:  # Ctrl-C ends `status --watch` (or any long command): not an error to report
+        return EXIT_INTERRUPTED
 
 
 def _closed_pipe() -> int:
@@ -140,6 +156,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return lineage_command(kinesis, args, sys.stdout)
         if args.command == "leases":
             return leases_command(DynamoDBClient(settings), kinesis, args, sys.stdout)
+        if args.command == "status":
+            return status_command(DynamoDBClient(settings), kinesis, args, sys.stdout)
         if args.command == "export":
             return export_command(kinesis, args)
         return read_command(kinesis, args.stream, _start(args.start), args.output, not args.no_progress)

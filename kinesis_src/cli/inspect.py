@@ -20,7 +20,7 @@ from ..leases.table import LeaseTable
 from ..names import default_table_name
 from ..progress import record_progress
 from ..retrieval.polling import ShardReader
-from . import leases_view, lineage_view
+from . import leases_view, lineage_view, status_view
 from .output import Screen
 from .shard_figures import WORKERS, shard_figures
 
@@ -78,9 +78,8 @@ def leases_command(
     dynamodb: DynamoDBClient, kinesis: KinesisClient, args: argparse.Namespace, out: TextIO,
     now_ms: Callable[[], int] = _wall_ms,
 ) -> int:
-    table_name = args.table or default_table_name(args.application)
-    table = LeaseTable(dynamodb, table_name, args.application, args.stream)
-    table.ensure_table(create=False)
+    table = _open_table(dynamodb, args)
+    table_name = table.table_name
     view = table.scan()
     if not view.leases and not view.workers:
         raise ResourceNotFoundError(
@@ -99,6 +98,44 @@ def leases_command(
     if workers:
         screen.table(leases_view.WORKER_HEADERS, [leases_view.worker_cells(w) for w in workers])
     return 0
+
+
+def status_command(
+    dynamodb: DynamoDBClient, kinesis: KinesisClient, args: argparse.Namespace, out: TextIO,
+    now_ms: Callable[[], int] = _wall_ms, sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """One status table; with ``--watch S``, a new one every S seconds until interrupted (or ``--count`` times)."""
+    if (args.watch is not None and args.watch <= 0) or (args.rounds is not None and args.rounds < 1):
+        raise ConfigurationError("--watch takes a positive number of seconds, --rounds a positive count")
+    table = _open_table(dynamodb, args)
+    rounds = 0
+    while True:
+        view = table.scan()
+        if not view.leases:
+            raise ResourceNotFoundError(
+                f"lease table {table.table_name!r} holds no leases of application {args.application!r} on stream "
+                f"{args.stream!r}: check the application name and --stream (a Spark query keeps no leases: its "
+                "per-shard figures are in the query's progress, `query.lastProgress['sources']`)"
+            )
+        rows = status_view.shard_statuses(view, lease_lag(kinesis, args.stream, view.leases.values()), now_ms())
+        claim = table.read_claim()
+        screen = Screen(out)
+        if args.json:
+            screen.json(status_view.as_json(args.application, args.stream, rows, view.workers, claim))
+        else:
+            screen.table(status_view.HEADERS, [status_view.cells(r) for r in rows],
+                         title=status_view.summary(args.application, args.stream, rows, view.workers, claim))
+        out.flush()
+        rounds += 1
+        if args.watch is None or (args.rounds is not None and rounds >= args.rounds):
+            return 0
+        sleep(args.watch)
+
+
+def _open_table(dynamodb: DynamoDBClient, args: argparse.Namespace) -> LeaseTable:
+    table = LeaseTable(dynamodb, args.table or default_table_name(args.application), args.application, args.stream)
+    table.ensure_table(create=False)
+    return table
 
 
 def lease_lag(kinesis: KinesisClient, stream: str, leases: Iterable[Lease]) -> dict[str, int | None]:

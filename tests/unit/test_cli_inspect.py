@@ -17,11 +17,11 @@ from fake_kinesis import FakeKinesis
 from moto import mock_aws
 
 from kinesis_src.aws.dynamodb import DynamoDBClient
-from kinesis_src.cli.inspect import leases_command, lineage_command
+from kinesis_src.cli.inspect import leases_command, lineage_command, status_command
 from kinesis_src.cli.output import Screen
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import ConfigurationError, ResourceNotFoundError
-from kinesis_src.leases.model import Checkpoint, HashRange, Lease
+from kinesis_src.leases.model import Checkpoint, HashRange, Lease, Throughput
 from kinesis_src.leases.table import LeaseTable
 
 S0, S1, S2, S3, S4 = (f"shardId-00000000000{i}" for i in range(5))
@@ -205,3 +205,71 @@ def test_leases_of_an_application_that_never_ran_names_what_to_check(dynamodb: D
     lease_table(dynamodb)
     with pytest.raises(ResourceNotFoundError, match="no leases and no workers of application 'other'.*--stream"):
         leases(dynamodb, application="other", table="kinesis-src-app")
+
+
+# -- status ---------------------------------------------------------------------------------------------
+
+
+def status(dynamodb: DynamoDBClient, kinesis, **flags) -> tuple[str, list[float]]:
+    args = argparse.Namespace(application="app", stream="s", table=None, watch=None, rounds=None, json=False)
+    vars(args).update(flags)
+    out, slept = io.StringIO(), []
+    assert status_command(dynamodb, kinesis, args, out, now_ms=lambda: NOW_MS, sleep=slept.append) == 0
+    return out.getvalue(), slept
+
+
+def status_table(dynamodb: DynamoDBClient) -> None:
+    """Shard 0 finished; 1 busy (measured 5 s ago); 2 measured 20 min ago (idle since); 3 never measured."""
+    table = LeaseTable(dynamodb, "kinesis-src-app", "app", "s", now_ms=lambda: NOW_MS)
+    table.ensure_table()
+    table.register_worker("w-1")
+    for item in (
+        Lease(S0, Checkpoint.shard_end(), FULL, owner="w-1"),
+        Lease(S1, Checkpoint.trim_horizon(), FULL, owner="w-1",
+              throughput=Throughput(850.5, 170_100.0, NOW_MS - 5_000)),
+        Lease(S2, Checkpoint.trim_horizon(), FULL, owner="w-1", throughput=Throughput(2.0, 400.0, NOW_MS - 1_200_000)),
+        Lease(S3, Checkpoint.trim_horizon(), FULL),
+    ):
+        assert table.create_lease(item)
+
+
+def test_status_shows_each_shards_rate_as_its_holder_measured_it_and_its_lag(dynamodb: DynamoDBClient) -> None:
+    status_table(dynamodb)
+    fake = FakeKinesis()
+    fake.create_stream("s", 4)
+    for i in range(8):
+        fake.put_record("s", "k", b"old", explicit_hash_key=str(i % 4 * 2**126))
+    fake.advance(90)
+    text, slept = status(dynamodb, fake)
+    assert slept == []
+    lines = text.splitlines()
+    assert lines[0] == ("application app, stream s: 1 worker, 3 shards reading, 852.5 records/s, 170.5 KB/s, "
+                        "max lag 1 min")
+    assert lines[1:] == [
+        "shard                 owner  records/s  KB/s   measured            lag",
+        "shardId-000000000000  w-1    -          -      -                   finished",
+        "shardId-000000000001  w-1    850.5      170.1  5 s ago             1 min",
+        "shardId-000000000002  w-1    2.0        0.4    20 min ago (stale)  1 min",
+        "shardId-000000000003  -      -          -      -                   1 min",
+    ]
+
+
+def test_status_watch_shows_it_again_until_the_rounds_are_done(dynamodb: DynamoDBClient) -> None:
+    status_table(dynamodb)
+    fake = FakeKinesis()
+    fake.create_stream("s", 4)
+    text, slept = status(dynamodb, fake, watch=2.5, rounds=3, json=True)
+    docs = [json.loads(part) for part in text.replace("}\n{", "}\n\x00{").split("\x00")]
+    assert len(docs) == 3 and slept == [2.5, 2.5]
+    assert docs[0]["shards"][1] == {"shardId": S1, "owner": "w-1", "finished": False, "recordsPerSecond": 850.5,
+                                    "bytesPerSecond": 170_100.0, "measuredSecondsAgo": 5.0, "lagMillis": 0}
+
+
+def test_status_of_an_application_without_leases_says_where_a_spark_querys_figures_are(
+    dynamodb: DynamoDBClient,
+) -> None:
+    status_table(dynamodb)
+    with pytest.raises(ResourceNotFoundError, match="lastProgress"):
+        status(dynamodb, FakeKinesis(), application="other", table="kinesis-src-app")
+    with pytest.raises(ConfigurationError, match="--watch takes a positive"):
+        status(dynamodb, FakeKinesis(), watch=0)
