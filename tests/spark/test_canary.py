@@ -41,9 +41,9 @@ def run_logged(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Po
     hook.mkdir(exist_ok=True)
     (hook / "sitecustomize.py").write_text(DEBUG_LOGGING + "\n")
     path = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))]))
-    handle = open(log, "w")
-    return subprocess.Popen(argv, env={**os.environ, **env, "PYTHONPATH": path}, stdout=handle, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    with open(log, "w") as handle:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(argv, env={**os.environ, **env, "PYTHONPATH": path}, stdout=handle,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def table_items(env: dict[str, str]) -> str:
