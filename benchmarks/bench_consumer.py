@@ -159,7 +159,7 @@ def setup_async_kinesis() -> str | None:
 # -- readers (each runs in its own subprocess: `--run METHOD`) ----------------------------------------
 
 
-async def read_with_consumer(args: argparse.Namespace, pacing_off: bool) -> dict[str, Any]:
+async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns: bool = False) -> dict[str, Any]:
     from kinesis_src.consumer import Consumer, FetchPacing
 
     started = time.perf_counter()
@@ -189,8 +189,11 @@ async def read_with_consumer(args: argparse.Namespace, pacing_off: bool) -> dict
             waited["batch"] += clock() - t
             if first is None:
                 first = clock() - t0
-            for record in batch.records:
-                nbytes += len(record.data)
+            if columns:  # the page's columns, as batch.to_arrow() reads them: no Record objects
+                nbytes += sum(map(len, batch.page.data))
+            else:
+                for record in batch.records:
+                    nbytes += len(record.data)
             records += len(batch)
             t = clock()
             await batch.checkpoint()
@@ -240,7 +243,8 @@ def run_reader(args: argparse.Namespace) -> None:
     if args.run == "boto3":
         result = read_with_boto3(args)
     else:
-        result = asyncio.run(read_with_consumer(args, pacing_off=args.run == "consumer-nopacing"))
+        result = asyncio.run(read_with_consumer(args, pacing_off=args.run != "consumer",
+                                                columns=args.run == "consumer-columns"))
     print(json.dumps({"method": args.run, **result}), flush=True)
 
 
@@ -290,10 +294,11 @@ def measure(method: str, endpoint: str, dynamodb: str, stream: str, expect: int,
     return result
 
 
-LABELS = {
+LABELS = {  # also the order the readers run in, in each round
+    "boto3": "boto3 GetRecords loop",
     "consumer": "kinesis-src Consumer",
     "consumer-nopacing": "kinesis-src Consumer, pacing off",
-    "boto3": "boto3 GetRecords loop",
+    "consumer-columns": "  the same, columns (batch.page)",
     "async-kinesis": "async-kinesis Consumer",
 }
 
@@ -340,7 +345,7 @@ def round_line(rnd: int, method: str, result: dict[str, Any]) -> str:
 
 def run_rounds(opts: argparse.Namespace, source: dict[str, Any], dynamodb: str, na_reason: str | None) -> None:
     """Every reader, ``opts.rounds`` times, each a fresh process on the same data; then the tables."""
-    methods = [m for m in ("boto3", "consumer", "consumer-nopacing", "async-kinesis") if m in opts.methods]
+    methods = [m for m in LABELS if m in opts.methods]
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
     for rnd in range(opts.rounds):
         for method in methods:
@@ -545,7 +550,7 @@ def main() -> None:
                         help="default 100,000 on the replay endpoint, 25,000 on kinesalite (slow to preload)")
     parser.add_argument("--source", choices=["replay", "kinesalite"], default="replay",
                         help="what part 1 reads: the fast replay endpoint (default) or kinesalite")
-    parser.add_argument("--methods", default="boto3,consumer,consumer-nopacing,async-kinesis",
+    parser.add_argument("--methods", default=",".join(LABELS),
                         help="comma-separated readers of part 1")
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
@@ -556,7 +561,8 @@ def main() -> None:
     parser.add_argument("--setup-async-kinesis", action="store_true",
                         help=f"create the async-kinesis virtualenv at {ASYNC_KINESIS_VENV} and exit")
     # internal: one reader run in this subprocess
-    parser.add_argument("--run", choices=["consumer", "consumer-nopacing", "boto3"], help=argparse.SUPPRESS)
+    parser.add_argument("--run", choices=["consumer", "consumer-nopacing", "consumer-columns", "boto3"],
+                        help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--dynamodb", help=argparse.SUPPRESS)
     parser.add_argument("--stream", help=argparse.SUPPRESS)
