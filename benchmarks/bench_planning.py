@@ -44,7 +44,9 @@ from kinesis_src.spark.planner import (
     LineageRanks,
     admit_ready,
     advance,
+    compact_drained,
     next_plan,
+    with_implied_drained,
 )
 from lineage import ShardGraph
 
@@ -104,6 +106,19 @@ class _NoClaim:
         pass
 
 
+class _PlansInMemory:
+    """The lease table's plan items, in a dict (this part measures Kinesis calls, not DynamoDB)."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, int, str], str] = {}
+
+    def put(self, run: str, batch: int, digest: str, text: str) -> None:
+        self.items[(run, batch, digest)] = text
+
+    def get(self, run: str, batch: int, digest: str) -> str:
+        return self.items[(run, batch, digest)]
+
+
 class _EveryShardCaughtUp:
     """The progress log of batch 1: every shard read to the tip (so all are idle and need a probe)."""
 
@@ -147,13 +162,13 @@ def probe_rounds(ep, name: str, workers: int, budget_s: float, rounds: int) -> P
     ends = {sid: BatchEnd(pos, 1, False, "caught_up") for sid, pos in tips.items()}
     plan = Plan("bench", 1, {sid: ShardPlan(Position.trim_horizon(), 1000) for sid in tips})
     reader = KinesisStreamReader(opts)
-    driver = StreamDriver(opts, progress=_EveryShardCaughtUp(ends), claim=_NoClaim())
+    driver = StreamDriver(opts, progress=_EveryShardCaughtUp(ends), claim=_NoClaim(), plans=_PlansInMemory())
     driver.prober = IdleProber(driver.kinesis, opts.stream_name, opts.idle_poll_interval_ms / 1000, workers, budget_s)
     reader._driver = driver
     counted: list[int] = []
     probe = driver.prober.probe
     driver.prober.probe = lambda ids, pos: counted.append(len(found := probe(ids, pos))) or found  # type: ignore
-    start = plan.to_offset()
+    start = driver.plans.offset_of(plan)  # by digest, as a plan this large is in the offset log
     run = ProbeRun(name)
 
     t = time.perf_counter()
@@ -194,7 +209,7 @@ def bench_probes(shards: int, latency_ms: float, before: bool) -> list[ProbeRun]
 
 
 def print_probes(runs: list[ProbeRun], shards: int, latency_ms: float) -> None:
-    print(f"\n2. latestOffset with {shards:,} idle shards, replay endpoint, {latency_ms:g} ms per call, 0 s trigger")
+    print(f"\n1. latestOffset with {shards:,} idle shards, replay endpoint, {latency_ms:g} ms per call, 0 s trigger")
     print(
         f"   {'prober':<36}{'1st trigger':>12}{'probed':>8}{'trigger p50':>12}{'max':>8}{'probed p50':>11}"
         f"{'round s':>9}{'CPU/probe':>10}{'calls/shard/s':>14}{'max/1 s':>9}"
@@ -252,7 +267,7 @@ def bench_batches(open_target: int, ancestors: int, repeat: int) -> None:
     build_s = time.perf_counter() - t0
     open_ids = graph.open_shards()
     closed = len(graph) - len(open_ids)
-    print(f"\n1. one batch's planning: {len(open_ids):,} open shards, {closed:,} closed ancestors "
+    print(f"\n2. one batch's planning: {len(open_ids):,} open shards, {closed:,} closed ancestors "
           f"(graph built in {build_s:.2f} s), 56-digit sequence numbers, DynamoDB on moto")
     starts, ends_at = sequence_numbers(len(open_ids)), sequence_numbers(len(open_ids))
     drained = frozenset(s for s in graph.shard_ids() if not graph.is_open(s))
@@ -274,13 +289,14 @@ def bench_batches(open_target: int, ancestors: int, repeat: int) -> None:
         ]
         for i in range(0, len(progresses), 100):
             store.record_many("bench", 7, progresses[i : i + 100])
+        compact = compact_drained(plan, graph)
         driver = SimpleNamespace(
             discovery=SimpleNamespace(graph=graph), ranks=LineageRanks(), fan_out=None, identity=None,
             plans=PlanBook(plans),
         )
         reader = KinesisStreamReader(opts)
         reader._driver = driver  # type: ignore[assignment]
-        steps = ("progress Query", "plan", "offset inline (before)", "offset stored (after)",
+        steps = ("progress Query", "plan (before)", "plan (after)", "offset inline (before)", "offset stored (after)",
                  "plan read back (restart)", "partitions (before)", "partitions (after)")
         timings: dict[str, list[float]] = {k: [] for k in steps}
         for _ in range(repeat):
@@ -289,14 +305,22 @@ def bench_batches(open_target: int, ancestors: int, repeat: int) -> None:
             timings["progress Query"].append(time.perf_counter() - t)
             ends = {s: BatchEnd(p.end, p.records, p.shard_ended, p.stop_reason) for s, p in recorded.items()}
 
-            t = time.perf_counter()
+            t = time.perf_counter()  # before: every drained id in the plan
             frontier = admit_ready(advance(plan, ends), graph, preserve_order=True)
-            nxt = next_plan(plan, frontier, {s: True for s in open_ids}, 1000, None, None)
-            timings["plan"].append(time.perf_counter() - t)
+            full = next_plan(plan, frontier, {s: True for s in open_ids}, 1000, None, None)
+            timings["plan (before)"].append(time.perf_counter() - t)
+
+            t = time.perf_counter()  # after: drained ids the lineage implies are left out, and added back
+            frontier = with_implied_drained(advance(compact, ends), graph)
+            frontier = admit_ready(frontier, graph, preserve_order=True)
+            nxt = compact_drained(next_plan(compact, frontier, {s: True for s in open_ids}, 1000, None, None), graph)
+            timings["plan (after)"].append(time.perf_counter() - t)
+            assert nxt.shards == full.shards and frontier.drained == full.drained
 
             t = time.perf_counter()
-            inline = json.dumps(nxt.to_offset())
+            inline = json.dumps(full.to_offset())
             timings["offset inline (before)"].append(time.perf_counter() - t)
+            inline_compact = json.dumps(nxt.to_offset())
 
             driver.plans = PlanBook(plans)  # nothing cached: every round stores the plan
             t = time.perf_counter()
@@ -319,7 +343,9 @@ def bench_batches(open_target: int, ancestors: int, repeat: int) -> None:
     assert len(parts) == len(open_ids)
 
     body = sum(len(item["body"]["B"]) for item in stored)
-    print(f"   offset before (the plan inline): {len(inline) / 1024:,.0f} KiB, {len(nxt.drained):,} drained listed")
+    print(f"   offset before (the plan inline): {len(inline) / 1024:,.0f} KiB, {len(full.drained):,} drained listed")
+    print(f"   the plan inline, implied drained ids left out: {len(inline_compact) / 1024:,.0f} KiB, "
+          f"{len(nxt.drained):,} drained listed")
     print(f"   offset after (plan by digest):   {len(reference):,} B = {len(reference) / 16384:.3f}x the 16 KiB target; "
           f"stored plan {body / 1024:,.0f} KiB zlib in {len(stored)} item(s)")
     print(f"   {'step':<28}{'median ms':>11}")

@@ -37,7 +37,7 @@ from ..retrieval.polling import MIN_FETCH_INTERVAL_S, ShardReader
 
 T = TypeVar("T")
 
-PROBE_BUDGET_S = 0.5  # a trigger starts no new probe after this long (see IdleProber.probe)
+PROBE_BUDGET_S = 0.4  # a trigger starts no new probe after this long (see IdleProber.probe)
 PROBE_WORKERS = 32  # the botocore connection pool holds 32 (aws/boundary.client_config): no waiting for a socket
 
 
