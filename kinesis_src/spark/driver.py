@@ -13,7 +13,7 @@ import math
 import time
 from typing import Any, Mapping, Sequence
 
-from lineage import LineageError
+from lineage import LineageError, shard_sort_key
 
 from ..aws import KinesisClient
 from ..discovery import ShardDiscovery
@@ -94,6 +94,8 @@ class StreamDriver:
         self._listed_at = -math.inf
         self._verified_at: dict[str, float] = {}  # shard -> when its position was last checked for a trim
         self._restart_checked = False
+        self._unchecked: set[str] = set()  # after a restart: positions not checked for a partial trim yet
+        self.held: frozenset[str] = frozenset()  # shards waiting for that check: neither read nor probed
 
     @property
     def identity(self) -> StreamIdentity | None:
@@ -134,8 +136,13 @@ class StreamDriver:
             empty, self.discovery.graph, self.options.preserve_shard_order, {s: start for s in initial}, start
         )
 
-    def frontier_after(self, plan: Plan) -> Frontier:
-        """The frontier after ``plan`` ran, with shards trimmed whole or in part dealt with, children admitted."""
+    def frontier_after(self, plan: Plan, budgeted: bool = True) -> Frontier:
+        """The frontier after ``plan`` ran, with shards trimmed whole or in part dealt with, children admitted.
+
+        ``budgeted``: the partial-trim checks of one call stop starting after the probe budget;
+        shards whose check is still to come are :attr:`held` (neither read nor probed) until a
+        later call checks them. AvailableNow passes False: it must not end before reading them.
+        """
         ends = self.batch_ends(plan)
         frontier = advance(plan, ends)
         for sid, end in ends.items():
@@ -146,7 +153,7 @@ class StreamDriver:
         ended = any(e.shard_end for e in ends.values())
         self._refresh(force=ended or len(self.discovery.graph) == 0)
         frontier = self._drop_trimmed(frontier)
-        frontier = self._verify_positions(frontier)
+        frontier = self._verify_positions(frontier, budgeted)
         frontier = with_implied_drained(frontier, self.discovery.graph)  # offsets list only what it does not imply
         return admit_ready(frontier, self.discovery.graph, self.options.preserve_shard_order)
 
@@ -177,24 +184,40 @@ class StreamDriver:
             self.trimmed.update(fresh)
         return kept
 
-    def _verify_positions(self, frontier: Frontier) -> Frontier:
-        """Probe positions that may have been trimmed in part (after a restart; lag near retention)."""
-        after_restart = not self._restart_checked
-        self._restart_checked = True
+    def _verify_positions(self, frontier: Frontier, budgeted: bool) -> Frontier:
+        """Check positions that may have been trimmed in part (after a restart; lag near retention).
+
+        Two calls per shard, on the probe threads. After a restart that is every shard positioned
+        at or after a sequence number: those not checked within the budget wait in
+        ``_unchecked`` and are held until a later trigger checks them.
+        """
+        if not self._restart_checked:
+            self._restart_checked = True
+            retention = self.summary.retention_hours
+            self._unchecked = set(shards_to_verify(frontier, self.lag, retention, after_restart=True))
+        self._unchecked &= frontier.positions.keys()
         now = time.monotonic()
-        due = [
+        lagging = [
             s
-            for s in shards_to_verify(frontier, self.lag, self.summary.retention_hours, after_restart)
-            if after_restart or now - self._verified_at.get(s, -math.inf) >= VERIFY_INTERVAL_S
+            for s in shards_to_verify(frontier, self.lag, self.summary.retention_hours, after_restart=False)
+            if now - self._verified_at.get(s, -math.inf) >= VERIFY_INTERVAL_S
         ]
+        due = sorted(self._unchecked.union(lagging), key=shard_sort_key)
+        checks = self.prober.map(lambda sid: self._oldest_if_trimmed(sid, frontier.positions[sid]), due, budgeted)
         oldest: dict[str, str] = {}
-        checks = self.prober.map(lambda sid: self._oldest_if_trimmed(sid, frontier.positions[sid]), due)
-        for sid, (found, lag) in zip(due, checks):  # 2 calls per shard: at once, like the probes
+        held = []
+        for sid, check in zip(due, checks):
+            if check is None:  # over budget: a later trigger checks it
+                held.append(sid)
+                continue
+            found, lag = check
+            self._unchecked.discard(sid)
             self._verified_at[sid] = now
             if lag is not None:
                 self.lag[sid] = lag
             if found is not None:
                 oldest[sid] = found
+        self.held = frozenset(held)
         if not oldest:
             return frontier
         stream = self.options.stream_name

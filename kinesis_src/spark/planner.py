@@ -149,12 +149,17 @@ def next_plan(
     max_records_per_shard: int,
     max_rows: int | None,
     cut: str | None,
+    held: Collection[str] = (),
 ) -> Plan | None:
-    """The plan of the next batch, or None when no shard has anything to read."""
+    """The plan of the next batch, or None when no shard has anything to read.
+
+    ``held`` shards are carried, not read (their position awaits a check); pending ones stay pending.
+    """
     status = for_trigger(previous, frontier, cut).status
     wanting = [
         sid for sid, st in sorted(status.items())
-        if st is ShardStatus.PENDING or (st is ShardStatus.IDLE and cut is None and has_data.get(sid, False))
+        if sid not in held
+        and (st is ShardStatus.PENDING or (st is ShardStatus.IDLE and cut is None and has_data.get(sid, False)))
     ]
     if not wanting:
         return None
@@ -168,7 +173,8 @@ def next_plan(
         drained=frontier.drained,
         finished=frozenset(sid for sid, st in status.items() if st is ShardStatus.FINISHED),
         cut=cut,
-        pending=frozenset(sid for sid in wanting if quota[sid] == 0),
+        pending=frozenset(sid for sid in wanting if quota[sid] == 0)
+        | frozenset(sid for sid in held if status.get(sid) is ShardStatus.PENDING),
     )
 
 

@@ -116,23 +116,33 @@ class IdleProber:
     def probe(self, shard_ids: Sequence[str], positions: Mapping[str, Position]) -> dict[str, ProbeResult]:
         """Probe due shards concurrently, starting new probes until the round's time budget is spent.
 
-        The first ``workers`` probes always start, so every call makes progress; the shards left
-        over are the least recently probed next time, so a round too long for one trigger
-        spreads over a few and every shard still gets its turn.
+        Shards left over are the least recently probed next time, so a round too long for one
+        trigger spreads over a few and every shard still gets its turn.
         """
         due = self.due(shard_ids, positions)
         self._rest(due)
-        deadline = self._clock() + self.budget_s
-        jobs = [(i, sid, positions[sid], self._probed.get(sid)) for i, sid in enumerate(due)]
-
-        def run(job: tuple[int, str, Position, _Probed | None]) -> _Outcome | None:
-            index, sid, position, last = job
-            if index >= self.workers and self._clock() >= deadline:
-                return None  # over budget: not started, still due
-            return self._probe_one(sid, position, last)
-
-        outcomes = list(self._executor().map(run, jobs)) if len(jobs) > 1 else [run(job) for job in jobs]
+        last = {sid: self._probed.get(sid) for sid in due}
+        outcomes = self.map(lambda sid: self._probe_one(sid, positions[sid], last[sid]), due, budgeted=True)
         return self._apply(due, outcomes, positions)
+
+    def map(self, fn: Callable[[str], T], shard_ids: Sequence[str], budgeted: bool = False) -> list[T | None]:
+        """``fn`` per shard on the probe threads, results in order.
+
+        ``budgeted``: no call starts after ``budget_s`` (its result is None), except the first
+        ``workers``, so every call of this makes progress.
+        """
+        deadline = self._clock() + self.budget_s if budgeted else math.inf
+
+        def run(job: tuple[int, str]) -> T | None:
+            index, sid = job
+            if index >= self.workers and self._clock() >= deadline:
+                return None  # over budget: not started
+            return fn(sid)
+
+        jobs = list(enumerate(shard_ids))
+        if len(jobs) <= 1:
+            return [run(job) for job in jobs]
+        return list(self._executor().map(run, jobs))
 
     def _apply(
         self, due: Sequence[str], outcomes: Sequence[_Outcome | None], positions: Mapping[str, Position]
@@ -150,12 +160,6 @@ class IdleProber:
                 self._probed[sid] = kept
             results[sid] = result
         return results
-
-    def map(self, fn: Callable[[str], T], shard_ids: Sequence[str]) -> list[T]:
-        """``fn`` per shard on the probe threads (the driver's other per-shard checks), in order."""
-        if len(shard_ids) <= 1:
-            return [fn(sid) for sid in shard_ids]
-        return list(self._executor().map(fn, shard_ids))
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:

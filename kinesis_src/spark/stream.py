@@ -94,10 +94,13 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         plan = self._same_stream(self.driver.plans.plan_of(start))  # before any position reaches Kinesis
         driver = self.driver
-        frontier = for_trigger(plan, driver.frontier_after(plan), self._cut)  # before probing: see its doc
-        has_data = driver.probe(idle_shards(frontier), frontier.positions) if self._cut is None else {}
+        bounded = self._cut is None  # AvailableNow checks every position before it plans: it must not end early
+        frontier = for_trigger(plan, driver.frontier_after(plan, budgeted=bounded), self._cut)  # before probing
+        idle = [sid for sid in idle_shards(frontier) if sid not in driver.held]
+        has_data = driver.probe(idle, frontier.positions) if self._cut is None else {}
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        nxt = next_plan(plan, frontier, has_data, self.options.max_records_per_shard, max_rows, self._cut)
+        opts = self.options
+        nxt = next_plan(plan, frontier, has_data, opts.max_records_per_shard, max_rows, self._cut, driver.held)
         if nxt is None:
             return start
         nxt = compact_drained(nxt, driver.discovery.graph)  # the lineage implies the rest

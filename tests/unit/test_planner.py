@@ -372,3 +372,11 @@ def test_partitions_rank_the_lineage_again_only_when_it_gained_shards() -> None:
     parts = reader.partitions(plan_of(3, {}).to_offset(), p.to_offset())
     assert [part.slices[0].shard_id for part in parts] == [S(2), S(3)]  # rank 2 before rank 3
     assert ranks.computed == 2 and ranks.of(graph)[S(3)] == 3
+
+
+def test_held_shards_are_carried_and_pending_ones_stay_pending() -> None:
+    p1 = plan_of(1, {S(0): Position.trim_horizon(), S(1): Position.trim_horizon(), S(2): Position.trim_horizon()})
+    frontier = advance(p1, {S(0): end("5", "record_limit"), S(1): end("6", "record_limit"), S(2): end("7", "caught_up")})
+    nxt = next_plan(p1, frontier, {S(2): True}, 100, None, None, held={S(1), S(2)})
+    assert nxt.read == [S(0)] and nxt.pending == {S(1)} and set(nxt.shards) == {S(0), S(1), S(2)}
+    assert next_plan(p1, frontier, {S(2): True}, 100, None, None, held={S(0), S(1), S(2)}) is None

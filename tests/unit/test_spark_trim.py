@@ -358,3 +358,45 @@ def test_after_a_restart_every_position_is_checked_at_the_same_time() -> None:
     assert sorted(probes(kinesis)) == [(S(i), Position.at_sequence("5")) for i in range(n)]
     assert sorted(met) == [S(i) for i in range(n)]
     assert nxt.read == [S(i) for i in range(n)]
+
+
+def restarted_wide(n: int, **options: str) -> tuple[KinesisStreamReader, FakeKinesis, Plan]:
+    """A restart over ``n`` shards, each idle after sequence number 5 with record 6 to read; checks are slow:
+    every clock reading is 100 ms later, 2 probe threads, a 250 ms budget."""
+    from kinesis_src.spark.probes import IdleProber
+
+    width = (TOP + 1) // n
+    kinesis = fake_stream(
+        [listing(i, i * width, TOP if i == n - 1 else (i + 1) * width - 1) for i in range(n)],
+        {S(i): [5, 6] for i in range(n)},
+    )
+    reader = reader_for(kinesis, **options)
+    ticks = iter(range(10**9))
+    reader.driver.prober = IdleProber(kinesis, "orders", 1.0, workers=2, budget_s=0.25,
+                                      clock=lambda: next(ticks) * 0.1, sleep=lambda s: None)
+    return reader, kinesis, plan(3, {}, {S(i): after(5) for i in range(n)})
+
+
+def test_after_a_restart_shards_wait_for_their_check_without_stalling_the_trigger() -> None:
+    """The checks of one trigger stop at the probe budget; unchecked shards are neither read nor probed."""
+    n = 8
+    reader, kinesis, previous = restarted_wide(n)
+    first = latest(reader, previous)
+    checked = {sid for sid, _ in probes(kinesis)}
+    assert 2 <= len(checked) < n and first.read and set(first.read) <= checked  # read only once checked
+    assert not [c for c in kinesis.calls_to("get_shard_iterator", None)
+                if c.shard_id not in checked]  # the others: no call at all yet
+    start, rounds = first, 0
+    while len({sid for sid, _ in probes(kinesis)}) < n:
+        nxt = latest(reader, start)
+        start, rounds = (nxt if nxt.batch > start.batch else start), rounds + 1
+        assert rounds < n
+    assert sorted(sid for sid, _ in probes(kinesis)) == [S(i) for i in range(n)]  # each checked once
+
+
+def test_available_now_checks_every_position_before_it_plans() -> None:
+    reader, kinesis, previous = restarted_wide(8)
+    reader.prepareForTriggerAvailableNow()
+    previous = Plan(previous.run, previous.batch, previous.shards, pending=frozenset(previous.shards))
+    first = latest(reader, previous)
+    assert len(probes(kinesis)) == 8 and first.read == [S(i) for i in range(8)]
