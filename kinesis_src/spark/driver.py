@@ -143,6 +143,7 @@ class StreamDriver:
         shards whose check is still to come are :attr:`held` (neither read nor probed) until a
         later call checks them. AvailableNow passes False: it must not end before reading them.
         """
+        self.prober.new_round()  # the listing, the checks and the probes of this trigger share one budget
         ends = self.batch_ends(plan)
         frontier = advance(plan, ends)
         for sid, end in ends.items():

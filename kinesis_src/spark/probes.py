@@ -8,9 +8,11 @@ the round costs about its CPU (botocore spends ~1-2 ms of CPU per call).
 Each probe's NextShardIterator is kept, so only the first probe of a
 position pays a GetShardIterator.
 
-A trigger starts probes for at most PROBE_BUDGET_S, least recently probed
-shards first: ``latestOffset`` stays bounded whatever the shard count, and a
-round too long for one trigger spreads over the next ones.
+A trigger starts calls for at most PROBE_BUDGET_S (the full listing every
+30 s, the partial-trim checks after a restart and the probes share it),
+least recently probed shards first: ``latestOffset`` stays bounded whatever
+the shard count, and a round too long for one trigger spreads over the next
+ones.
 
 Per-shard call limits (Kinesis allows 5 GetRecords/s per shard, shared with
 every reader of the shard): a shard is probed at most once per
@@ -83,6 +85,11 @@ class IdleProber:
         self._probed: dict[str, _Probed] = {}
         self._read_at: dict[str, float] = {}  # shard -> when a task's read of it was learned
         self._pool: ThreadPoolExecutor | None = None
+        self._round_deadline: float | None = None  # set by new_round; else each budgeted call has its own
+
+    def new_round(self) -> None:
+        """A trigger starts: its checks and probes share one budget from now (listing included)."""
+        self._round_deadline = self._clock() + self.budget_s
 
     def read_by_task(self, shard_ids: Iterable[str]) -> None:
         """A batch's recorded ends were just learned: those shards' readers called them moments ago."""
@@ -128,10 +135,14 @@ class IdleProber:
     def map(self, fn: Callable[[str], T], shard_ids: Sequence[str], budgeted: bool = False) -> list[T | None]:
         """``fn`` per shard on the probe threads, results in order.
 
-        ``budgeted``: no call starts after ``budget_s`` (its result is None), except the first
-        ``workers``, so every call of this makes progress.
+        ``budgeted``: no call starts after the round's budget is spent (see :meth:`new_round`;
+        without one, ``budget_s`` from now) and its result is None, except the first ``workers``,
+        so every call of this makes progress.
         """
-        deadline = self._clock() + self.budget_s if budgeted else math.inf
+        if not budgeted:
+            deadline = math.inf
+        else:
+            deadline = self._round_deadline if self._round_deadline is not None else self._clock() + self.budget_s
 
         def run(job: tuple[int, str]) -> T | None:
             index, sid = job

@@ -149,3 +149,14 @@ def test_an_expired_iterator_is_replaced_within_the_probe() -> None:
     kinesis.put_record(STREAM, "k", b"new", shard_id=ids[0])
     assert p.probe(ids, positions)[ids[0]].has_data
     assert kinesis.count("get_shard_iterator") == 2 and kinesis.count("get_records") == 3
+
+
+def test_one_round_shares_its_budget_between_checks_and_probes() -> None:
+    kinesis, ids, positions = stream(6)
+    clock = FakeClock()
+    p = prober(kinesis, clock, workers=2, budget_s=0.3)
+    p.new_round()
+    clock.now += 0.5  # the listing and the checks spent the budget
+    assert len(p.probe(ids, positions)) == 2  # only the first `workers` start: progress, not a stall
+    p.new_round()
+    assert len(p.probe(ids, positions)) == 4  # a new trigger: the rest
