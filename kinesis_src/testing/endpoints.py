@@ -1,0 +1,165 @@
+"""Where the tests' Kinesis and DynamoDB are: the environment's endpoints, or the embedded emulators.
+
+Resolution order (:func:`endpoints_from_environ`):
+
+1. ``KINESIS_SRC_ENDPOINT_URL`` (and ``KINESIS_SRC_DYNAMODB_ENDPOINT_URL``):
+   ours, what ``localstack/launcher.py run``/``start`` export;
+2. ``AWS_ENDPOINT_URL_KINESIS`` / ``AWS_ENDPOINT_URL_DYNAMODB``, then
+   ``AWS_ENDPOINT_URL``: botocore's names, LocalStack's single endpoint;
+3. none set: the embedded emulators (kinesis-mock and DynamoDB Local from
+   npm), started through ``localstack/launcher.py``. That file is part of the
+   repository, not of the wheel: it is found beside the package in a checkout
+   or an editable install, or at the path in ``KINESIS_SRC_LAUNCHER``.
+
+Stdlib only: importing this module (the pytest plugin does, in every pytest
+run of an environment where kinesis-src is installed) costs nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+ENV_ENDPOINT_URL = "KINESIS_SRC_ENDPOINT_URL"  # same names as kinesis_src.config (not imported: it pulls in boto3)
+ENV_DYNAMODB_ENDPOINT_URL = "KINESIS_SRC_DYNAMODB_ENDPOINT_URL"
+ENV_LAUNCHER = "KINESIS_SRC_LAUNCHER"
+ENV_ISOLATED = "KINESIS_SRC_ISOLATED"
+AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
+AWS_ENDPOINT_URL_KINESIS = "AWS_ENDPOINT_URL_KINESIS"
+AWS_ENDPOINT_URL_DYNAMODB = "AWS_ENDPOINT_URL_DYNAMODB"
+
+DEFAULT_REGION = "us-east-1"
+DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+
+
+class EndpointsUnavailable(RuntimeError):
+    """Neither endpoints in the environment nor a way to start the emulators; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """The Kinesis and DynamoDB endpoints tests talk to, and how they were found.
+
+    ``source`` is ``"environment"`` (nothing was started) or ``"embedded"``
+    (emulators started for this session and stopped at its end).
+    """
+
+    kinesis: str
+    dynamodb: str
+    region: str = DEFAULT_REGION
+    source: str = "environment"
+    details: str = field(default="", compare=False)
+
+    def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Variables a pipeline under test needs: our endpoint names, a region, credentials if none are set.
+
+        Credentials already in ``base`` (default ``os.environ``) are kept;
+        otherwise dummy ones are added (emulators and LocalStack accept any).
+        """
+        base = os.environ if base is None else base
+        out = {ENV_ENDPOINT_URL: self.kinesis, ENV_DYNAMODB_ENDPOINT_URL: self.dynamodb}
+        if not (base.get("AWS_REGION") or base.get("AWS_DEFAULT_REGION")) or self.source == "embedded":
+            out.update(AWS_REGION=self.region, AWS_DEFAULT_REGION=self.region)
+        if self.source == "embedded" or not (base.get("AWS_ACCESS_KEY_ID") or base.get("AWS_PROFILE")):
+            out.update(DUMMY_CREDENTIALS)
+        return out
+
+
+def endpoints_from_environ(environ: Mapping[str, str] | None = None) -> Endpoints | None:
+    """The endpoints the environment names, or None when it names none (then the emulators are started)."""
+    env = os.environ if environ is None else environ
+
+    def first(*names: str) -> tuple[str, str] | None:
+        return next(((name, env[name]) for name in names if env.get(name)), None)
+
+    kinesis = first(ENV_ENDPOINT_URL, AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL)
+    if kinesis is None:
+        return None
+    dynamodb = first(ENV_DYNAMODB_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL) or kinesis
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+    return Endpoints(
+        kinesis=kinesis[1], dynamodb=dynamodb[1], region=region, source="environment",
+        details=f"Kinesis from {kinesis[0]}, DynamoDB from {dynamodb[0]}",
+    )
+
+
+def find_launcher(environ: Mapping[str, str] | None = None) -> Path | None:
+    """``localstack/launcher.py``: at ``KINESIS_SRC_LAUNCHER``, else beside the package (a checkout)."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV_LAUNCHER):
+        path = Path(env[ENV_LAUNCHER]).expanduser()
+        if not path.is_file():
+            raise EndpointsUnavailable(f"{ENV_LAUNCHER}={path} is not a file (it should name localstack/launcher.py)")
+        return path.resolve()
+    beside = Path(__file__).resolve().parents[2] / "localstack" / "launcher.py"
+    return beside if beside.is_file() else None
+
+
+def load_launcher(path: Path) -> ModuleType:
+    """Import the launcher from its file; reuses a module already imported from that file (tests/conftest.py does)."""
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path and hasattr(module, "Emulators"):
+            return module
+    spec = importlib.util.spec_from_file_location("kinesis_src_testing_launcher", path)
+    if spec is None or spec.loader is None:
+        raise EndpointsUnavailable(f"cannot import the emulator launcher at {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class body runs
+    spec.loader.exec_module(module)
+    return module
+
+
+def unavailable_message(reason: str) -> str:
+    return (
+        f"no Kinesis endpoint for kinesis_src.testing: {reason}. Either point the tests at running "
+        f"endpoints ({ENV_ENDPOINT_URL}=http://127.0.0.1:4566, plus {ENV_DYNAMODB_ENDPOINT_URL} if DynamoDB "
+        f"is elsewhere; or {AWS_ENDPOINT_URL} for LocalStack), or run from a kinesis-src checkout under "
+        "`python localstack/launcher.py isolated -- pytest ...` so the embedded emulators can start "
+        f"({ENV_LAUNCHER} may name that checkout's localstack/launcher.py)"
+    )
+
+
+@contextlib.contextmanager
+def embedded_endpoints(*, require_isolation: bool = True, environ: Mapping[str, str] | None = None) -> Iterator[Endpoints]:
+    """Start kinesis-mock and DynamoDB Local through the repository's launcher; stop them on exit.
+
+    Both servers listen on every network interface (neither has a host
+    option), so by default they are started only inside the private network
+    namespace that ``launcher.py isolated`` creates (``KINESIS_SRC_ISOLATED=1``).
+    Raises :class:`EndpointsUnavailable` with instructions otherwise.
+    """
+    env = os.environ if environ is None else environ
+    path = find_launcher(env)
+    if path is None:
+        raise EndpointsUnavailable(unavailable_message(
+            "none is set in the environment, and the emulator launcher (localstack/launcher.py) is not "
+            "installed with the package: it ships only in the kinesis-src repository"))
+    if require_isolation and env.get(ENV_ISOLATED) != "1":
+        raise EndpointsUnavailable(unavailable_message(
+            f"none is set in the environment, and the emulators bind all network interfaces, so they start "
+            f"only inside `launcher.py isolated` ({ENV_ISOLATED}=1 is not set)"))
+    launcher = load_launcher(path)
+    with launcher.Emulators(kinesis=True, dynamodb=True) as running:
+        yield Endpoints(
+            kinesis=running.kinesis_endpoint, dynamodb=running.dynamodb_endpoint,
+            region=launcher.DEFAULT_REGION, source="embedded",
+            details=f"kinesis-mock and DynamoDB Local started by {path}",
+        )
+
+
+@contextlib.contextmanager
+def endpoints(*, require_isolation: bool = True) -> Iterator[Endpoints]:
+    """The environment's endpoints if it names any, else the embedded emulators for the ``with`` block."""
+    found = endpoints_from_environ()
+    if found is not None:
+        yield found
+        return
+    with embedded_endpoints(require_isolation=require_isolation) as started:
+        yield started
+

@@ -1,0 +1,142 @@
+"""The pytest plugin (entry point ``pytest11``: ``kinesis_src``): fixtures for testing a pipeline on Kinesis.
+
+Loaded by pytest in every environment where kinesis-src is installed, so it
+imports nothing heavy at load time and every fixture name starts with
+``kinesis_`` (no clash with a project's own ``kinesis`` or ``stream_name``).
+
+Fixtures:
+
+``kinesis_test_endpoints`` (session)
+    :class:`~kinesis_src.testing.Endpoints`: the environment's
+    (``KINESIS_SRC_ENDPOINT_URL``, ``AWS_ENDPOINT_URL``...) or the embedded
+    emulators, started once per session (needs the repository's launcher).
+    With neither, tests that use it are skipped, or fail with
+    ``--kinesis-require-endpoints`` (ini: ``kinesis_require_endpoints = true``).
+``kinesis_test_env``
+    exports the endpoints, a region and (if none are set) dummy credentials
+    into ``os.environ`` for the test, so the pipeline under test finds them.
+``kinesis_test_settings`` / ``kinesis_test_client``
+    :class:`~kinesis_src.AwsSettings` and a :class:`~kinesis_src.KinesisClient`
+    for those endpoints, retrying quickly.
+``kinesis_stream_factory``
+    :class:`~kinesis_src.testing.StreamFactory`: ``kinesis_stream_factory(shards=2)``
+    creates a uniquely named ACTIVE stream; all are deleted at teardown.
+``kinesis_resharder``
+    :class:`~kinesis_src.testing.Resharder`: split, merge, scale_to,
+    random_reshards, each waiting for ACTIVE with a deadline.
+``kinesis_keyed_producer``
+    ``kinesis_keyed_producer(stream, keys=20)``: a
+    :class:`~kinesis_src.workload.KeyedProducer` whose record of what Kinesis
+    acknowledged is what :func:`~kinesis_src.testing.verify_delivery` checks
+    the pipeline's sink against.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .endpoints import Endpoints, EndpointsUnavailable, endpoints
+
+if TYPE_CHECKING:
+    from .. import AwsSettings, KinesisClient
+    from ..workload import KeyedProducer
+    from .streams import Resharder, StreamFactory
+
+REQUIRE_OPTION = "--kinesis-require-endpoints"
+REQUIRE_INI = "kinesis_require_endpoints"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kinesis_src", "kinesis-src testing kit (kinesis_src.testing)")
+    group.addoption(
+        REQUIRE_OPTION, action="store_true", default=False,
+        help="fail, instead of skipping, tests that need Kinesis endpoints when none are available",
+    )
+    parser.addini(REQUIRE_INI, type="bool", default=False,
+                  help=f"same as {REQUIRE_OPTION}")
+
+
+def _endpoints_required(config: pytest.Config) -> bool:
+    return bool(config.getoption(REQUIRE_OPTION) or config.getini(REQUIRE_INI))
+
+
+@pytest.fixture(scope="session")
+def kinesis_test_endpoints(request: pytest.FixtureRequest) -> Iterator[Endpoints]:
+    """The environment's endpoints, or the embedded emulators for the whole session."""
+    stack = contextlib.ExitStack()
+    try:
+        found = stack.enter_context(endpoints())
+    except EndpointsUnavailable as exc:
+        if _endpoints_required(request.config):
+            pytest.fail(str(exc), pytrace=False)
+        pytest.skip(str(exc))
+    with stack:
+        yield found
+
+
+@pytest.fixture
+def kinesis_test_env(kinesis_test_endpoints: Endpoints, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Put the endpoints (and a region and dummy credentials where none are set) into ``os.environ``."""
+    env = kinesis_test_endpoints.env()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    if kinesis_test_endpoints.source == "embedded":
+        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+        monkeypatch.delenv("AWS_PROFILE", raising=False)
+    return env
+
+
+@pytest.fixture
+def kinesis_test_settings(kinesis_test_endpoints: Endpoints, kinesis_test_env: dict[str, str]) -> AwsSettings:
+    """AwsSettings for the endpoints: region, Kinesis and DynamoDB URLs, retries kept short."""
+    from .. import AwsSettings, RetryPolicy
+
+    return AwsSettings(
+        region=kinesis_test_endpoints.region,
+        endpoint_url=kinesis_test_endpoints.kinesis,
+        dynamodb_endpoint_url=kinesis_test_endpoints.dynamodb,
+        retry=RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=1.0),
+    )
+
+
+@pytest.fixture
+def kinesis_test_client(kinesis_test_settings: AwsSettings) -> KinesisClient:
+    """A KinesisClient for the endpoints (create/put/split/merge/list as well as reads)."""
+    from .. import KinesisClient
+
+    return KinesisClient(kinesis_test_settings)
+
+
+@pytest.fixture
+def kinesis_stream_factory(kinesis_test_client: KinesisClient, request: pytest.FixtureRequest) -> Iterator[StreamFactory]:
+    """``kinesis_stream_factory(shards=1)`` creates a uniquely named ACTIVE stream; all are deleted at teardown."""
+    from .streams import StreamFactory
+
+    factory = StreamFactory(kinesis_test_client, hint=request.node.name)
+    try:
+        yield factory
+    finally:
+        factory.cleanup()
+
+
+@pytest.fixture
+def kinesis_resharder(kinesis_test_client: KinesisClient) -> Resharder:
+    """split / merge / merge_neighbours / scale_to / random_reshards, each waiting for ACTIVE with a deadline."""
+    from .streams import Resharder
+
+    return Resharder(kinesis_test_client)
+
+
+@pytest.fixture
+def kinesis_keyed_producer(kinesis_test_client: KinesisClient) -> Callable[..., KeyedProducer]:
+    """``kinesis_keyed_producer(stream, keys=20)``: a KeyedProducer; pass it to ``verify_delivery``."""
+    from ..workload import KeyedProducer
+
+    def make(stream: str, keys: int = 20) -> KeyedProducer:
+        return KeyedProducer(kinesis_test_client, stream, keys=keys)
+
+    return make

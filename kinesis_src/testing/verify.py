@@ -1,0 +1,277 @@
+"""Check what a user's pipeline delivered against what the keyed-counter producer put.
+
+The workload (:class:`kinesis_src.workload.KeyedProducer`) puts records whose
+data is ``b"<key>:<n>"``, n counting 1, 2, 3... per partition key, and
+remembers the last counter Kinesis acknowledged for every key. Whatever the
+pipeline wrote to its sink (the records' data, whole records or rows, or
+``(key, n)`` pairs) is compared with that:
+
+* **missing**: an acknowledged ``(key, n)`` the sink never received;
+* **duplicated**: a ``(key, n)`` received more than once (a failure in
+  exactly-once mode; counted, not failed, in at-least-once mode);
+* **out of order**: a ``(key, n)`` whose *first* delivery comes after the
+  first delivery of a higher counter of the same key. A key's records move
+  from parent to child shards on every split and merge, so this is what
+  breaks when a reader emits a child before draining its parents. Only first
+  deliveries count, so an at-least-once replay (``1 2 3 2 3 4``) is
+  duplicates, not disorder;
+* **unexpected**: a ``(key, n)`` the producer never had acknowledged;
+* **malformed**: an item that is not keyed-counter data at all.
+
+:func:`verify_delivery` returns a :class:`DeliveryReport`; its ``summary()``
+lists counts and the first few examples of each kind, and
+``raise_for_problems()`` raises :class:`DeliveryError` (an ``AssertionError``,
+so pytest shows the report as the failure) when anything is wrong.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..workload import decode
+
+EXACTLY_ONCE = "exactly_once"
+AT_LEAST_ONCE = "at_least_once"
+MODES = (EXACTLY_ONCE, AT_LEAST_ONCE)
+_MODE_ALIASES = {"exactly-once": EXACTLY_ONCE, "at-least-once": AT_LEAST_ONCE}
+
+
+class DeliveryError(AssertionError):
+    """The pipeline lost, duplicated or reordered records; ``report`` says which."""
+
+    def __init__(self, report: DeliveryReport) -> None:
+        super().__init__(report.summary())
+        self.report = report
+
+
+@dataclass(frozen=True)
+class OrderViolation:
+    """``key``'s counter ``n`` was first delivered after its higher counter ``after``."""
+
+    key: str
+    n: int
+    after: int
+    index: int  # position of the late delivery in what the sink received (0-based)
+    shard: str | None = None
+    after_shard: str | None = None
+
+    def describe(self) -> str:
+        where = f" (in {self.shard})" if self.shard else ""
+        where_after = f" (in {self.after_shard})" if self.after_shard else ""
+        return f"{self.key}: {self.n}{where} delivered after {self.after}{where_after}, at item {self.index}"
+
+
+@dataclass
+class DeliveryReport:
+    """What :func:`verify_delivery` found; ``ok`` when nothing the mode forbids happened."""
+
+    mode: str
+    delivered: int
+    distinct: int
+    expected: int
+    keys: int
+    missing: list[tuple[str, int]] = field(default_factory=list)
+    duplicates: dict[tuple[str, int], int] = field(default_factory=dict)  # (key, n) -> times received
+    out_of_order: list[OrderViolation] = field(default_factory=list)
+    unexpected: list[tuple[str, int]] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)  # repr of each item that did not decode
+
+    @property
+    def extra_deliveries(self) -> int:
+        """Deliveries beyond the first of each (key, n)."""
+        return sum(times - 1 for times in self.duplicates.values())
+
+    @property
+    def problems(self) -> dict[str, int]:
+        """Counts of every kind of problem that fails this mode (zero counts omitted)."""
+        counts = {
+            "missing": len(self.missing),
+            "duplicated": len(self.duplicates) if self.mode == EXACTLY_ONCE else 0,
+            "out of order": len(self.out_of_order),
+            "unexpected": len(self.unexpected),
+            "malformed": len(self.malformed),
+        }
+        return {kind: count for kind, count in counts.items() if count}
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self, examples: int = 5) -> str:
+        """A readable report: verdict, counts, then up to ``examples`` examples of each problem."""
+        verdict = "OK" if self.ok else "FAILED: " + ", ".join(f"{n} {kind}" for kind, n in self.problems.items())
+        duplicate_note = "" if self.mode == EXACTLY_ONCE else " (allowed at least once)"
+        lines = [
+            f"keyed-counter delivery check ({self.mode.replace('_', '-')}): {verdict}",
+            f"  expected records   {self.expected} over {self.keys} keys",
+            f"  items received     {self.delivered} ({self.distinct} distinct)",
+            f"  missing            {len(self.missing)}",
+            f"  duplicated         {len(self.duplicates)} records, {self.extra_deliveries} extra deliveries"
+            + duplicate_note,
+            f"  out of order       {len(self.out_of_order)}",
+            f"  unexpected         {len(self.unexpected)}",
+            f"  malformed          {len(self.malformed)}",
+        ]
+        if self.missing:
+            lines.append("missing (key: counters):")
+            lines += [f"  {line}" for line in _ranges_by_key(self.missing)[:examples]]
+        if self.duplicates:
+            lines.append("duplicated (key:counter x times received):")
+            lines += [f"  {key}:{n} x{times}" for (key, n), times in sorted(self.duplicates.items())[:examples]]
+        if self.out_of_order:
+            lines.append("out of order (first delivery of a counter after a higher one of the same key):")
+            lines += [f"  {violation.describe()}" for violation in self.out_of_order[:examples]]
+        if self.unexpected:
+            lines.append("unexpected (never acknowledged by Kinesis to the producer):")
+            lines += [f"  {line}" for line in _ranges_by_key(self.unexpected)[:examples]]
+        if self.malformed:
+            lines.append("malformed (not b'<key>:<n>' data):")
+            lines += [f"  {item}" for item in self.malformed[:examples]]
+        return "\n".join(lines)
+
+    def raise_for_problems(self) -> DeliveryReport:
+        """Raise :class:`DeliveryError` unless ``ok``; returns the report for chaining."""
+        if not self.ok:
+            raise DeliveryError(self)
+        return self
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def verify_delivery(
+    delivered: Iterable[Any],
+    expected: Any,
+    mode: str = EXACTLY_ONCE,
+    *,
+    raise_on_failure: bool = True,
+) -> DeliveryReport:
+    """Compare what the sink received, in the order received, with what the producer put.
+
+    ``delivered``: items in delivery order, each one of: the record data
+    (``bytes``/``str`` ``"<key>:<n>"``), a :class:`~kinesis_src.Record`, a
+    mapping or Spark ``Row`` with a ``data`` field (``shardId`` used in the
+    report when present), or a ``(key, n)`` pair; a ``pyarrow.Table`` (e.g.
+    from :func:`kinesis_src.read_table`) is taken row by row. ``expected``: the
+    :class:`~kinesis_src.workload.KeyedProducer` (its acknowledged counters), a
+    mapping ``key -> last counter``, or a set of ``(key, n)``. ``mode``:
+    ``"exactly_once"`` or ``"at_least_once"``. Raises :class:`DeliveryError`
+    on a problem unless ``raise_on_failure=False``.
+    """
+    mode = _MODE_ALIASES.get(mode, mode)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    wanted = _expected_set(expected)
+    if hasattr(delivered, "to_pylist") and hasattr(delivered, "schema"):  # a pyarrow Table or RecordBatch
+        delivered = delivered.to_pylist()
+    seen: Counter[tuple[str, int]] = Counter()
+    highest: dict[str, tuple[int, str | None]] = {}  # key -> highest counter delivered so far, and its shard
+    out_of_order: list[OrderViolation] = []
+    malformed: list[str] = []
+    count = 0
+    for index, item in enumerate(delivered):
+        count += 1
+        parsed = _parse(item)
+        if parsed is None:
+            malformed.append(_short_repr(item))
+            continue
+        (key, n), shard = parsed
+        seen[(key, n)] += 1
+        if seen[(key, n)] > 1:
+            continue  # a redelivery: counted as a duplicate, never as disorder
+        top = highest.get(key)
+        if top is not None and n < top[0]:
+            out_of_order.append(OrderViolation(key, n, top[0], index, shard, top[1]))
+        if top is None or n > top[0]:
+            highest[key] = (n, shard)
+    return _finish(
+        DeliveryReport(
+            mode=mode,
+            delivered=count,
+            distinct=len(seen),
+            expected=len(wanted),
+            keys=len({key for key, _ in wanted}),
+            missing=sorted(wanted - seen.keys()),
+            duplicates={pair: times for pair, times in sorted(seen.items()) if times > 1},
+            out_of_order=out_of_order,
+            unexpected=sorted(seen.keys() - wanted),
+            malformed=malformed,
+        ),
+        raise_on_failure,
+    )
+
+
+def _finish(report: DeliveryReport, raise_on_failure: bool) -> DeliveryReport:
+    return report.raise_for_problems() if raise_on_failure else report
+
+
+def _expected_set(expected: Any) -> set[tuple[str, int]]:
+    if hasattr(expected, "expected") and callable(expected.expected):  # a KeyedProducer
+        return set(expected.expected())
+    if isinstance(expected, Mapping):
+        return {(str(key), n) for key, last in expected.items() for n in range(1, int(last) + 1)}
+    if isinstance(expected, (set, frozenset, list, tuple)):
+        return {(str(key), int(n)) for key, n in expected}
+    raise TypeError(
+        "expected must be a KeyedProducer, a mapping key -> last counter, or a set of (key, n); "
+        f"got {type(expected).__name__}"
+    )
+
+
+def _parse(item: Any) -> tuple[tuple[str, int], str | None] | None:
+    """((key, n), shard id or None), or None when the item is not keyed-counter data."""
+    shard = None
+    data = item
+    if isinstance(item, Mapping):
+        if "data" not in item:
+            return None
+        data, shard = item["data"], item.get("shardId", item.get("shard_id"))
+    elif not isinstance(item, (bytes, bytearray, memoryview, str, tuple, list)) and hasattr(item, "data"):
+        data = item.data  # a Record
+        shard = getattr(item, "shard_id", None)
+    elif isinstance(item, tuple) and hasattr(item, "asDict"):  # a Spark Row
+        row = item.asDict()
+        if "data" in row:
+            data, shard = row["data"], row.get("shardId")
+    if isinstance(data, (tuple, list)):
+        if len(data) == 2 and isinstance(data[0], str) and isinstance(data[1], int) and not isinstance(data[1], bool):
+            return (data[0], data[1]), shard
+        return None
+    if isinstance(data, str):
+        data = data.encode()
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        return None
+    try:
+        key, n = decode(bytes(data))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return (key, n), (str(shard) if shard is not None else None)
+
+
+def _short_repr(item: Any, limit: int = 80) -> str:
+    text = repr(item)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _ranges_by_key(pairs: list[tuple[str, int]]) -> list[str]:
+    """``key-001: 4-9, 12 (7 records)`` per key, keys in order; pairs must be sorted."""
+    by_key: dict[str, list[int]] = {}
+    for key, n in pairs:
+        by_key.setdefault(key, []).append(n)
+    lines = []
+    for key, counters in by_key.items():
+        spans: list[str] = []
+        start = prev = counters[0]
+        for n in counters[1:] + [None]:  # type: ignore[list-item]
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            spans.append(str(start) if start == prev else f"{start}-{prev}")
+            if n is not None:
+                start = prev = n
+        noun = "record" if len(counters) == 1 else "records"
+        lines.append(f"{key}: {', '.join(spans)} ({len(counters)} {noun})")
+    return lines
