@@ -7,24 +7,30 @@ read's lease table, and the replay endpoint)::
 
 One local[2] SparkSession, one replay endpoint (``benchmarks/replay_endpoint.py``,
 server in its own process: 4 shards x 100,000 records of 200 B by default),
-Spark's no-op sink, three readers interleaved round by round:
+Spark's no-op sink, four readers interleaved round by round:
 
-- **ceiling**: a Python data source defined here, with the same schema and
-  the same partitioning (one partition per shard), yielding pre-built Arrow
-  batches of the GetRecords page size (10,000 rows): what Spark's Python data
-  source API and the noop sink cost with no I/O and no decoding at all;
+- **batch ceiling**: a Python data source defined here, with the same schema
+  and the same partitioning (one partition per shard), yielding pre-built
+  Arrow batches of the GetRecords page size (10,000 rows): what Spark's
+  Python data source API and the noop sink cost with no I/O and no decoding;
 - **batch**: ``spark.read.format("kinesis")`` of the whole stream,
   ``fetchIntervalMs=0``;
+- **streaming ceiling**: the same source as a stream reader (one
+  micro-batch of the same pages), ``trigger(availableNow=True)``;
 - **streaming**: ``spark.readStream.format("kinesis")`` from TRIM_HORIZON,
-  ``fetchIntervalMs=0``, ``trigger(availableNow=True)`` into the noop sink,
-  a fresh checkpoint and application name per round (its lease table on
-  DynamoDB Local is created in the warm-up round), timed from ``start()`` to
-  the end of ``awaitTermination()`` (so query start-up and planning count).
+  ``fetchIntervalMs=0``, ``trigger(availableNow=True)``, a fresh checkpoint
+  and application name per round (its lease table on DynamoDB Local is
+  created in the warm-up round).
 
-A warm-up round of each (Python workers start, the lease table is created)
-is not counted; then the median of ``--rounds`` rounds of each. Printed:
-rec/s, the ratio to the ceiling, and the endpoint's own CPU per round (from
-its ``/stats``) to show it is not the bound.
+Streaming runs are timed from ``start()`` to the end of
+``awaitTermination()``, so query start-up counts (Spark starts a fresh
+driver-side Python process per streaming query). A warm-up round of each
+(Python workers start, the lease table is created) is not counted; then the
+median of ``--rounds`` rounds of each. Printed: rec/s and the ratio to the
+ceiling of the same mode; the CPU seconds per record of the Spark process
+tree (JVM, Python workers, a streaming query's driver-side Python process),
+a figure the other jobs on a shared machine disturb less than wall time; and
+the endpoint's own CPU (from its ``/stats``), to show it is not the bound.
 """
 
 from __future__ import annotations
@@ -45,7 +51,12 @@ sys.path.insert(0, str(ROOT / "localstack"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import launcher
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from replay_endpoint import ReplayEndpoint
 
 from kinesis_src.spark import KinesisDataSource
@@ -107,6 +118,28 @@ def ceiling_page(shard: int, size: int) -> Any:
     )
 
 
+class CeilingStreamReader(DataSourceStreamReader):
+    """The same pages as a stream that holds ``shards x rows`` records: one micro-batch reads them all."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.batch = CeilingReader(options)
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"rows": 0}
+
+    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
+        return {"rows": self.batch.rows}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        return [] if start == end else self.batch.partitions()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return self.batch.read(partition)
+
+    def commit(self, end: dict[str, int]) -> None:
+        pass
+
+
 class CeilingSource(DataSource):
     """The no-I/O ceiling: pre-built Arrow batches of kinesis-src's schema, one partition per shard."""
 
@@ -119,6 +152,9 @@ class CeilingSource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         return CeilingReader(self.options)
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return CeilingStreamReader(self.options)
 
 
 def spark_session() -> Any:
@@ -148,12 +184,18 @@ class Bench:
     def total(self) -> int:
         return self.shards * self.rows
 
-    def ceiling(self) -> float:
-        df = (
-            self.spark.read.format("kinesis_ceiling").option("shards", str(self.shards))
-            .option("rows", str(self.rows)).option("size", str(self.size)).load()
+    def ceiling_options(self, reader: Any) -> Any:
+        return (
+            reader.format("kinesis_ceiling").option("shards", str(self.shards))
+            .option("rows", str(self.rows)).option("size", str(self.size))
         )
+
+    def ceiling(self) -> float:
+        df = self.ceiling_options(self.spark.read).load()
         return timed(lambda: df.write.format("noop").mode("overwrite").save())
+
+    def ceiling_streaming(self) -> float:
+        return self.run_stream(self.ceiling_options(self.spark.readStream).load(), f"ceiling-{uuid.uuid4().hex[:8]}")
 
     def kinesis_options(self, reader: Any) -> Any:
         return (
@@ -167,11 +209,15 @@ class Bench:
         return timed(lambda: df.write.format("noop").mode("overwrite").save())
 
     def streaming(self) -> float:
-        app = f"ceiling-{uuid.uuid4().hex[:8]}"
+        app = f"kinesis-{uuid.uuid4().hex[:8]}"
         df = (
             self.kinesis_options(self.spark.readStream).option("dynamodbEndpointUrl", self.dynamodb)
             .option("applicationName", app).option("leaseTableName", LEASE_TABLE).load()
         )
+        return self.run_stream(df, app)
+
+    def run_stream(self, df: Any, app: str) -> float:
+        """availableNow into the noop sink, timed from start() to the end of awaitTermination()."""
         t0 = time.perf_counter()
         query = (
             df.writeStream.format("noop").trigger(availableNow=True)
@@ -190,6 +236,34 @@ class Bench:
             raise RuntimeError(f"batch read counted {rows} rows, expected {self.total}")
 
 
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds of ``root`` and every live descendant, plus the reaped children each has waited for.
+
+    The Spark JVM is the root: its Python workers (the pyspark daemon's
+    children) and a streaming query's driver-side Python process are below it.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(entry)] = fields
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += sum(int(x) for x in stats[pid][11:15])  # utime stime cutime cstime
+        todo.extend(children.get(pid, []))
+    return total / tick
+
+
 def timed(action: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     action()
@@ -197,41 +271,64 @@ def timed(action: Callable[[], object]) -> float:
 
 
 def run(bench: Bench, rounds: int) -> None:
-    readers = {"ceiling": bench.ceiling, "batch": bench.batch, "streaming": bench.streaming}
+    readers = {
+        "ceiling": bench.ceiling, "batch": bench.batch,
+        "ceiling_streaming": bench.ceiling_streaming, "streaming": bench.streaming,
+    }
     print("warm-up (not counted): ", end="", flush=True)
     for name, measure in readers.items():
         print(f"{name} {measure():.2f} s  ", end="", flush=True)
     bench.check_batch_count()
     print(f"(batch count checked: {bench.total:,} rows)", flush=True)
+    jvm = bench.spark.sparkContext._gateway.proc.pid
     seconds: dict[str, list[float]] = {name: [] for name in readers}
+    spark_cpu: dict[str, list[float]] = {name: [] for name in readers}
     server_cpu: dict[str, list[float]] = {name: [] for name in readers}
     for i in range(rounds):
         line = []
         for name, measure in readers.items():
-            before = bench.ep.stats()["cpu_s"]
+            before, cpu = bench.ep.stats()["cpu_s"], tree_cpu_s(jvm)
             took = measure()
+            spark_cpu[name].append(tree_cpu_s(jvm) - cpu)
             server_cpu[name].append(bench.ep.stats()["cpu_s"] - before)
             seconds[name].append(took)
             line.append(f"{name} {bench.total / took:,.0f}")
-        print(f"round {i + 1}: " + ", ".join(line) + " rec/s", flush=True)
-    report(bench.total, seconds, server_cpu)
+        print(f"round {i + 1}: " + ", ".join(line) + f" rec/s (load average {os.getloadavg()[0]:.1f})", flush=True)
+    report(bench.total, seconds, spark_cpu, server_cpu)
 
 
-def report(total: int, seconds: dict[str, list[float]], server_cpu: dict[str, list[float]]) -> None:
-    ceiling = total / statistics.median(seconds["ceiling"])
-    print(f"\n{'reader':<40}{'median s':>9}{'rec/s':>11}{'range rec/s':>20}{'x ceiling':>10}{'server CPU s':>13}")
+def report(
+    total: int, seconds: dict[str, list[float]], spark_cpu: dict[str, list[float]], server_cpu: dict[str, list[float]]
+) -> None:
+    print(
+        f"\n{'reader':<38}{'median s':>9}{'rec/s':>10}{'range rec/s':>18}{'x ceiling':>10}"
+        f"{'Spark CPU us/rec':>17}{'x ceiling':>10}{'server CPU s':>13}"
+    )
     labels = {
-        "ceiling": "no-I/O ceiling (pre-built Arrow)",
+        "ceiling": "batch ceiling: pre-built Arrow",
         "batch": 'spark.read.format("kinesis")',
-        "streaming": "readStream, availableNow",
+        "ceiling_streaming": "streaming ceiling: pre-built Arrow",
+        "streaming": 'readStream.format("kinesis")',
     }
+    ceilings = {"ceiling": "ceiling", "batch": "ceiling", "ceiling_streaming": "ceiling_streaming",
+                "streaming": "ceiling_streaming"}
     for name, took in seconds.items():
         rate = total / statistics.median(took)
         lo, hi = total / max(took), total / min(took)
+        cpu = statistics.median(spark_cpu[name])
+        ceiling = ceilings[name]
         print(
-            f"{labels[name]:<40}{statistics.median(took):>9.2f}{rate:>11,.0f}{f'{lo:,.0f}-{hi:,.0f}':>20}"
-            f"{rate / ceiling:>9.2f}x{statistics.median(server_cpu[name]):>13.2f}"
+            f"{labels[name]:<38}{statistics.median(took):>9.2f}{rate:>10,.0f}{f'{lo:,.0f}-{hi:,.0f}':>18}"
+            f"{statistics.median(seconds[ceiling]) / statistics.median(took):>9.2f}x{cpu * 1e6 / total:>17.2f}"
+            f"{cpu / statistics.median(spark_cpu[ceiling]):>9.2f}x{statistics.median(server_cpu[name]):>13.2f}"
         )
+    batch_ceiling = statistics.median(seconds["ceiling"])
+    print(
+        f"streaming vs the batch ceiling: {batch_ceiling / statistics.median(seconds['streaming']):.2f}x "
+        f"(streaming ceiling {batch_ceiling / statistics.median(seconds['ceiling_streaming']):.2f}x)"
+    )
+    print("(ratios against the ceiling of the same mode; Spark CPU: the Spark JVM, its Python workers and a "
+          "streaming query's driver-side Python process)")
 
 
 def main() -> None:
