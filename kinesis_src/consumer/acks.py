@@ -93,7 +93,7 @@ class Acknowledger:
             else:
                 page = batch.page
                 await self._write(shard, Checkpoint.sequence(page.sequence_numbers[-1], page.sub_sequence(len(page) - 1)))
-                shard.state.acknowledge(batch.index)
+                _acknowledge(shard, batch.index)
             self.on_progress()
 
     async def _checkpoint_inside(self, shard: HeldShard, batch: Batch, row: int) -> None:
@@ -105,7 +105,7 @@ class Acknowledger:
         await self._write(shard, Checkpoint.sequence(page.sequence_numbers[row], page.sub_sequence(row)))
         shard.partly_acknowledged = mark
         if batch.index - 1 > shard.state.acknowledged:
-            shard.state.acknowledge(batch.index - 1)
+            _acknowledge(shard, batch.index - 1)
 
     def _current(self, batch: Batch) -> HeldShard:
         shard = self.holdings.of(batch.generation, batch.shard_id)
@@ -234,6 +234,14 @@ class Acknowledger:
             "whose ends_shard is True.",
             self.worker_id, shard.shard_id, held_s, ", ".join(c.shard_id for c in children) or "none named",
         )
+
+
+def _acknowledge(shard: HeldShard, index: int) -> None:
+    """Book a checkpoint that was written. A release that gave up waiting for the write (it outlasted
+    ``release_wait_s``) may have ended the holding meanwhile; the write landed while the lease was ours,
+    and the next owner starts after it or before it: nothing is left to book."""
+    if shard.state.accepts_checkpoints:
+        shard.state.acknowledge(index)
 
 
 def _row_of(batch: Batch, record: Record | None) -> int | None:

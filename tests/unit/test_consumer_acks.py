@@ -554,6 +554,50 @@ def test_release_waits_for_the_batch_in_hand_to_be_checkpointed_and_drops_the_re
     run(scenario)
 
 
+def test_release_lets_a_checkpoint_write_under_way_land_first() -> None:
+    """The application checkpoints one batch in the background and takes the next (another shard's):
+    the batch in hand is not the released shard's, yet its write is half-way; the release waits for it
+    instead of ending the holding under it (which made the write's bookkeeping raise RuntimeError)."""
+
+    async def scenario() -> None:
+        consumer, coordinator = make_consumer(scripted({SHARD: [[1]], OTHER: [[10]]}))
+        consumer._acquired(lease(SHARD))
+        consumer._acquired(lease(OTHER))
+        first = await consumer.__anext__()
+        coordinator.checkpoint_gate = threading.Event()
+        write = asyncio.create_task(first.checkpoint())
+        await until(lambda: consumer.writes.count == 1, "the write to be under way")
+        await consumer.__anext__()  # the other shard's batch is now the one in hand
+        release = asyncio.create_task(consumer._prepare_release(first.shard_id))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        coordinator.checkpoint_gate.set()
+        await asyncio.wait_for(write, 5)  # lands: the lease was still ours
+        await asyncio.wait_for(release, 5)
+        assert coordinator.writes == [(first.shard_id, first.last_sequence_number)]
+        assert consumer.metrics.leases_released == 1 and first.shard_id not in consumer.held_shards()
+
+    run(scenario)
+
+
+def test_a_checkpoint_write_that_outlasts_the_release_wait_still_returns() -> None:
+    async def scenario() -> None:
+        consumer, coordinator = make_consumer(scripted({SHARD: [[1]], OTHER: [[10]]}), release_timeout_s=0.01)
+        consumer._acquired(lease(SHARD))
+        consumer._acquired(lease(OTHER))
+        first = await consumer.__anext__()
+        coordinator.checkpoint_gate = threading.Event()
+        write = asyncio.create_task(first.checkpoint())
+        await until(lambda: consumer.writes.count == 1, "the write to be under way")
+        await consumer.__anext__()
+        await asyncio.wait_for(consumer._prepare_release(first.shard_id), 5)  # gave up waiting: released
+        coordinator.checkpoint_gate.set()
+        await asyncio.wait_for(write, 5)  # the write landed while the lease was ours: no error
+        assert coordinator.writes == [(first.shard_id, first.last_sequence_number)]
+
+    run(scenario)
+
+
 def test_release_gives_up_waiting_after_the_timeout() -> None:
     async def scenario() -> None:
         consumer, coordinator = make_consumer(scripted({SHARD: [[1]]}), release_timeout_s=0.05)
