@@ -16,14 +16,13 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from ..aws import KinesisClient
 from ..discovery import ShardDiscovery
 from ..positions import format_timestamp
 from ..retrieval.registration import ConsumerMode, register
 from .options import SourceOptions
 from .partitions import Endpoint, KinesisPartition, ShardSlice
 from .planner import lineage_rank
-from .tasks import read_partition
+from .tasks import kinesis_client, read_partition
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +42,7 @@ class KinesisBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.options
         end = self._end()
-        kinesis = KinesisClient(opts.aws_settings())
+        kinesis = kinesis_client(endpoint_of(opts))  # the planner's Python worker is reused: so is its client
         discovery = ShardDiscovery(kinesis, opts.stream_name)
         discovery.refresh(opts.initial_position)
         rank = lineage_rank(discovery.graph)

@@ -219,3 +219,31 @@ def test_a_batch_task_stopped_early_closes_its_reader(monkeypatch: pytest.Monkey
     assert closed == []
     batches.close()
     assert closed == [SHARD]
+
+
+def test_planning_batch_reads_in_one_process_builds_one_kinesis_client(
+    dummy_credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark reuses the planner's Python worker; a botocore client costs 0.1-0.5 s to build."""
+    import boto3
+
+    from kinesis_src.spark import tasks
+    from kinesis_src.spark.batch import KinesisBatchReader
+    from kinesis_src.spark.options import parse_options
+
+    built: list[AwsSettings] = []
+
+    class Counted(KinesisClient):
+        def __init__(self, settings: AwsSettings, *args, **kwargs) -> None:
+            built.append(settings)
+            super().__init__(settings, *args, **kwargs)
+
+    monkeypatch.setattr(tasks, "KinesisClient", Counted)
+    tasks.kinesis_client.cache_clear()
+    with mock_aws():
+        boto3.client("kinesis", region_name="us-east-1").create_stream(StreamName="s", ShardCount=2)
+        options = parse_options({"streamName": "s", "region": "us-east-1"}, batch=True)
+        plans = [KinesisBatchReader(options).partitions() for _ in range(2)]
+    tasks.kinesis_client.cache_clear()
+    assert [len(p) for p in plans] == [2, 2]
+    assert len(built) == 1
