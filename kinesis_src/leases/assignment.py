@@ -9,6 +9,10 @@ after its listener checkpoints). A forced steal (at most ``max_steals``,
 from the most loaded worker) is the fallback. Forced steals are what make a
 consumer see a record twice (at-least-once), so they are the exception
 here, where the KCL relies on them.
+
+All of this is said in counts; given ``weights`` (each lease's recent
+throughput, :mod:`.throughput`) the same rules run on loads, with a gap
+rule as hysteresis (see :func:`plan_assignment`).
 """
 
 from __future__ import annotations

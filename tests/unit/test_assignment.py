@@ -298,3 +298,20 @@ def test_one_hot_shard_of_eight_on_four_workers_gets_a_worker_of_its_own() -> No
     by_weight = dict(by_count)
     moves = settle(by_weight, workers, weights)
     assert sorted(loads(by_weight, workers, weights).values()) == [2, 2, 3, 10] and moves == 2  # one release, one take
+
+
+@given(states(), st.data())
+@settings(max_examples=150, deadline=None)
+def test_each_weighted_plan_takes_only_free_leases_and_gives_only_its_own(state, data) -> None:
+    workers, leases, max_steals, preserve = state
+    me = data.draw(st.sampled_from(workers))
+    weights = {l.shard_id: data.draw(st.floats(0.01, 5.0)) for l in leases}
+    plan = plan_assignment(me, leases, workers, preserve_shard_order=preserve, max_steals=max_steals, weights=weights)
+    ready = ready_ids(leases, preserve)
+    free = {l.shard_id for l in leases if l.shard_id in ready and (l.owner is None or l.owner in DEAD)}
+    assert {l.shard_id for l in plan.take} <= free
+    assert len(plan.steal) <= max_steals and all(l.owner in workers and l.owner != me for l in plan.steal)
+    assert all(l.shard_id in ready for l in plan.take + plan.steal)
+    if plan.steal:
+        assert len(plan.take) == len(free)
+    assert all(l.owner == me for l in plan.release)
