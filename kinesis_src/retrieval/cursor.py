@@ -211,7 +211,8 @@ def _cut(page: RecordPage, end: ReadEnd) -> tuple[RecordPage, StopReason | None,
     if end.sequence is not None and int(page.sequence_numbers[-1]) >= end.sequence:
         keep = sum(1 for s in page.sequence_numbers if int(s) <= end.sequence)
         reason = StopReason.END_SEQUENCE
-    if end.timestamp is not None:
+    if end.timestamp is not None and max(filter(None, page.arrival_epoch), default=0.0) > end.timestamp:
+        # max() in C first: in a bounded read nearly every page is wholly before the cut (~4 % of a task)
         late = next((i for i, t in enumerate(page.arrival_epoch) if t is not None and t > end.timestamp), None)
         if late is not None and late < keep:
             keep, reason = late, StopReason.END_TIMESTAMP
