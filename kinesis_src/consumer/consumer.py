@@ -164,7 +164,7 @@ class Consumer:
         self._failure: BaseException | None = None
         self._housekeeping: asyncio.Task[None] | None = None
         self._sigterm = SigtermHandler(self.worker_id)
-        self.writes = WritesUnderWay()  # decoding waits while a checkpoint is written (see .writes)
+        self.writes = WritesUnderWay(has_work=lambda: not self._queue.empty())  # see .writes
         self._acks = Acknowledger(
             self.worker_id, self.stream, self._holdings, self.metrics,
             lambda: self._coordinator, self._lost, self._progress.set, end_ack_warning_s, self.writes,
@@ -271,6 +271,8 @@ class Consumer:
             if self._stopping:
                 raise StopAsyncIteration
             item = await self._queue.get()
+            if self._queue.empty():
+                self.writes.wake()  # the application will wait for a page next: decoding must not wait for writes
             if item is _STOP:
                 continue
             await self._until_trusted()

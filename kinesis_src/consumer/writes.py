@@ -12,52 +12,63 @@ application awaits its checkpoint, that wait bounded the Consumer's rate.
 
 :class:`WritesUnderWay` counts those writes; the Kinesis client's parser
 awaits :meth:`WritesUnderWay.quiet` before each decode, so a write runs
-while the loop has nothing to decode and takes its own round trip. The wait
-is bounded (``max_wait_s``): a DynamoDB that retries for seconds slows
-fetching at most by that much per page, and never stops it.
+while the loop has nothing to decode and takes its own round trip. Holding a
+decode back is free only while the application has a batch to go on with:
+once the consumer's queue is empty, the application waits for a page, so
+decoding goes ahead (``has_work``; the consumer calls :meth:`wake` when the
+application takes the last queued batch). The wait is also bounded
+(``max_wait_s``): a DynamoDB that retries for seconds never stops fetching.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Iterator
+from typing import Callable, Iterator
 
 MAX_WAIT_S = 0.5
 
 
 class WritesUnderWay:
-    """How many lease writes are in flight; ``await quiet()`` returns when none is (or after ``max_wait_s``).
+    """How many lease writes are in flight; ``await quiet()`` returns when decoding should wait no more.
 
     Used on the event loop only: :meth:`writing` wraps the ``await`` of the
     thread doing the write, not the thread itself.
     """
 
-    def __init__(self, max_wait_s: float = MAX_WAIT_S) -> None:
+    def __init__(self, max_wait_s: float = MAX_WAIT_S, has_work: Callable[[], bool] = lambda: True) -> None:
         self.max_wait_s = max_wait_s
+        self.has_work = has_work  # the application has a batch to go on with
         self.count = 0
         self.held_back = 0  # decodes that waited (a figure for benchmarks and tests)
-        self._none = asyncio.Event()
-        self._none.set()
+        self._changed = asyncio.Event()
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
         self.count += 1
-        self._none.clear()
         try:
             yield
         finally:
             self.count -= 1
             if self.count == 0:
-                self._none.set()
+                self.wake()
+
+    def wake(self) -> None:
+        """Something ``quiet()`` waits on changed: the last write ended, or the application ran out of batches."""
+        self._changed.set()
 
     async def quiet(self) -> None:
-        """Return once no write is under way, or after ``max_wait_s`` whatever happens."""
-        if self.count == 0:
+        """Return once no write is under way or the application has nothing left to do, or after ``max_wait_s``."""
+        if not self._holding():
             return
         self.held_back += 1
         try:  # not asyncio.wait_for: in Python 3.11 it loses a cancel that meets the wake-up
             async with asyncio.timeout(self.max_wait_s):
-                await self._none.wait()
+                while self._holding():
+                    self._changed.clear()
+                    await self._changed.wait()
         except TimeoutError:
             pass
+
+    def _holding(self) -> bool:
+        return self.count > 0 and self.has_work()

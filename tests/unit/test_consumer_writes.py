@@ -84,6 +84,41 @@ def test_a_decode_waiting_for_quiet_is_cancelled_even_when_the_write_ends_at_the
     run(scenario)
 
 
+def test_decoding_waits_for_a_write_only_while_the_application_has_a_batch_to_go_on_with() -> None:
+    async def scenario() -> None:
+        queued = [True]
+        writes = WritesUnderWay(max_wait_s=60, has_work=lambda: queued[0])
+        with writes.writing():
+            waiter = asyncio.create_task(writes.quiet())
+            await asyncio.sleep(0)
+            assert not waiter.done()
+            queued[0] = False  # the application took the last queued batch
+            writes.wake()
+            await asyncio.wait_for(waiter, 5)  # the write is still under way
+            await asyncio.wait_for(writes.quiet(), 5)  # and nothing to hold back for now
+
+    run(scenario)
+
+
+def test_the_consumer_holds_decoding_back_only_while_batches_are_queued() -> None:
+    async def scenario() -> None:
+        fake = FakeKinesis()
+        fake.create_stream("orders", listing=[listing(1, 0, 100)])
+        for seq in (1, 2):
+            fake.put_record("orders", "k", b"x", shard_id=SHARD, sequence_number=f"{seq:05d}")
+        fake.shard("orders", SHARD).page_sizes = [1, 1]
+        consumer, _ = make_consumer(fake, prefetch_batches=2)
+        consumer._acquired(make_lease(SHARD, hash_range=RANGE))
+        await until(lambda: consumer._queue.qsize() == 2, "both batches to be queued")
+        assert consumer.writes.has_work()
+        await consumer.__anext__()
+        assert consumer.writes.has_work()
+        await consumer.__anext__()
+        assert not consumer.writes.has_work()
+
+    run(scenario)
+
+
 def test_a_write_that_fails_still_ends() -> None:
     async def scenario() -> None:
         writes = WritesUnderWay(max_wait_s=60)
