@@ -145,12 +145,19 @@ def embedded_endpoints(*, require_isolation: bool = True, environ: Mapping[str, 
             f"none is set in the environment, and the emulators bind all network interfaces, so they start "
             f"only inside `launcher.py isolated` ({ENV_ISOLATED}=1 is not set)"))
     launcher = load_launcher(path)
-    with launcher.Emulators(kinesis=True, dynamodb=True) as running:
+    emulators = launcher.Emulators(kinesis=True, dynamodb=True)
+    try:
+        emulators.start()
+    except launcher.ToolMissingError as exc:  # no node/npm/java: say what to do, as for missing endpoints
+        raise EndpointsUnavailable(unavailable_message(f"the embedded emulators cannot start: {exc}")) from exc
+    try:
         yield Endpoints(
-            kinesis=running.kinesis_endpoint, dynamodb=running.dynamodb_endpoint,
+            kinesis=emulators.kinesis_endpoint, dynamodb=emulators.dynamodb_endpoint,
             region=launcher.DEFAULT_REGION, source="embedded",
             details=f"kinesis-mock and DynamoDB Local started by {path}",
         )
+    finally:
+        emulators.stop()
 
 
 @contextlib.contextmanager

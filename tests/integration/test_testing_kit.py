@@ -12,7 +12,11 @@ starts the embedded emulators itself, so run this file as::
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +31,8 @@ from kinesis_src.testing import (
 )
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
 
 PLUGIN_FIXTURES = ("kinesis_test_endpoints", "kinesis_test_client", "kinesis_stream_factory",
                    "kinesis_resharder", "kinesis_keyed_producer")
@@ -114,3 +120,18 @@ def test_scaling_with_update_shard_count(
     producer.put_rounds(2)
     assert kinesis_resharder.scale_to(stream, 4, method="update_shard_count") == []
     verify_delivery(read_table(stream, kinesis=kinesis_test_client), producer)
+
+
+def test_the_documented_example_passes_against_endpoints_from_the_environment(kinesis_test_env: dict[str, str]) -> None:
+    """examples/test_user_pipeline.py in a pytest of its own, given this session's endpoints in the environment.
+
+    So the plugin's other path runs too: endpoints named by
+    ``KINESIS_SRC_ENDPOINT_URL`` are used as they are, nothing is started.
+    """
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "examples/test_user_pipeline.py", "-q", "-p", "no:cacheprovider",
+         "--kinesis-require-endpoints"],
+        cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "2 passed" in result.stdout
