@@ -65,3 +65,8 @@ emulators: setup
 
 clean:
 	rm -rf $(VENV) .venv-localstack localstack/node_modules .pytest_cache .hypothesis
+
+# Lease-protocol simulation (issue #12 target 7): real coordinators over a simulated DynamoDB,
+# 1,000 shards / 10 workers, about 2 min. --shards 10000 --workers 100 --warm for the large run.
+sim: setup
+	$(PY) benchmarks/sim_leases.py --memo-decode --quiet-logs
