@@ -12,36 +12,48 @@ namespace there is no network, so create it first::
 
     .venv/bin/python benchmarks/bench_consumer.py --setup-async-kinesis
 
-1. Throughput. A kinesalite stream (the fast emulator; it has no ChildShards,
-   which a throughput run does not need), preloaded with --shards x
-   --records-per-shard records of --size bytes, read from TRIM_HORIZON to the
-   last record by one process, each run a fresh subprocess on the same data:
+1. Throughput. By default the stream is the replay endpoint
+   (benchmarks/replay_endpoint.py, ``--source replay``): --shards x
+   --records-per-shard (100,000) pre-encoded records of --size bytes served
+   from a child process that stays far below the readers (its CPU is
+   printed), so the readers are what is measured. ``--source kinesalite``
+   preloads kinesalite instead (25,000 per shard; the emulator is then the
+   bound, see the kinesalite run below). Each reader reads from TRIM_HORIZON
+   to the last record, each run a fresh subprocess on the same data:
 
    * kinesis-src ``Consumer`` (asyncio, lease table on DynamoDB Local,
      ``await batch.checkpoint()`` after every batch, idle_interval_s=0.05,
      the default pacing within Kinesis' per-shard limits: 5 calls/s and
-     2 MB/s per shard);
+     2 MiB/s per shard, so 4 shards of 200 B records stop at ~42k records/s,
+     as against AWS);
    * the same with pacing off (min interval 0, no byte budget): what the
-     reader can do, not what it does against real Kinesis;
+     reader can do, not what it may do against one real 4-shard stream;
+   * the same, pacing off, reading the page's columns (``batch.page.data``,
+     what ``batch.to_arrow()`` reads) instead of building ``Record`` objects;
    * a plain boto3 loop: GetRecords round-robin over the shards, Limit=10000,
      botocore's standard parser, no leases, no checkpoints;
    * async-kinesis (PyPI ``async-kinesis``) ``kinesis.Consumer`` with a raw
      bytes processor and its DynamoDB checkpointer (a checkpoint per batch);
      see benchmarks/async_kinesis_driver.py for every setting.
 
-   Every reader touches every record the same way (``len(data)``; the
-   kinesis-src Consumer builds its ``Record`` objects via ``batch.records``).
+   Every reader touches every record the same way (``len(data)``).
    records/s and CPU are measured inside the reading process, from the end
    of its start-up (clients open, leases taken) to the last record:
-   ``time.process_time()`` (all threads of the process). kinesalite's own CPU
-   over the same run comes from /proc, to show who is saturated.
+   ``time.process_time()`` (all threads of the process). The server's own
+   CPU over the same run comes from /proc. Each Consumer row also prints
+   what the application waited for (``wait_batch_s``: the next batch;
+   ``wait_checkpoint_s``: its checkpoints), the event loop's idle time in
+   select (``loop_idle_s``) and the decodes held back while a checkpoint
+   was written (``decodes_held``, see kinesis_src/consumer/writes.py).
 2. Failover after SIGKILL: two Consumer processes (failover_s=3, renew 1 s,
    scan 0.25 s) on a fresh 4-shard kinesalite stream with continuous small
    traffic; once each holds 2 shards, one is SIGKILLed; the time is from the
    kill until the survivor has delivered a batch from every shard the dead
    worker held.
 
-About 1 min 25 s. Measured on the 2-core dev box (Python 3.11.7; kinesalite
+Part 1 on the replay endpoint: see docs/performance.md for the command, a
+run and its reading. The run below is the earlier one on kinesalite
+(``--source kinesalite``). About 1 min 25 s. Measured on the 2-core dev box (Python 3.11.7; kinesalite
 and DynamoDB Local from npm; kinesis-src on aiobotocore 3.10 / botocore 1.43;
 async-kinesis 3.0.1 on aiobotocore 2.25.1 / botocore 1.40.61), 4 x 25,000
 records of 200 B, median of 3 rounds on an otherwise idle machine (single

@@ -302,15 +302,16 @@ class Consumer:
         self._progress.set()
 
     def _count_delivery(self, batch: Batch) -> None:
+        nbytes = batch.byte_count  # a sum over the page: once
         self.metrics.records += len(batch)
-        self.metrics.bytes += batch.byte_count
+        self.metrics.bytes += nbytes
         self.metrics.batches += 1
         if self._coordinator is not None:  # the balancer weighs leases by what they deliver
-            self._coordinator.report_throughput(batch.shard_id, len(batch), batch.byte_count)
+            self._coordinator.report_throughput(batch.shard_id, len(batch), nbytes)
         shard = self.metrics.shards.get(batch.shard_id)
         if shard is not None:
             shard.records += len(batch)
-            shard.bytes += batch.byte_count
+            shard.bytes += nbytes
             shard.last_sequence_number = batch.last_sequence_number or shard.last_sequence_number
 
     def held_shards(self) -> list[str]:
