@@ -18,7 +18,10 @@ Spark's no-op sink, four readers interleaved round by round:
 - **streaming ceiling**: the same source as a stream reader (one
   micro-batch of the same pages), ``trigger(availableNow=True)``;
 - **streaming**: ``spark.readStream.format("kinesis")`` from TRIM_HORIZON,
-  ``fetchIntervalMs=0``, ``trigger(availableNow=True)``, a fresh checkpoint
+  ``fetchIntervalMs=0``, ``maxRecordsPerShard`` 1,000,000 (``--max-records-per-shard``:
+  the default 100,000 would end the first micro-batch exactly at each shard's
+  last record, not known to be the last, and cost a second, empty micro-batch),
+  ``trigger(availableNow=True)``, a fresh checkpoint
   and application name per round (its lease table on DynamoDB Local is
   created in the warm-up round).
 
@@ -175,9 +178,13 @@ def spark_session() -> Any:
 class Bench:
     """The three readers against one endpoint and one session; each method returns seconds."""
 
-    def __init__(self, spark: Any, ep: ReplayEndpoint, dynamodb: str, shards: int, rows: int, size: int) -> None:
+    def __init__(
+        self, spark: Any, ep: ReplayEndpoint, dynamodb: str, shards: int, rows: int, size: int, max_records_per_shard: int
+    ) -> None:
         self.spark, self.ep, self.dynamodb = spark, ep, dynamodb
         self.shards, self.rows, self.size = shards, rows, size
+        self.max_records_per_shard = max_records_per_shard
+        self.micro_batches: dict[str, int] = {}
         self.workdir = tempfile.mkdtemp(prefix="bench-spark-ceiling-")
 
     @property
@@ -212,7 +219,8 @@ class Bench:
         app = f"kinesis-{uuid.uuid4().hex[:8]}"
         df = (
             self.kinesis_options(self.spark.readStream).option("dynamodbEndpointUrl", self.dynamodb)
-            .option("applicationName", app).option("leaseTableName", LEASE_TABLE).load()
+            .option("applicationName", app).option("leaseTableName", LEASE_TABLE)
+            .option("maxRecordsPerShard", str(self.max_records_per_shard)).load()
         )
         return self.run_stream(df, app)
 
@@ -228,6 +236,7 @@ class Bench:
         rows = sum(p["numInputRows"] for p in query.recentProgress)
         if rows != self.total:
             raise RuntimeError(f"streaming read delivered {rows} rows, expected {self.total}")
+        self.micro_batches[app.split("-")[0]] = len(query.recentProgress)
         return seconds
 
     def check_batch_count(self) -> None:
@@ -279,7 +288,8 @@ def run(bench: Bench, rounds: int) -> None:
     for name, measure in readers.items():
         print(f"{name} {measure():.2f} s  ", end="", flush=True)
     bench.check_batch_count()
-    print(f"(batch count checked: {bench.total:,} rows)", flush=True)
+    print(f"(batch count checked: {bench.total:,} rows; micro-batches per streaming run: {bench.micro_batches})",
+          flush=True)
     jvm = bench.spark.sparkContext._gateway.proc.pid
     seconds: dict[str, list[float]] = {name: [] for name in readers}
     spark_cpu: dict[str, list[float]] = {name: [] for name in readers}
@@ -337,6 +347,11 @@ def main() -> None:
     parser.add_argument("--records-per-shard", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--max-records-per-shard", type=int, default=1_000_000,
+        help="the streaming read's maxRecordsPerShard; its default, 100,000, ends the first micro-batch exactly "
+        "at each shard's last record (not known to be the last), so availableNow runs a second, empty one",
+    )
     opts = parser.parse_args()
     with launcher.Emulators(kinesis=False, dynamodb=True) as emulators:
         os.environ.update(emulators.env())
@@ -348,8 +363,9 @@ def main() -> None:
                   flush=True)
             spark = spark_session()
             try:
-                run(Bench(spark, ep, emulators.dynamodb_endpoint, opts.shards, opts.records_per_shard, opts.size),
-                    opts.rounds)
+                bench = Bench(spark, ep, emulators.dynamodb_endpoint, opts.shards, opts.records_per_shard, opts.size,
+                              opts.max_records_per_shard)
+                run(bench, opts.rounds)
             finally:
                 spark.stop()
 
