@@ -30,6 +30,7 @@ from .planner import (
     TRIMMED_STOP,
     BatchEnd,
     Frontier,
+    ImpliedDrained,
     LineageRanks,
     admit_ready,
     advance,
@@ -39,7 +40,6 @@ from .planner import (
     settle_partial_trims,
     shards_to_verify,
     trimmed_message,
-    with_implied_drained,
 )
 from .probes import IdleProber
 from .progress_log import ProgressLog, open_lease_table
@@ -89,6 +89,7 @@ class StreamDriver:
         self.partly_trimmed: set[tuple[str, str]] = set()  # (shard, checkpointed sequence number) skipped past
         self._ends: dict[tuple[str, int], dict[str, BatchEnd]] = {}
         self.ranks = LineageRanks()  # partitions() order, kept across batches
+        self.implied = ImpliedDrained()  # drained shards the offset leaves out, kept across idle triggers
         self.prober = IdleProber(self.kinesis, options.stream_name, options.idle_poll_interval_ms / 1000)
         self._listed: frozenset[str] = frozenset()  # shard ids of the last full listing
         self._listed_at = -math.inf
@@ -155,7 +156,7 @@ class StreamDriver:
         self._refresh(force=ended or len(self.discovery.graph) == 0)
         frontier = self._drop_trimmed(frontier)
         frontier = self._verify_positions(frontier, budgeted)
-        frontier = with_implied_drained(frontier, self.discovery.graph)  # offsets list only what it does not imply
+        frontier = self.implied.apply(frontier, self.discovery.graph)  # offsets list only what it does not imply
         return admit_ready(frontier, self.discovery.graph, self.options.preserve_shard_order)
 
     def _refresh(self, force: bool) -> None:

@@ -227,6 +227,26 @@ def with_implied_drained(frontier: Frontier, graph: ShardGraph) -> Frontier:
     return replace(frontier, drained=frontier.drained | implied)
 
 
+class ImpliedDrained:
+    """:func:`with_implied_drained`, remembered while the frontier, drained set and graph stay the same.
+
+    With a 0 s trigger and nothing new, ``latestOffset`` asks ~90 times a second about the same
+    frontier; the walk over a long lineage (6,000 shards: tens of ms) is then done once.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[int, frozenset[str], frozenset[str]] | None = None
+        self._drained: frozenset[str] = frozenset()
+        self.computed = 0  # how often the walk ran (tests)
+
+    def apply(self, frontier: Frontier, graph: ShardGraph) -> Frontier:
+        key = (len(graph), frozenset(frontier.positions), frontier.drained)
+        if key != self._key:
+            self._key, self._drained = key, with_implied_drained(frontier, graph).drained
+            self.computed += 1
+        return frontier if self._drained == frontier.drained else replace(frontier, drained=self._drained)
+
+
 def listed_ancestors(graph: ShardGraph, shard_ids: Iterable[str]) -> set[str]:
     """Known ancestors of the given shards, in one walk (each shard visited once, however many share it)."""
     seen: set[str] = set()

@@ -255,3 +255,18 @@ def test_open_shards_with_thousands_of_ancestors_need_no_drained_ids() -> None:
     frontier = with_implied_drained(advance(compact, {}), graph)
     assert frontier.drained == plan.drained
     assert admit_ready(frontier, graph, True) == admit_ready(advance(plan, {}), graph, True)
+
+
+def test_idle_triggers_walk_the_lineage_for_implied_drained_shards_once() -> None:
+    from kinesis_src.spark.planner import ImpliedDrained
+
+    graph = ShardGraph()
+    graph.update(chains(20, 3))
+    plan = Plan("r", 3, {s: ShardPlan(Position.trim_horizon(), 0) for s in graph.open_shards()})
+    implied = ImpliedDrained()
+    first = implied.apply(advance(plan, {}), graph)
+    assert len(first.drained) == 60 and implied.apply(advance(plan, {}), graph) == first
+    assert implied.computed == 1
+    graph.update([model_listing(80, 0, 10, (0,), starting="1")])  # the lineage changed: walk again
+    implied.apply(advance(plan, {}), graph)
+    assert implied.computed == 2
