@@ -11,16 +11,16 @@ shard sync) says so in its own heartbeat item, which it writes anyway:
 ``leaseChanges`` is incremented by an immediate heartbeat
 (:meth:`~.table.LeaseTable.heartbeat` with ``changed=True``), a write that
 also renews. A cycle reads the heartbeats (one small Query: ~1 RCU) and
-reads the leases only when the heartbeats' fingerprint, ``{worker: (session,
-leaseChanges)}``, differs from the one seen at the last lease read: a
-worker bumped, joined, restarted, left or was declared dead. The heartbeats
+reads the leases (one Query of the partition, heartbeats included) only
+when the heartbeats' fingerprint, ``{worker: (session, leaseChanges)}``,
+differs from the one seen at the last lease read: a worker bumped, joined,
+restarted, left or was declared dead. The heartbeats
 are read *before* the leases, and a writer bumps *after* its lease write
 landed, so a lease read that follows a fingerprint always includes every
-change that fingerprint announced. When the leases read name an owner the
-heartbeats lack (it registered between the two reads, or it is dead), the
-heartbeats are read again, after the leases: an owner is judged by a
-heartbeat read no earlier than its leases, never taken as dead for having
-registered a moment too late (found by the lease simulation).
+change that fingerprint announced. The lease read is one Query of the whole
+partition, which returns the heartbeats after the leases: an owner is
+judged by a heartbeat read no earlier than its leases, never taken as dead
+for having registered a moment too late (found by the lease simulation).
 
 What can be missed, and why it stays safe: a writer that dies between its
 lease write and the bump, or a worker of an older version (it never
@@ -68,7 +68,17 @@ class ViewReader:
         self.lease_reads = 0
 
     def read(self, force: bool = False) -> tuple[TableView, bool]:
-        """This cycle's view, and whether the lease items were read (not served from the cache)."""
+        """This cycle's view, and whether the lease items were read (not served from the cache).
+
+        A lease read is :meth:`~.table.LeaseTable.scan`, one Query of the
+        partition: the ``shard#`` sort keys come before the ``worker#`` ones,
+        so the heartbeats it returns were read after the leases, and every
+        owner that was alive when its leases were read has its heartbeat in
+        the view. (Judged by the first, earlier heartbeat read, a worker that
+        registered and took leases in between would count as dead, its leases
+        taken at once: found by the lease simulation.) The fingerprint kept
+        is the first read's, taken before the leases.
+        """
         with self._lock:
             invalid, self._invalid = self._invalid, False  # an invalidate() from now on counts for the next read
         workers = self.table.list_workers()
@@ -76,28 +86,14 @@ class ViewReader:
         stale = invalid or seen != self._seen or now - self._read_at >= self.refresh_s
         if force or stale:
             try:
-                self._leases = {lease.shard_id: lease for lease in self.table.list_leases()}
+                full = self.table.scan()
             except BaseException:
                 self.invalidate()
                 raise
+            self._leases, workers = full.leases, dict(full.workers)
             self._seen, self._read_at = seen, now
             self.lease_reads += 1
-            workers = self._owners_seen(workers)
         return TableView(self._leases, workers), force or stale
-
-    def _owners_seen(self, workers: dict[str, WorkerHeartbeat]) -> dict[str, WorkerHeartbeat]:
-        """The heartbeats again, read *after* the leases, when a lease names an owner they lack.
-
-        The heartbeats were read first; a worker that registered and took
-        leases after that read owns leases in this view but has no heartbeat
-        in it, and an owner without a heartbeat counts as dead (its leases
-        are taken at once). Read after the leases, every owner that was
-        alive when they were read has its heartbeat in the view, as in the
-        single Query of earlier versions (the lease sort keys come first).
-        """
-        if all(lease.owner is None or lease.owner in workers for lease in self._leases.values()):
-            return workers
-        return self.table.list_workers()
 
     def invalidate(self) -> None:
         """The caller changed leases itself (any thread): read them again next cycle, whether its

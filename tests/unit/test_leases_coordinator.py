@@ -439,16 +439,17 @@ def test_a_worker_that_registers_between_the_heartbeat_and_lease_reads_is_not_ta
     seed(dynamodb, 2)
     clock = Clock()
     a = worker(dynamodb, "a", clock)
-    read_leases = a.table.list_leases
+    read_heartbeats = a.table.list_workers
 
-    def late_worker_in_between() -> list[Lease]:
+    def late_worker_just_after() -> dict:
+        heartbeats = read_heartbeats()
         other = table_for(dynamodb)
         other.register_worker("late")
         other.take_lease(other.get_lease(sid(1)), "late")
-        a.table.list_leases = read_leases  # type: ignore[method-assign]
-        return read_leases()
+        a.table.list_workers = read_heartbeats  # type: ignore[method-assign]
+        return heartbeats
 
-    a.table.list_leases = late_worker_in_between  # type: ignore[method-assign]
+    a.table.list_workers = late_worker_just_after  # type: ignore[method-assign]
     report = a.run_once()
     assert "late" in report.live_workers and sid(1) not in report.acquired
     assert owners(dynamodb) == {sid(0): "a", sid(1): "late"}
