@@ -86,10 +86,12 @@ class IdleProber:
         self._read_at: dict[str, float] = {}  # shard -> when a task's read of it was learned
         self._pool: ThreadPoolExecutor | None = None
         self._round_deadline: float | None = None  # set by new_round; else each budgeted call has its own
+        self._round_started = 0  # calls started in this round (the first `workers` start whatever the time)
 
     def new_round(self) -> None:
         """A trigger starts: its checks and probes share one budget from now (listing included)."""
         self._round_deadline = self._clock() + self.budget_s
+        self._round_started = 0
 
     def read_by_task(self, shard_ids: Iterable[str]) -> None:
         """A batch's recorded ends were just learned: those shards' readers called them moments ago."""
@@ -136,24 +138,28 @@ class IdleProber:
         """``fn`` per shard on the probe threads, results in order.
 
         ``budgeted``: no call starts after the round's budget is spent (see :meth:`new_round`;
-        without one, ``budget_s`` from now) and its result is None, except the first ``workers``,
-        so every call of this makes progress.
+        without one, ``budget_s`` from now) and its result is None, except the first ``workers``
+        of the round, so every round makes progress (a restart's checks first, then probes).
         """
+        in_round = self._round_deadline is not None
         if not budgeted:
-            deadline = math.inf
+            deadline, free = math.inf, len(shard_ids)
+        elif in_round:
+            deadline, free = self._round_deadline, max(self.workers - self._round_started, 0)
         else:
-            deadline = self._round_deadline if self._round_deadline is not None else self._clock() + self.budget_s
+            deadline, free = self._clock() + self.budget_s, self.workers
 
         def run(job: tuple[int, str]) -> T | None:
             index, sid = job
-            if index >= self.workers and self._clock() >= deadline:
+            if index >= free and self._clock() >= deadline:
                 return None  # over budget: not started
             return fn(sid)
 
         jobs = list(enumerate(shard_ids))
-        if len(jobs) <= 1:
-            return [run(job) for job in jobs]
-        return list(self._executor().map(run, jobs))
+        results = [run(job) for job in jobs] if len(jobs) <= 1 else list(self._executor().map(run, jobs))
+        if in_round:
+            self._round_started += sum(r is not None for r in results)
+        return results
 
     def _apply(
         self, due: Sequence[str], outcomes: Sequence[_Outcome | None], positions: Mapping[str, Position]

@@ -158,5 +158,7 @@ def test_one_round_shares_its_budget_between_checks_and_probes() -> None:
     p.new_round()
     clock.now += 0.5  # the listing and the checks spent the budget
     assert len(p.probe(ids, positions)) == 2  # only the first `workers` start: progress, not a stall
+    clock.now += 1.0
+    assert p.probe(ids, positions) == {}  # ...once per round: a round's later calls start nothing late
     p.new_round()
-    assert len(p.probe(ids, positions)) == 4  # a new trigger: the rest
+    assert len(p.probe(ids, positions)) == 6  # a new trigger: every shard is due again
