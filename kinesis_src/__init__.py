@@ -5,7 +5,7 @@ Importing this package never imports pyspark.
 """
 
 from .aws import KinesisClient
-from .config import AwsSettings
+from .config import AwsSettings, CredentialSource
 from .consumer import BlockingConsumer, Consumer, ConsumerMetrics
 from .drain import drain_stream
 from .errors import KinesisSourceError
@@ -27,6 +27,7 @@ __all__ = [
     "Checkpoint",
     "Consumer",
     "ConsumerMetrics",
+    "CredentialSource",
     "KinesisClient",
     "KinesisDataSource",
     "KinesisSourceError",

@@ -31,6 +31,7 @@ from ..errors import ResourceNotFoundError, StreamNotFoundError
 from ..positions import Position
 from ..records import RecordPage
 from .boundary import acall
+from .credentials import configure_aio
 from .decode import (
     PAGE_KEY,
     check_complete,
@@ -89,9 +90,12 @@ class AioFastResponseParserFactory(AioResponseParserFactory):
         return super().create_parser(protocol_name)
 
 
-def new_aio_session(before_decode: BeforeDecode | None = None) -> AioSession:
+def new_aio_session(before_decode: BeforeDecode | None = None, settings: AwsSettings | None = None) -> AioSession:
+    """An aiobotocore session with the fast GetRecords parser and the settings' profile and role."""
     session = get_session()
     session.register_component("response_parser_factory", AioFastResponseParserFactory(before_decode))
+    if settings is not None:
+        configure_aio(session, settings.credentials, settings.region)
     return session
 
 
@@ -126,7 +130,7 @@ class AsyncKinesisClient:
         self._client: Any = None
 
     async def __aenter__(self) -> AsyncKinesisClient:
-        self._context = new_aio_session(self._before_decode).create_client(
+        self._context = new_aio_session(self._before_decode, self.settings).create_client(
             "kinesis",
             region_name=self.settings.region,
             endpoint_url=self.settings.endpoint_url,

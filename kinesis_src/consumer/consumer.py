@@ -41,7 +41,7 @@ from typing import Any, AsyncIterator
 
 from ..aws import DynamoDBClient, KinesisClient
 from ..aws.async_kinesis import AsyncKinesisClient
-from ..config import AwsSettings
+from ..config import AwsSettings, CredentialSource
 from ..errors import ConfigurationError, DataLossError, ShardNotFoundError
 from ..leases.coordinator import LeaseCoordinator
 from ..leases.model import Lease
@@ -119,6 +119,7 @@ class Consumer:
         require_consumer_deregistration: bool = False,
         handle_signals: bool = True,
         retry: RetryPolicy | None = None,
+        credentials: CredentialSource | None = None,
     ) -> None:
         self.stream = validate_name(stream_name, "stream_name")
         self.application = validate_name(application_name, "application_name")
@@ -130,6 +131,8 @@ class Consumer:
         if release_timeout_s < 0 or metrics_interval_s <= 0 or end_ack_warning_s <= 0:
             raise ConfigurationError("release_timeout_s must be >= 0, metrics_interval_s and end_ack_warning_s > 0")
         extra: dict[str, Any] = {"retry": retry} if retry is not None else {}
+        if credentials is not None:
+            extra["credentials"] = credentials
         self.settings = AwsSettings.from_env(region, endpoint_url, dynamodb_endpoint_url, **extra)
         self.table_name = lease_table_name or default_table_name(self.application)
         self.worker_id = worker_id or default_worker_id()

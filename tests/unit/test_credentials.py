@@ -124,3 +124,35 @@ def test_settings_carry_names_only_and_pickle_without_any_key(monkeypatch: pytes
     KinesisClient(settings)  # a client exists; the settings still hold no credentials
     text = pickle.dumps(settings)
     assert b"CANARY" not in text and pickle.loads(text) == settings and b"arn:aws:iam::123456789012:role/r" in text
+
+
+def test_the_consumer_assumes_the_role_for_kinesis_and_its_lease_table(
+    iam_moto: str, monkeypatch: pytest.MonkeyPatch, assume_role_calls: list[dict]
+) -> None:
+    """The async Kinesis client (aiobotocore) and the lease table's (botocore) both go through the role."""
+    import asyncio
+
+    from kinesis_src import Consumer, LeaseTiming
+
+    stream(iam_moto)
+    lease_table = ["dynamodb:CreateTable", "dynamodb:DescribeTable", "dynamodb:UpdateTimeToLive",
+                   "dynamodb:DescribeTimeToLive", "dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem",
+                   "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:TransactWriteItems"]
+    arn = role(iam_moto, "consumer", READ + lease_table)
+    grant(iam_moto, ["sts:AssumeRole"], monkeypatch)
+
+    async def consume() -> int:
+        seen = 0
+        async with Consumer("s", application_name="roles", endpoint_url=iam_moto, region="us-east-1",
+                            credentials=CredentialSource(role_arn=arn, sts_endpoint_url=iam_moto),
+                            idle_interval_s=0.2, handle_signals=False,
+                            lease_timing=LeaseTiming(failover_s=3, renew_interval_s=1, scan_interval_s=0.2)) as consumer:
+            async for batch in consumer:
+                seen += len(batch.records)
+                await batch.checkpoint()
+                if seen >= 10:
+                    return seen
+        return seen
+
+    assert asyncio.run(asyncio.wait_for(consume(), 60)) == 10
+    assert assume_role_calls  # the sync clients (lease table, registration) assumed it through botocore
