@@ -245,8 +245,8 @@ class Bench:
             raise RuntimeError(f"batch read counted {rows} rows, expected {self.total}")
 
 
-def tree_cpu_s(root: int) -> float:
-    """CPU seconds of ``root`` and every live descendant, plus the reaped children each has waited for.
+def tree_cpu_s(root: int) -> tuple[float, float]:
+    """CPU seconds of ``root`` itself, and of every descendant (live, plus the reaped children each waited for).
 
     The Spark JVM is the root: its Python workers (the pyspark daemon's
     children) and a streaming query's driver-side Python process are below it.
@@ -264,13 +264,14 @@ def tree_cpu_s(root: int) -> float:
             continue
         stats[int(entry)] = fields
         children.setdefault(int(fields[1]), []).append(int(entry))
+    own = sum(int(x) for x in stats[root][11:13])  # utime stime
     total, todo = 0, [root]
     while todo:
         pid = todo.pop()
         if pid in stats:
             total += sum(int(x) for x in stats[pid][11:15])  # utime stime cutime cstime
         todo.extend(children.get(pid, []))
-    return total / tick
+    return own / tick, (total - own) / tick
 
 
 def timed(action: Callable[[], object]) -> float:
@@ -293,26 +294,33 @@ def run(bench: Bench, rounds: int) -> None:
     jvm = bench.spark.sparkContext._gateway.proc.pid
     seconds: dict[str, list[float]] = {name: [] for name in readers}
     spark_cpu: dict[str, list[float]] = {name: [] for name in readers}
+    python_cpu: dict[str, list[float]] = {name: [] for name in readers}
     server_cpu: dict[str, list[float]] = {name: [] for name in readers}
     for i in range(rounds):
         line = []
         for name, measure in readers.items():
-            before, cpu = bench.ep.stats()["cpu_s"], tree_cpu_s(jvm)
+            before, (jvm0, py0) = bench.ep.stats()["cpu_s"], tree_cpu_s(jvm)
             took = measure()
-            spark_cpu[name].append(tree_cpu_s(jvm) - cpu)
+            jvm1, py1 = tree_cpu_s(jvm)
+            spark_cpu[name].append(jvm1 + py1 - jvm0 - py0)
+            python_cpu[name].append(py1 - py0)
             server_cpu[name].append(bench.ep.stats()["cpu_s"] - before)
             seconds[name].append(took)
             line.append(f"{name} {bench.total / took:,.0f}")
         print(f"round {i + 1}: " + ", ".join(line) + f" rec/s (load average {os.getloadavg()[0]:.1f})", flush=True)
-    report(bench.total, seconds, spark_cpu, server_cpu)
+    report(bench.total, seconds, spark_cpu, python_cpu, server_cpu)
 
 
 def report(
-    total: int, seconds: dict[str, list[float]], spark_cpu: dict[str, list[float]], server_cpu: dict[str, list[float]]
+    total: int,
+    seconds: dict[str, list[float]],
+    spark_cpu: dict[str, list[float]],
+    python_cpu: dict[str, list[float]],
+    server_cpu: dict[str, list[float]],
 ) -> None:
     print(
         f"\n{'reader':<38}{'median s':>9}{'rec/s':>10}{'range rec/s':>18}{'x ceiling':>10}"
-        f"{'Spark CPU us/rec':>17}{'x ceiling':>10}{'server CPU s':>13}"
+        f"{'Spark CPU us/rec':>17}{'x ceiling':>10}{'of it Python':>13}{'server CPU s':>13}"
     )
     labels = {
         "ceiling": "batch ceiling: pre-built Arrow",
@@ -330,7 +338,8 @@ def report(
         print(
             f"{labels[name]:<38}{statistics.median(took):>9.2f}{rate:>10,.0f}{f'{lo:,.0f}-{hi:,.0f}':>18}"
             f"{statistics.median(seconds[ceiling]) / statistics.median(took):>9.2f}x{cpu * 1e6 / total:>17.2f}"
-            f"{cpu / statistics.median(spark_cpu[ceiling]):>9.2f}x{statistics.median(server_cpu[name]):>13.2f}"
+            f"{cpu / statistics.median(spark_cpu[ceiling]):>9.2f}x"
+            f"{statistics.median(python_cpu[name]) * 1e6 / total:>13.2f}{statistics.median(server_cpu[name]):>13.2f}"
         )
     batch_ceiling = statistics.median(seconds["ceiling"])
     print(
@@ -338,7 +347,7 @@ def report(
         f"(streaming ceiling {batch_ceiling / statistics.median(seconds['ceiling_streaming']):.2f}x)"
     )
     print("(ratios against the ceiling of the same mode; Spark CPU: the Spark JVM, its Python workers and a "
-          "streaming query's driver-side Python process)")
+          "streaming query's driver-side Python process; 'of it Python': all but the JVM)")
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ sees each key's records in write order across splits and merges.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Iterator, Sequence
 
 import pyarrow as pa
@@ -37,7 +37,7 @@ class KinesisBatchReader(DataSourceReader):
 
     def _end(self) -> datetime:
         """The arrival-time cut: endingTimestamp, or the moment of planning for endingPosition=latest."""
-        return self.options.ending_timestamp or datetime.now(timezone.utc)
+        return self.options.ending_timestamp or datetime.now(UTC)
 
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.options
