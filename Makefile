@@ -55,6 +55,7 @@ bench: setup
 	$(PY) benchmarks/bench_consumer.py --setup-async-kinesis
 	$(ISOLATED) $(PY) benchmarks/bench_consumer.py
 	$(ISOLATED) $(PY) benchmarks/bench_efo.py
+	$(ISOLATED) $(PY) benchmarks/bench_spark_ceiling.py
 
 # Every fault scenario on both engines (~15-25 min); rewrites docs/reliability.md.
 campaign: setup
