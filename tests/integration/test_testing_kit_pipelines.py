@@ -6,7 +6,7 @@ Every fixture here (``kinesis_stream_factory``, ``kinesis_resharder``,
 not from tests/conftest.py. Without endpoints in the environment the plugin
 starts the embedded emulators itself, so run this file as::
 
-    python localstack/launcher.py isolated -- python -m pytest tests/integration/test_testing_kit.py
+    python localstack/launcher.py isolated -- python -m pytest tests/integration/test_testing_kit_pipelines.py
 """
 
 from __future__ import annotations
