@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from kpl import aggregate, check_user_records, produce_through_split_and_merge
+from readers import QUIET_S, deliver  # tests/readers.py
 
 from kinesis_src import Consumer, KinesisClient, LeaseTiming, Record
 from kinesis_src.aws import FanOut
@@ -22,7 +23,6 @@ from kinesis_src.errors import ConfigurationError, FanOutUnsupportedError
 pytestmark = pytest.mark.integration
 
 TIMING = LeaseTiming(failover_s=3.0, renew_interval_s=1.0, scan_interval_s=0.25)
-QUIET_S = 15.0  # LocalStack sends an event per second when idle: this long without a batch means done
 
 
 def consumer(stream: str, application: str, localstack: str, emulators: Any, **extra: Any) -> Consumer:
@@ -31,18 +31,6 @@ def consumer(stream: str, application: str, localstack: str, emulators: Any, **e
         dynamodb_endpoint_url=emulators.dynamodb_endpoint, lease_timing=TIMING, handle_signals=False,
         consumer_mode="efo", **extra,
     )
-
-
-async def deliver(worker: Consumer, count: int) -> list[Record]:
-    records: list[Record] = []
-    while len(records) < count:
-        try:
-            batch = await asyncio.wait_for(worker.__anext__(), QUIET_S)
-        except TimeoutError:
-            break
-        records.extend(batch.records)
-        await batch.checkpoint()
-    return records
 
 
 def consumers_of(kinesis: KinesisClient, stream: str) -> list[str]:

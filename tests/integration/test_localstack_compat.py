@@ -14,7 +14,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from kpl import check_user_records, produce_through_split_and_merge
+from kpl import check_user_records, produce_through_split_and_merge, records_of_table
+from readers import deliver  # tests/readers.py
 
 from kinesis_src import Consumer, KinesisClient, LeaseTiming, Record, read_table
 from kinesis_src.workload import decode
@@ -22,19 +23,6 @@ from kinesis_src.workload import decode
 pytestmark = pytest.mark.integration
 
 TIMING = LeaseTiming(failover_s=3.0, renew_interval_s=1.0, scan_interval_s=0.25)
-QUIET_S = 15.0
-
-
-async def deliver(worker: Consumer, count: int) -> list[Record]:
-    records: list[Record] = []
-    while len(records) < count:
-        try:
-            batch = await asyncio.wait_for(worker.__anext__(), QUIET_S)
-        except TimeoutError:
-            break
-        records.extend(batch.records)
-        await batch.checkpoint()
-    return records
 
 
 def test_the_polling_consumer_on_localstack_delivers_every_record_once_in_key_order(
@@ -57,12 +45,6 @@ def test_a_bounded_read_on_localstack_reads_parents_before_children(
     localstack_kinesis: KinesisClient, stream_name: str
 ) -> None:
     producer = produce_through_split_and_merge(localstack_kinesis, stream_name)
-    table = read_table(stream_name, kinesis=localstack_kinesis, progress=False)
-    records = [
-        Record(partition_key=row["partitionKey"], data=row["data"], sequence_number=row["sequenceNumber"],
-               sub_sequence_number=row["subSequenceNumber"], shard_id=row["shardId"],
-               approximate_arrival_timestamp=row["approximateArrivalTimestamp"])
-        for row in table.to_pylist()
-    ]
+    records = records_of_table(read_table(stream_name, kinesis=localstack_kinesis, progress=False))
     check_user_records(records, producer, hash_keys=False)
     assert {decode(r.data)[0] for r in records}  # keyed-counter data throughout

@@ -10,17 +10,16 @@ query stops. Two queries per test at most: each costs seconds.
 
 from __future__ import annotations
 
-import threading
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kpl import check_user_records, produce_through_split_and_merge, records_of_rows
+from readers import available_now_batches  # tests/readers.py
 
 from waiting import wait_for
 
-from kinesis_src import KinesisClient, Record
+from kinesis_src import KinesisClient
 from kinesis_src.aws import FanOut
 
 pytestmark = pytest.mark.integration
@@ -50,29 +49,12 @@ def test_an_available_now_query_over_efo_is_exactly_once_and_deregisters_on_requ
     spark, localstack_kinesis: KinesisClient, localstack: str, emulators: Any, stream_name: str, tmp_path: Path
 ) -> None:
     producer = produce_through_split_and_merge(localstack_kinesis, stream_name)
-    attempts: dict[int, list[list[Record]]] = defaultdict(list)
-    lock = threading.Lock()
-
-    def collect(df, batch_id: int) -> None:
-        rows = records_of_rows(df.collect())
-        with lock:
-            attempts[batch_id].append(rows)
-
     options = {
         **endpoints(localstack, emulators), "streamName": stream_name, "initialPosition": "trim_horizon",
         "applicationName": f"efo-{stream_name}"[:100], "consumerMode": "efo", "maxRecordsPerShard": "7",
         "requireConsumerDeregistration": "true",
     }
-    reader = spark.readStream.format("kinesis")
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    query = (
-        reader.load().writeStream.foreachBatch(collect)
-        .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
-    )
-    assert query.awaitTermination(300), "AvailableNow query did not stop by itself"
-    assert query.exception() is None, query.exception()
-    batches = [attempts[b][0] for b in sorted(attempts)]
+    batches = available_now_batches(spark, options, tmp_path / "checkpoint")
     check_user_records([r for rows in batches for r in rows], producer, hash_keys=False)  # no hash-key column
     assert len(batches) > 1  # maxRecordsPerShard=7 splits the read into several micro-batches
     # Spark stops the source after the query ends, not before awaitTermination returns: wait for it.
