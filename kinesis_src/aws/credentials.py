@@ -85,6 +85,16 @@ def _assume_args(source: CredentialSource) -> dict[str, Any]:
     return args
 
 
+def _fetcher_args(base: Any, source: CredentialSource, region: str, credentials: Any) -> dict[str, Any]:
+    """What botocore's and aiobotocore's assume-role fetchers both take: STS from ``base``, the role, its args."""
+    return {
+        "client_creator": functools.partial(base.create_client, region_name=region, endpoint_url=source.sts_endpoint_url),
+        "source_credentials": credentials,
+        "role_arn": source.role_arn,
+        "extra_args": _assume_args(source),
+    }
+
+
 def _no_source(source: CredentialSource) -> AccessDeniedError:
     return AccessDeniedError(
         f"no AWS credentials to assume role {source.role_arn!r} with: set AWS_ACCESS_KEY_ID and "
@@ -108,14 +118,7 @@ class _RoleProvider(CredentialProvider):
         credentials = self._base.get_credentials()
         if credentials is None:
             raise _no_source(self._source)
-        fetcher = AssumeRoleCredentialFetcher(
-            client_creator=functools.partial(
-                self._base.create_client, region_name=self._region, endpoint_url=self._source.sts_endpoint_url
-            ),
-            source_credentials=credentials,
-            role_arn=self._source.role_arn,
-            extra_args=_assume_args(self._source),
-        )
+        fetcher = AssumeRoleCredentialFetcher(**_fetcher_args(self._base, self._source, self._region, credentials))
         return DeferredRefreshableCredentials(refresh_using=fetcher.fetch_credentials, method=self.METHOD)
 
 
@@ -133,12 +136,5 @@ class _AioRoleProvider(CredentialProvider):  # aiobotocore's resolver awaits loa
         credentials = await self._base.get_credentials()
         if credentials is None:
             raise _no_source(self._source)
-        fetcher = AioAssumeRoleCredentialFetcher(
-            client_creator=functools.partial(
-                self._base.create_client, region_name=self._region, endpoint_url=self._source.sts_endpoint_url
-            ),
-            source_credentials=credentials,
-            role_arn=self._source.role_arn,
-            extra_args=_assume_args(self._source),
-        )
+        fetcher = AioAssumeRoleCredentialFetcher(**_fetcher_args(self._base, self._source, self._region, credentials))
         return AioDeferredRefreshableCredentials(refresh_using=fetcher.fetch_credentials, method=self.METHOD)
