@@ -19,11 +19,6 @@ import functools
 from typing import Any
 
 import botocore.session
-from aiobotocore.credentials import (
-    AioAssumeRoleCredentialFetcher,
-    AioDeferredRefreshableCredentials,
-)
-from aiobotocore.session import AioSession
 from botocore.credentials import (
     AssumeRoleCredentialFetcher,
     CredentialProvider,
@@ -48,8 +43,14 @@ def configure(session: botocore.session.Session, source: CredentialSource, regio
     return session
 
 
-def configure_aio(session: AioSession, source: CredentialSource, region: str) -> AioSession:
-    """:func:`configure` for aiobotocore sessions (the Consumer's Kinesis client)."""
+def configure_aio(session: Any, source: CredentialSource, region: str) -> Any:
+    """:func:`configure` for aiobotocore sessions (the Consumer's Kinesis client).
+
+    aiobotocore is imported here, not at module level, so the sync clients
+    (Spark, the CLI) do not pay for importing it.
+    """
+    from aiobotocore.session import AioSession
+
     _use_profile(session, source)
     if source.role_arn is not None:
         base = _profile_session(AioSession(), source)
@@ -126,13 +127,18 @@ class _AioRoleProvider(CredentialProvider):  # aiobotocore's resolver awaits loa
     METHOD = _METHOD
     CANONICAL_NAME = "kinesis-src-assume-role"
 
-    def __init__(self, base: AioSession, source: CredentialSource, region: str) -> None:
+    def __init__(self, base: Any, source: CredentialSource, region: str) -> None:  # an AioSession
         super().__init__()
         self._base = base
         self._source = source
         self._region = region
 
-    async def load(self) -> AioDeferredRefreshableCredentials:
+    async def load(self) -> Any:  # AioDeferredRefreshableCredentials
+        from aiobotocore.credentials import (
+            AioAssumeRoleCredentialFetcher,
+            AioDeferredRefreshableCredentials,
+        )
+
         credentials = await self._base.get_credentials()
         if credentials is None:
             raise _no_source(self._source)
