@@ -13,6 +13,7 @@ import pytest
 def spark(emulators) -> Iterator["object"]:
     from pyspark.sql import SparkSession
 
+    saved = dict(os.environ)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -31,3 +32,5 @@ def spark(emulators) -> Iterator["object"]:
         yield session
     finally:
         session.stop()
+        os.environ.clear()  # later modules (unit tests with moto) must not see the emulators' endpoints
+        os.environ.update(saved)
