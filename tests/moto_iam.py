@@ -8,11 +8,22 @@ The server binds loopback; aiobotocore reaches it as well as botocore does.
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Iterator
 
 import boto3
 import pytest
 import requests
+
+IAM_DOC = Path(__file__).resolve().parents[1] / "docs" / "iam.md"
+MOTO_ONLY = ["dynamodb:TransactWriteItems"]  # DynamoDB authorizes a transaction by its parts; moto by its name
+
+
+def iam_statements() -> dict[str, list[str]]:
+    """Each ``<!-- statement: name -->`` JSON block's actions in docs/iam.md."""
+    found = re.findall(r"<!-- statement: ([a-z-]+) -->\s*```json\n(.*?)```", IAM_DOC.read_text(), re.DOTALL)
+    return {name: list(json.loads(body)["Action"]) for name, body in found}
 
 
 @pytest.fixture(scope="module")

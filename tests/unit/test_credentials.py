@@ -13,8 +13,10 @@ import pickle
 import boto3
 import botocore.client
 import pytest
-from moto_iam import (  # tests/moto_iam.py; its fixtures come through tests/conftest.py
+from moto_iam import (  # tests/moto_iam.py; fixtures via conftest.py
+    MOTO_ONLY,
     grant,
+    iam_statements,
     role,
 )
 
@@ -23,7 +25,7 @@ from kinesis_src.aws import credentials
 from kinesis_src.config import CredentialSource
 from kinesis_src.errors import AccessDeniedError, ConfigurationError
 
-READ = ["kinesis:DescribeStreamSummary", "kinesis:ListShards", "kinesis:GetShardIterator", "kinesis:GetRecords"]
+READ = iam_statements()["kinesis-read"]  # docs/iam.md's statement, as the IAM tests use it
 
 
 def stream(url: str) -> None:
@@ -135,10 +137,7 @@ def test_the_consumer_assumes_the_role_for_kinesis_and_its_lease_table(
     from kinesis_src import Consumer, LeaseTiming
 
     stream(iam_moto)
-    lease_table = ["dynamodb:CreateTable", "dynamodb:DescribeTable", "dynamodb:UpdateTimeToLive",
-                   "dynamodb:DescribeTimeToLive", "dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem",
-                   "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:TransactWriteItems"]
-    arn = role(iam_moto, "consumer", READ + lease_table)
+    arn = role(iam_moto, "consumer", READ + iam_statements()["lease-table"] + MOTO_ONLY)
     grant(iam_moto, ["sts:AssumeRole"], monkeypatch)
 
     async def consume() -> int:

@@ -10,7 +10,6 @@ actions are what is checked here (see docs/iam.md, "How this is checked").
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from pathlib import Path
 
@@ -18,22 +17,17 @@ import boto3
 import botocore.session
 import pytest
 from botocore import xform_name
-from moto_iam import (
-    grant,  # tests/moto_iam.py; its fixtures come through tests/conftest.py
+from moto_iam import (  # tests/moto_iam.py; fixtures via conftest.py
+    IAM_DOC,
+    MOTO_ONLY,
+    grant,
+    iam_statements,
 )
 
 from kinesis_src import AwsSettings, Consumer, KinesisClient, LeaseTiming, read_table
 from kinesis_src.errors import AccessDeniedError
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "iam.md"
 AWS_PACKAGE = Path(__file__).resolve().parents[2] / "kinesis_src" / "aws"
-MOTO_ONLY = ["dynamodb:TransactWriteItems"]  # DynamoDB authorizes a transaction by its parts; moto by its name
-
-
-def statements() -> dict[str, list[str]]:
-    """Each ``<!-- statement: name -->`` JSON block's actions."""
-    found = re.findall(r"<!-- statement: ([a-z-]+) -->\s*```json\n(.*?)```", DOC.read_text(), re.DOTALL)
-    return {name: list(json.loads(body)["Action"]) for name, body in found}
 
 
 def without(actions: list[str], missing: str) -> list[str]:
@@ -58,7 +52,7 @@ def bounded_read(url: str):
 
 def test_a_bounded_read_needs_exactly_kinesis_read(iam_moto: str, monkeypatch: pytest.MonkeyPatch) -> None:
     two_shards(iam_moto, 20)
-    grant(iam_moto, statements()["kinesis-read"], monkeypatch)
+    grant(iam_moto, iam_statements()["kinesis-read"], monkeypatch)
     table = bounded_read(iam_moto)
     assert table.num_rows == 20 and len(set(table.column("shardId").to_pylist())) == 2
 
@@ -66,7 +60,7 @@ def test_a_bounded_read_needs_exactly_kinesis_read(iam_moto: str, monkeypatch: p
 @pytest.mark.parametrize("missing", ["kinesis:ListShards", "kinesis:GetShardIterator", "kinesis:GetRecords"])
 def test_a_bounded_read_missing_an_action_names_it(iam_moto: str, monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
     two_shards(iam_moto)
-    grant(iam_moto, without(statements()["kinesis-read"], missing), monkeypatch)
+    grant(iam_moto, without(iam_statements()["kinesis-read"], missing), monkeypatch)
     with pytest.raises(AccessDeniedError, match=f"not allowed to call {missing}.*docs/iam.md"):
         bounded_read(iam_moto)
 
@@ -89,7 +83,7 @@ async def consume(url: str, records: int) -> int:
 
 
 def consumer_actions() -> list[str]:
-    doc = statements()
+    doc = iam_statements()
     return doc["kinesis-read"] + doc["lease-table"] + MOTO_ONLY
 
 
@@ -119,6 +113,6 @@ def test_every_aws_operation_the_code_can_call_is_on_the_iam_page() -> None:
     source = "\n".join(p.read_text() for p in AWS_PACKAGE.glob("*.py"))
     called = {op for name in re.findall(r"client\.([a-z_]+)\(", source) for op in operations.get(name, ())}
     assert {"GetRecords", "Query", "SubscribeToShard", "TransactWriteItems"} <= called  # the pattern finds calls
-    page = DOC.read_text()
+    page = IAM_DOC.read_text()
     undocumented = sorted(op for op in called if not re.search(rf"\b{op}\b", page))
     assert undocumented == [], f"AWS operations called in kinesis_src/aws/ but not on docs/iam.md: {undocumented}"
