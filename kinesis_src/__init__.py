@@ -4,6 +4,8 @@ The public surface is re-exported here; everything else is internal.
 Importing this package never imports pyspark.
 """
 
+from lineage import KeyRange
+
 from .aws import KinesisClient
 from .config import AwsSettings, CredentialSource
 from .consumer import BlockingConsumer, Consumer, ConsumerMetrics
@@ -16,8 +18,8 @@ from .leases.shard_sync import ShardSync
 from .leases.table import LeaseTable
 from .names import default_table_name
 from .positions import Position
-from .retrieval.polling import ShardRead, ShardReader
 from .records import Record, RecordPage
+from .retrieval.polling import ShardRead, ShardReader
 from .retry import RetryPolicy
 from .window import read_table
 
@@ -28,6 +30,7 @@ __all__ = [
     "Consumer",
     "ConsumerMetrics",
     "CredentialSource",
+    "KeyRange",
     "KinesisClient",
     "KinesisDataSource",
     "KinesisSourceError",

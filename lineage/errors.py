@@ -80,6 +80,10 @@ class HashSpaceError(LineageError):
         super().__init__(f"open shards do not tile the hash key space: {shown}{more}")
 
 
+class KeyRangeError(LineageError):
+    """A sticky key range (``KeyRange``, ``hashKeyRange``, ``key_range``) is malformed or out of the space."""
+
+
 class NoOwnerError(LineageError, LookupError):
     """No open shard holds a hash key (the graph is empty, partial or mid-reshard)."""
 
