@@ -85,8 +85,9 @@ STREAM_CREATED = "streamCreated"
 HEARTBEAT_TTL_S = 24 * 3600  # garbage collection of dead workers' items only; never used for expiry
 
 
-def lease_partition(application: str, stream: str) -> str:
-    return f"lease#{application}#{stream}"
+def lease_partition(application: str, stream: str, scope: str = "") -> str:
+    """The partition of one application's leases and heartbeats on a stream (``scope``: a key range's own set)."""
+    return f"lease#{application}#{stream}#{scope}" if scope else f"lease#{application}#{stream}"
 
 
 def lease_key(partition: str, shard_id: str) -> Item:

@@ -73,6 +73,7 @@ from .serializer import (
 log = logging.getLogger(__name__)
 
 _TOKEN = re.compile(r"[#:][A-Za-z0-9_]+")
+_SCOPE = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 
 
 def _wall_ms() -> int:
@@ -83,19 +84,28 @@ def _wall_ms() -> int:
 
 @dataclass
 class LeaseTable:
-    """One application's leases on one stream, in a (possibly shared) DynamoDB table."""
+    """One application's leases on one stream, in a (possibly shared) DynamoDB table.
+
+    ``scope`` names a separate set of leases and heartbeats on the same
+    stream: a sticky key range's readers (``KeyRange``) hold their own
+    lease per shard, so their checkpoints are per (shard, range). "" is the
+    stream's ordinary leases.
+    """
 
     dynamodb: DynamoDBClient
     table_name: str
     application: str
     stream: str
     now_ms: Callable[[], int] = field(default=_wall_ms, repr=False)
+    scope: str = ""
 
     def __post_init__(self) -> None:
         validate_table_name(self.table_name)
         validate_name(self.application, "applicationName")
         validate_name(self.stream, "streamName")
-        self.partition = lease_partition(self.application, self.stream)
+        if self.scope and not _SCOPE.fullmatch(self.scope):
+            raise ValueError(f"lease scope {self.scope!r} must be 1-200 characters from A-Z a-z 0-9 _ . -")
+        self.partition = lease_partition(self.application, self.stream, self.scope)
         self.codec = LeaseCodec(self.table_name)
 
     # -- table management ----------------------------------------------------------

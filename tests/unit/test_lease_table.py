@@ -554,3 +554,12 @@ def test_a_checkpoint_carries_the_throughput_estimate_and_older_items_have_none(
     )
     with pytest.raises(CorruptLeaseError, match="'throughputRecords' has type S"):
         table.get_lease("shardId-000000000000")
+
+
+def test_a_scoped_table_keeps_its_leases_apart_from_the_streams_ordinary_leases() -> None:
+    from kinesis_src.leases.serializer import lease_partition
+
+    assert lease_partition("app", "s") == "lease#app#s"
+    assert lease_partition("app", "s", "0-99") == "lease#app#s#0-99"
+    with pytest.raises(ValueError, match="lease scope"):
+        LeaseTable(None, "kinesis-src-app", "app", "s", scope="a#b")  # type: ignore[arg-type]
