@@ -25,6 +25,8 @@ class Record:
     approximate_arrival_timestamp: datetime | None
     explicit_hash_key: str | None = None
     """Set only for a user record of a KPL aggregate that was given one (hash-key ranges need it)."""
+    stream: str = ""
+    """The stream the record was read from (a consumer of several streams tells them apart by it)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ class RecordPage:
     def sub_sequence(self, index: int) -> int:
         return self.sub_sequence_numbers[index] if self.sub_sequence_numbers is not None else 0
 
-    def records(self, shard_id: str) -> list[Record]:
+    def records(self, shard_id: str, stream: str = "") -> list[Record]:
         """One :class:`Record` per row, built column-wise: one ``map`` over the columns, datetimes in one
         pass, no per-row Python frame. At 10,000 records a page this is the Consumer's cost per record
         after decoding (benchmarks/bench_consumer.py), so it is kept to the constructor call itself."""
@@ -91,6 +93,7 @@ class RecordPage:
             self.sub_sequence_numbers if self.sub_sequence_numbers is not None else repeat(0, n),
             repeat(shard_id, n), arrival_datetimes(self.arrival_epoch),
             self.explicit_hash_keys if self.explicit_hash_keys is not None else repeat(None, n),
+            repeat(stream, n),
         ))
 
     def slice(self, stop: int, start: int = 0) -> RecordPage:

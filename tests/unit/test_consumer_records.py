@@ -64,3 +64,9 @@ def test_an_empty_page_has_no_records() -> None:
 def test_arrival_times_are_utc_datetimes_to_the_microsecond() -> None:
     (record,) = page(1).records(SHARD)
     assert record.approximate_arrival_timestamp == datetime(2023, 11, 14, 22, 13, 20, 500, tzinfo=UTC)
+
+
+def test_records_name_the_stream_they_were_read_from() -> None:
+    records = page(3, aggregated=False).records("shardId-000000000001", "orders")
+    assert [r.stream for r in records] == ["orders"] * 3
+    assert records[0].shard_id == "shardId-000000000001"
