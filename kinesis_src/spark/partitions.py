@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import InputPartition
 
+from lineage import KeyRange
+
 from ..config import AwsSettings, CredentialSource
 from ..positions import Position, parse_timestamp
 from ..retrieval.registration import FanOutTarget
@@ -56,6 +58,7 @@ class KinesisPartition(InputPartition):
     fail_on_data_loss: bool = True  # a shard gone before it was read: fail, or record it ended and skip it
     strict_aggregation: bool = False  # a malformed KPL aggregate fails the task instead of passing through whole
     fan_out: FanOutTarget | None = None  # consumerMode=efo: the registered consumer tasks subscribe with
+    key_range: KeyRange | None = None  # hashKeyRange: keep only records whose hash key is inside (key_filter)
 
     @property
     def end_time(self):
