@@ -1,0 +1,239 @@
+"""Prometheus exposition of a :class:`~kinesis_src.consumer.Consumer`'s figures (the ``prometheus`` extra).
+
+Two ways in, as ``prometheus_client`` users expect:
+
+* :class:`ConsumerCollector` is a custom collector: register it on the
+  application's own :class:`~prometheus_client.CollectorRegistry` (or the
+  default ``REGISTRY``) and the consumer's figures appear next to the
+  application's metrics, on whatever endpoint already serves them.
+* :func:`serve_metrics` starts ``prometheus_client``'s HTTP server on a port
+  with a registry of its own holding just the consumer(s).
+
+The collector reads :class:`~kinesis_src.consumer.metrics.ConsumerMetrics`
+at scrape time, so nothing is counted twice and nothing is sampled between
+scrapes. Scrapes run on the HTTP server's thread while the consumer changes
+its figures on its event loop: the collector copies each object before
+reading it (``list()`` of a dict is one step under the GIL), so a scrape sees
+every figure of one shard from the same moment, never a half-updated shard
+table. Counters are cumulative since the consumer started; per-shard series
+exist while this worker holds the shard's lease (a shard taken again starts
+its own counts from zero, which ``rate()`` reads as a counter reset).
+
+Metric names and meanings are listed in ``docs/metrics.md``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import ConfigurationError
+from .metrics import ConsumerMetrics, ShardMetrics
+
+try:
+    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.registry import Collector
+except ImportError as exc:  # pragma: no cover - the message is the point
+    raise ImportError(
+        "kinesis_src.consumer.prometheus needs prometheus_client: pip install 'kinesis-src[prometheus]'"
+    ) from exc
+
+PREFIX = "kinesis_src_consumer"
+CONSUMER_LABELS = ("application", "stream", "worker")
+SHARD_LABELS = (*CONSUMER_LABELS, "shard")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One exported figure: its name (without prefix and ``_total``), its help text, and where it is read."""
+
+    name: str
+    help: str
+    attribute: str
+    counter: bool = True
+
+
+# Consumer-wide figures, one series per (application, stream, worker).
+CONSUMER_FIGURES: tuple[Figure, ...] = (
+    Figure("records", "Records delivered to the application (KPL user records; redeliveries included).", "records"),
+    Figure("bytes", "Bytes of record data delivered to the application.", "bytes"),
+    Figure("batches", "Batches delivered to the application.", "batches"),
+    Figure("checkpoints", "Checkpoint writes that succeeded.", "checkpoints"),
+    Figure("leases_taken", "Leases acquired (a shard taken again counts again).", "leases_taken"),
+    Figure("leases_lost", "Leases lost involuntarily (taken over, or the coordinator failed).", "leases_lost"),
+    Figure("leases_released", "Leases handed off gracefully (rebalancing or shutdown).", "leases_released"),
+    Figure("shards_ended", "Shards read and checkpointed to SHARD_END.", "shards_ended"),
+    Figure("shard_ends_failed", "SHARD_END checkpoint writes that failed (the next owner reads the tail again).",
+           "shard_ends_failed"),
+    Figure("checkpoints_expired", "Holdings that started after a checkpoint retention had already trimmed.",
+           "checkpoints_expired"),
+    Figure("aggregates", "KPL aggregated records expanded into user records.", "aggregates"),
+    Figure("aggregates_malformed", "KPL aggregated records that failed their MD5 or did not parse.",
+           "aggregates_malformed"),
+    Figure("leases_held", "Leases this worker holds now.", "leases_held", counter=False),
+    Figure("shards_held_past_end", "Shards whose end was seen over end_ack_warning_s ago and is still not "
+           "checkpointed (their children wait).", "shards_held_past_end", counter=False),
+)
+
+# Per-shard figures, one series per (application, stream, worker, shard) while the lease is held.
+SHARD_FIGURES: tuple[Figure, ...] = (
+    Figure("shard_millis_behind_latest", "Kinesis' MillisBehindLatest from the shard's last GetRecords or event.",
+           "millis_behind_latest", counter=False),
+    Figure("shard_records", "Records of this shard delivered since this worker took its lease.", "records"),
+    Figure("shard_bytes", "Bytes of this shard delivered since this worker took its lease.", "bytes"),
+    Figure("shard_held_past_end_seconds", "Seconds since the shard's end was seen, while its last batch is "
+           "not checkpointed.", "held_past_end_s", counter=False),
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the collector reads from one consumer: its identity labels and its live metrics object."""
+
+    application: str
+    stream: str
+    metrics: ConsumerMetrics
+
+    @classmethod
+    def of(cls, consumer: Any) -> Source:
+        """Accept a :class:`Consumer`, a :class:`BlockingConsumer` (its ``.consumer``), or a Source."""
+        if isinstance(consumer, Source):
+            return consumer
+        inner = getattr(consumer, "consumer", consumer)
+        metrics = getattr(inner, "metrics", None)
+        if not isinstance(metrics, ConsumerMetrics):
+            raise ConfigurationError(
+                f"ConsumerCollector needs a kinesis_src Consumer or BlockingConsumer, got {type(consumer).__name__}"
+            )
+        return cls(str(inner.application), _stream_label(inner), metrics)
+
+    def labels(self) -> tuple[str, str, str]:
+        return (self.application, self.stream, self.metrics.worker_id)
+
+
+def _stream_label(consumer: Any) -> str:
+    """The stream name; a consumer of several streams (``streams``) is labelled with them, comma-joined."""
+    streams = getattr(consumer, "streams", None)
+    if isinstance(streams, (list, tuple)) and streams:
+        return ",".join(str(s) for s in streams)
+    return str(consumer.stream)
+
+
+class ConsumerCollector(Collector):
+    """A ``prometheus_client`` collector over one or more consumers' :class:`ConsumerMetrics`.
+
+    Register it on the application's registry::
+
+        registry.register(ConsumerCollector(consumer))
+
+    One collector serves every consumer of a process (a registry refuses two
+    collectors exporting the same names): pass them all, or :meth:`add` them
+    as they start.
+    """
+
+    def __init__(self, consumers: Any | Iterable[Any] = ()) -> None:
+        self._lock = threading.Lock()
+        self._sources: list[Source] = []
+        for consumer in _as_list(consumers):
+            self.add(consumer)
+
+    def add(self, consumer: Any) -> None:
+        source = Source.of(consumer)
+        with self._lock:
+            self._sources.append(source)
+
+    def remove(self, consumer: Any) -> None:
+        """Stop exporting a consumer (e.g. after it closed), so its series vanish from the next scrape."""
+        metrics = Source.of(consumer).metrics
+        with self._lock:
+            self._sources = [s for s in self._sources if s.metrics is not metrics]
+
+    def describe(self) -> Iterator[Any]:
+        """The names, without reading any consumer: lets a registry refuse duplicates at register()."""
+        yield from _families()
+
+    def collect(self) -> Iterator[Any]:
+        with self._lock:
+            sources = list(self._sources)
+        families = _families()
+        by_name = {family.name: family for family in families}
+        for source in sources:
+            _add_samples(by_name, source)
+        yield from families
+
+
+def _as_list(consumers: Any | Iterable[Any]) -> list[Any]:
+    if isinstance(consumers, (list, tuple, set, frozenset)):
+        return list(consumers)
+    return [consumers]
+
+
+def _family(figure: Figure, labels: tuple[str, ...]) -> Any:
+    kind = CounterMetricFamily if figure.counter else GaugeMetricFamily
+    return kind(f"{PREFIX}_{figure.name}", figure.help, labels=labels)
+
+
+def _families() -> list[Any]:
+    return [_family(f, CONSUMER_LABELS) for f in CONSUMER_FIGURES] + [_family(f, SHARD_LABELS) for f in SHARD_FIGURES]
+
+
+def _add_samples(by_name: dict[str, Any], source: Source) -> None:
+    metrics, shards = _copy(source.metrics)
+    labels = list(source.labels())
+    for figure in CONSUMER_FIGURES:
+        value = len(shards) if figure.attribute == "leases_held" else getattr(metrics, figure.attribute)
+        by_name[f"{PREFIX}_{figure.name}"].add_metric(labels, value)
+    for shard in shards:
+        for figure in SHARD_FIGURES:
+            value = getattr(shard, figure.attribute)
+            if value is not None:  # no lag figure before the first page; no end seen yet
+                by_name[f"{PREFIX}_{figure.name}"].add_metric([*labels, shard.shard_id], value)
+
+
+def _copy(metrics: ConsumerMetrics) -> tuple[ConsumerMetrics, list[ShardMetrics]]:
+    """A copy made without iterating the live dict in Python code (the consumer's loop may change it meanwhile)."""
+    shards = sorted((replace(s) for s in list(metrics.shards.values())), key=lambda s: s.shard_id)
+    return replace(metrics, shards={}), shards
+
+
+@dataclass(frozen=True)
+class MetricsServer:
+    """A running exposition endpoint; :meth:`close` stops it (it also stops with the process)."""
+
+    port: int
+    address: str
+    registry: CollectorRegistry
+    collector: ConsumerCollector
+    _server: Any
+    _thread: threading.Thread
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}:{self.port}/metrics"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def serve_metrics(consumers: Any | Iterable[Any], port: int = 9108, address: str = "127.0.0.1",
+                  registry: CollectorRegistry | None = None) -> MetricsServer:
+    """Serve the consumers' figures at ``http://address:port/metrics`` from a thread; returns the server.
+
+    ``port=0`` picks a free port (read it from the result). The default
+    address is loopback: pass ``"0.0.0.0"`` to let a Prometheus on another
+    host scrape. Without ``registry`` a fresh one holds only the consumers'
+    collector, so the page carries exactly these figures; pass the
+    application's to serve both.
+    """
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+        raise ConfigurationError(f"serve_metrics: port must be an integer in 0..65535 (0 picks a free port), got {port!r}")
+    collector = ConsumerCollector(consumers)
+    registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+    registry.register(collector)
+    server, thread = start_http_server(port, addr=address, registry=registry)
+    return MetricsServer(int(server.server_address[1]), address, registry, collector, server, thread)

@@ -1,0 +1,190 @@
+"""The Prometheus exposition of a consumer's figures: parse the text a scrape returns and compare every value."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kinesis_src.consumer import (
+    BlockingConsumer,
+    Consumer,
+    ConsumerMetrics,
+    ShardMetrics,
+)
+from kinesis_src.consumer.prometheus import (
+    CONSUMER_FIGURES,
+    SHARD_FIGURES,
+    ConsumerCollector,
+    Source,
+    serve_metrics,
+)
+from kinesis_src.errors import ConfigurationError
+
+P = "kinesis_src_consumer_"
+
+
+def _consumer(worker: str = "w-1", stream: str = "orders", app: str = "billing") -> Consumer:
+    """A real consumer object, never started: its metrics are filled by hand below."""
+    return Consumer(stream, application_name=app, worker_id=worker, region="us-east-1",
+                    endpoint_url="http://127.0.0.1:9", handle_signals=False)
+
+
+def _fill(metrics: ConsumerMetrics) -> None:
+    metrics.records, metrics.bytes, metrics.batches, metrics.checkpoints = 1200, 98765, 12, 7
+    metrics.leases_taken, metrics.leases_lost, metrics.leases_released = 5, 2, 1
+    metrics.shards_ended, metrics.shard_ends_failed, metrics.shards_held_past_end = 3, 1, 1
+    metrics.checkpoints_expired, metrics.aggregates, metrics.aggregates_malformed = 4, 9, 2
+    metrics.shards["shardId-000000000001"] = ShardMetrics("shardId-000000000001", millis_behind_latest=1500,
+                                                          records=700, bytes=5600, held_past_end_s=42.5)
+    metrics.shards["shardId-000000000002"] = ShardMetrics("shardId-000000000002", records=500, bytes=4000)
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of an exposition, keyed by (sample name, sorted labels)."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def _scrape(*consumers: object) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    registry = CollectorRegistry()
+    registry.register(ConsumerCollector(list(consumers)))
+    return _samples(generate_latest(registry).decode())
+
+
+def _labels(worker: str = "w-1", shard: str | None = None, stream: str = "orders", app: str = "billing"):
+    labels = {"application": app, "stream": stream, "worker": worker}
+    if shard is not None:
+        labels["shard"] = shard
+    return tuple(sorted(labels.items()))
+
+
+def test_every_consumer_figure_is_exported_with_its_value() -> None:
+    consumer = _consumer()
+    _fill(consumer.metrics)
+    samples = _scrape(consumer)
+    expected = {
+        "records_total": 1200, "bytes_total": 98765, "batches_total": 12, "checkpoints_total": 7,
+        "leases_taken_total": 5, "leases_lost_total": 2, "leases_released_total": 1,
+        "shards_ended_total": 3, "shard_ends_failed_total": 1, "checkpoints_expired_total": 4,
+        "aggregates_total": 9, "aggregates_malformed_total": 2, "leases_held": 2, "shards_held_past_end": 1,
+    }
+    got = {name: samples[(P + name, _labels())] for name in expected}
+    assert got == expected
+    assert len(CONSUMER_FIGURES) == len(expected)  # a new figure needs its expected value here
+
+
+def test_per_shard_figures_carry_the_shard_label_and_skip_unknown_values() -> None:
+    consumer = _consumer()
+    _fill(consumer.metrics)
+    samples = _scrape(consumer)
+    one, two = _labels(shard="shardId-000000000001"), _labels(shard="shardId-000000000002")
+    per_shard = {key: value for key, value in samples.items() if dict(key[1]).get("shard")}
+    assert per_shard == {
+        (P + "shard_millis_behind_latest", one): 1500,
+        (P + "shard_records_total", one): 700,
+        (P + "shard_bytes_total", one): 5600,
+        (P + "shard_held_past_end_seconds", one): 42.5,
+        # shard 2 has no lag figure yet (no page read) and no end seen: those series are absent, not 0
+        (P + "shard_records_total", two): 500,
+        (P + "shard_bytes_total", two): 4000,
+    }
+    assert len(SHARD_FIGURES) == 4
+
+
+def test_several_consumers_in_one_collector_are_told_apart_by_worker_and_stream() -> None:
+    first, second = _consumer("w-1"), _consumer("w-2", stream="refunds")
+    first.metrics.records, second.metrics.records = 10, 20
+    second.metrics.shards["shardId-000000000007"] = ShardMetrics("shardId-000000000007", millis_behind_latest=0)
+    samples = _scrape(first, second)
+    assert samples[(P + "records_total", _labels("w-1"))] == 10
+    assert samples[(P + "records_total", _labels("w-2", stream="refunds"))] == 20
+    assert samples[(P + "shard_millis_behind_latest", _labels("w-2", "shardId-000000000007", "refunds"))] == 0
+
+
+def test_a_removed_consumer_vanishes_and_an_added_one_appears() -> None:
+    first, second = _consumer("w-1"), _consumer("w-2")
+    collector = ConsumerCollector(first)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    collector.add(second)
+    collector.remove(first)
+    workers = {dict(labels)["worker"] for (_name, labels) in _samples(generate_latest(registry).decode())}
+    assert workers == {"w-2"}
+
+
+def test_the_scrape_reads_live_figures_not_a_copy_taken_at_registration() -> None:
+    consumer = _consumer()
+    registry = CollectorRegistry()
+    registry.register(ConsumerCollector(consumer))
+    before = _samples(generate_latest(registry).decode())[(P + "records_total", _labels())]
+    consumer.metrics.records += 3
+    after = _samples(generate_latest(registry).decode())[(P + "records_total", _labels())]
+    assert (before, after) == (0, 3)
+
+
+def test_a_blocking_consumer_is_read_through_its_inner_consumer() -> None:
+    blocking = BlockingConsumer("orders", application_name="billing", worker_id="w-9", region="us-east-1",
+                                endpoint_url="http://127.0.0.1:9")
+    blocking.metrics.checkpoints = 6
+    assert Source.of(blocking) == Source("billing", "orders", blocking.consumer.metrics)
+    assert _scrape(blocking)[(P + "checkpoints_total", _labels("w-9"))] == 6
+
+
+def test_registering_a_second_collector_with_the_same_names_is_refused_at_register() -> None:
+    registry = CollectorRegistry()
+    registry.register(ConsumerCollector(_consumer("w-1")))
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        registry.register(ConsumerCollector(_consumer("w-2")))
+
+
+def test_something_that_is_not_a_consumer_is_refused_by_name() -> None:
+    with pytest.raises(ConfigurationError, match="Consumer or BlockingConsumer, got dict"):
+        ConsumerCollector({"records": 1})
+
+
+@pytest.mark.parametrize("port", [-1, 70000, "9108", True])
+def test_serve_metrics_refuses_a_bad_port_naming_it(port: object) -> None:
+    with pytest.raises(ConfigurationError, match="port must be an integer in 0..65535"):
+        serve_metrics(_consumer(), port=port)  # type: ignore[arg-type]
+
+
+def test_serve_metrics_serves_the_exposition_over_http_on_loopback() -> None:
+    consumer = _consumer()
+    _fill(consumer.metrics)
+    server = serve_metrics(consumer, port=0)
+    try:
+        assert server.port > 0 and server.url == f"http://127.0.0.1:{server.port}/metrics"
+        with urllib.request.urlopen(server.url, timeout=10) as response:
+            samples = _samples(response.read().decode())
+    finally:
+        server.close()
+    assert samples[(P + "shard_millis_behind_latest", _labels(shard="shardId-000000000001"))] == 1500
+    assert samples[(P + "leases_lost_total", _labels())] == 2
+
+
+@given(
+    counts=st.lists(st.integers(min_value=0, max_value=2**53), min_size=4, max_size=4),
+    lags=st.dictionaries(st.integers(0, 50).map(lambda i: f"shardId-{i:012d}"),
+                         st.none() | st.integers(0, 86_400_000), max_size=6),
+)
+def test_exported_values_equal_the_metrics_object(counts: list[int], lags: dict[str, int | None]) -> None:
+    consumer = _consumer()
+    metrics = consumer.metrics
+    metrics.records, metrics.bytes, metrics.leases_taken, metrics.leases_lost = counts
+    for shard_id, lag in lags.items():
+        metrics.shards[shard_id] = ShardMetrics(shard_id, millis_behind_latest=lag)
+    samples = _scrape(consumer)
+    assert [samples[(P + n, _labels())] for n in ("records_total", "bytes_total", "leases_taken_total",
+                                                   "leases_lost_total")] == counts
+    assert samples[(P + "leases_held", _labels())] == len(lags)
+    exported_lags = {dict(labels)["shard"]: value for (name, labels), value in samples.items()
+                     if name == P + "shard_millis_behind_latest"}
+    assert exported_lags == {shard: lag for shard, lag in lags.items() if lag is not None}
