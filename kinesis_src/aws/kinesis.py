@@ -21,6 +21,7 @@ from ..errors import (
 from ..identity import StreamIdentity
 from ..positions import Position
 from ..records import RecordPage
+from ..stream_ref import StreamRef, as_ref
 from .boundary import call, client_config, new_session, use_fast_parser
 from .decode import PAGE_KEY
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+Stream = str | StreamRef  # a plain string is a stream name; a StreamRef given by ARN is called by StreamARN
 
 
 @dataclass(frozen=True)
@@ -100,12 +102,13 @@ class KinesisClient:
 
     # -- streams -------------------------------------------------------------------
 
-    def describe_stream(self, stream: str) -> StreamSummary:
-        what = f"DescribeStreamSummary of stream {stream!r}"
+    def describe_stream(self, stream: Stream) -> StreamSummary:
+        ref = as_ref(stream)
+        what = f"DescribeStreamSummary of stream {ref!r}"
         try:
-            out = self._call(what, lambda: self._client.describe_stream_summary(StreamName=stream))
+            out = self._call(what, lambda: self._client.describe_stream_summary(**ref.api_args()))
         except ResourceNotFoundError as exc:
-            raise self._stream_not_found(stream) from exc
+            raise self._stream_not_found(ref) from exc
         d = out["StreamDescriptionSummary"]
         return StreamSummary(
             name=d["StreamName"],
@@ -116,12 +119,12 @@ class KinesisClient:
             created=d.get("StreamCreationTimestamp"),
         )
 
-    def _stream_not_found(self, stream: str) -> StreamNotFoundError:
-        return stream_not_found(stream, self.endpoint, self.settings.region)
+    def _stream_not_found(self, stream: Stream) -> StreamNotFoundError:
+        return stream_not_found(as_ref(stream).label, self.endpoint, self.settings.region)
 
     def list_shards(
         self,
-        stream: str,
+        stream: Stream,
         exclusive_start_shard_id: str | None = None,
         shard_filter: dict[str, Any] | None = None,
         page_size: int = 1000,
@@ -131,7 +134,8 @@ class KinesisClient:
         NextToken must be sent without StreamName and the other arguments
         (the API rejects both together), so the first request differs.
         """
-        first: dict[str, Any] = {"StreamName": stream, "MaxResults": page_size}
+        ref = as_ref(stream)
+        first: dict[str, Any] = {**ref.api_args(), "MaxResults": page_size}
         if exclusive_start_shard_id:
             first["ExclusiveStartShardId"] = exclusive_start_shard_id
         if shard_filter:
@@ -140,7 +144,7 @@ class KinesisClient:
         request = first
         pages = 0
         while True:
-            what = f"ListShards of stream {stream!r} (page {pages + 1})"
+            what = f"ListShards of stream {ref!r} (page {pages + 1})"
             try:
                 out = self._call(what, lambda req=request: self._client.list_shards(**req))
             except ResourceNotFoundError as exc:
@@ -154,28 +158,30 @@ class KinesisClient:
 
     # -- reading -------------------------------------------------------------------
 
-    def get_shard_iterator(self, stream: str, shard_id: str, position: Position) -> str:
-        what = f"GetShardIterator({position}) on shard {shard_id} of stream {stream!r}"
+    def get_shard_iterator(self, stream: Stream, shard_id: str, position: Position) -> str:
+        ref = as_ref(stream)
+        what = f"GetShardIterator({position}) on shard {shard_id} of stream {ref!r}"
         try:
             out = self._call(
                 what,
                 lambda: self._client.get_shard_iterator(
-                    StreamName=stream, ShardId=shard_id, **position.iterator_args()
+                    **ref.api_args(), ShardId=shard_id, **position.iterator_args()
                 ),
             )
         except ResourceNotFoundError as exc:
             raise self._stream_or_shard_missing(stream, shard_id) from exc
         return out["ShardIterator"]
 
-    def _stream_or_shard_missing(self, stream: str, shard_id: str) -> ResourceNotFoundError:
+    def _stream_or_shard_missing(self, stream: Stream, shard_id: str) -> ResourceNotFoundError:
         try:
             self.describe_stream(stream)
         except StreamNotFoundError as missing:
             return missing
-        return shard_not_found(stream, shard_id, self.endpoint)
+        return shard_not_found(as_ref(stream).label, shard_id, self.endpoint)
 
-    def get_records(self, iterator: str, limit: int, shard_id: str, stream: str) -> RecordPage:
-        what = f"GetRecords on shard {shard_id} of stream {stream!r}"
+    def get_records(self, iterator: str, limit: int, shard_id: str, stream: Stream) -> RecordPage:
+        """``stream`` only names the stream in messages (the iterator says which shard is read)."""
+        what = f"GetRecords on shard {shard_id} of stream {as_ref(stream)!r}"
         try:
             out = self._call(what, lambda: self._client.get_records(ShardIterator=iterator, Limit=limit))
         except ResourceNotFoundError as exc:

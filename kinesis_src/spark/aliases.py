@@ -252,11 +252,7 @@ REFUSED: dict[str, Refusal] = dict(
     ]
 )
 
-PLANNED: dict[str, Refusal] = dict(
-    [
-        _refuse("streamARN", DATABRICKS, "not supported yet (issue #13): use streamName and region"),
-    ]
-)
+PLANNED: dict[str, Refusal] = {}  # empty today: streamARN (Databricks' name, and ours) is parsed in options.py
 
 
 def display(key: str) -> str | None:

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
+from lineage import KeyRange, KeyRangeError
+
 from ..config import (
     ENV_DYNAMODB_ENDPOINT_URL,
     ENV_ENDPOINT_URL,
@@ -31,6 +33,7 @@ from ..config import (
 from ..errors import ConfigurationError, InvalidPositionError
 from ..positions import Position, parse_timestamp
 from ..retrieval.registration import ConsumerMode, consumer_name, parse_consumer_mode
+from ..stream_ref import StreamRef, parse_list
 from . import aliases
 
 INITIAL_POSITIONS = ("latest", "trim_horizon", "earliest", "at_timestamp")
@@ -39,7 +42,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 @dataclass(frozen=True)
 class SourceOptions:
-    stream_name: str
+    streams: tuple[StreamRef, ...]  # streamName or streamARN, in the order given; names are unique
     region: str
     endpoint_url: str | None
     dynamodb_endpoint_url: str | None
@@ -62,7 +65,17 @@ class SourceOptions:
     consumer_name: str = ""  # the enhanced fan-out consumer; parse_options derives it from applicationName
     require_consumer_deregistration: bool = False
     credentials: CredentialSource = field(default_factory=CredentialSource)  # profile / role names, never keys
+    key_range: KeyRange | None = None  # hashKeyRange: read only this slice of the hash key space
     extra: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def stream_name(self) -> str:
+        """The first stream's name: the only one of a single-stream query (and the default applicationName's)."""
+        return self.streams[0].name
+
+    @property
+    def stream_names(self) -> tuple[str, ...]:
+        return tuple(ref.name for ref in self.streams)
 
     def aws_settings(self) -> AwsSettings:
         return AwsSettings(
@@ -97,6 +110,8 @@ _BOOL_OPTIONS = {
 }
 _STRING_OPTIONS = {
     "streamname",
+    "streamarn",
+    "hashkeyrange",
     "region",
     "endpointurl",
     "dynamodbendpointurl",
@@ -115,7 +130,7 @@ _STRING_OPTIONS = {
     "stsendpoint",
 }
 KNOWN_OPTIONS = sorted(
-    ["streamName", "region", "endpointUrl", "dynamodbEndpointUrl", "initialPosition", "startingTimestamp",
+    ["streamName", "streamARN", "hashKeyRange", "region", "endpointUrl", "dynamodbEndpointUrl", "initialPosition", "startingTimestamp",
      "endingTimestamp", "endingPosition", "applicationName", "leaseTableName", "maxRecordsPerFetch",
      "maxRecordsPerShard", "maxFetchDurationMs", "fetchIntervalMs", "idlePollIntervalMs", "shardsPerTask",
      "failOnDataLoss", "preserveShardOrder", "maxRecordsPerTrigger", "strictAggregation", "consumerMode",
@@ -153,15 +168,15 @@ def parse_options(
 
 
 def _parse(opts: Mapping[str, str], batch: bool | None, env: Mapping[str, str]) -> SourceOptions:
-    stream = _required_name(opts, "streamname", "streamName")
-    region = opts.get("region") or region_from_env(env)
-    if not region:
-        raise ConfigurationError("option 'region' is required (or set AWS_REGION), e.g. .option('region', 'us-east-1')")
+    streams = _streams(opts)
+    stream = streams[0].name
+    region = _region(opts, streams, env)
     endpoint = _url(opts.get("endpointurl") or env.get(ENV_ENDPOINT_URL), "endpointUrl")
     dynamo = _url(opts.get("dynamodbendpointurl") or env.get(ENV_DYNAMODB_ENDPOINT_URL), "dynamodbEndpointUrl")
     application = _name(opts.get("applicationname") or f"kinesis-src-{stream}", "applicationName")
     values: dict[str, Any] = {
-        "stream_name": stream,
+        "streams": streams,
+        "key_range": _key_range(opts),
         "region": region,
         "endpoint_url": endpoint,
         "dynamodb_endpoint_url": dynamo,
@@ -231,11 +246,51 @@ def _reject_untrimmed(opts: Mapping[str, str]) -> None:
             )
 
 
-def _required_name(opts: Mapping[str, str], key: str, display: str) -> str:
-    value = opts.get(key, "").strip()
-    if not value:
-        raise ConfigurationError(f"option '{display}' is required: .option('{display}', '<name>')")
-    return _name(value, display)
+def _streams(opts: Mapping[str, str]) -> tuple[StreamRef, ...]:
+    """``streamName`` (names) or ``streamARN`` (ARNs), each a comma-separated list: exactly one of the two."""
+    names, arns = opts.get("streamname"), opts.get("streamarn")
+    if names is not None and arns is not None:
+        raise ConfigurationError(
+            "set either option 'streamName' or option 'streamARN', not both: streamName for streams of the "
+            "caller's account, streamARN for streams named by ARN (other accounts included)"
+        )
+    if arns is not None:
+        return parse_list(arns, "streamARN", StreamRef.parse_arn)
+    if not (names or "").strip():
+        raise ConfigurationError(
+            "option 'streamName' is required: .option('streamName', '<name>') or a comma-separated list of "
+            "names (or option 'streamARN' with stream ARNs)"
+        )
+    return parse_list(names, "streamName", _stream_by_name)
+
+
+def _stream_by_name(text: str, option: str) -> StreamRef:
+    return StreamRef(_name(text, option))
+
+
+def _region(opts: Mapping[str, str], streams: tuple[StreamRef, ...], env: Mapping[str, str]) -> str:
+    """``region``; else the streams' ARNs' region; else the environment's. ARNs in another region fail."""
+    in_arns = sorted({ref.region for ref in streams if ref.region})
+    given = opts.get("region")
+    if len(in_arns) > 1 or (given and in_arns and in_arns != [given]):
+        raise ConfigurationError(
+            f"option 'streamARN' names streams in region(s) {', '.join(in_arns)}"
+            + (f", but option 'region' is {given!r}" if given else "")
+            + ": one query reads one region; read each region's streams in a query of its own"
+        )
+    region = given or (in_arns[0] if in_arns else None) or region_from_env(env)
+    if not region:
+        raise ConfigurationError("option 'region' is required (or set AWS_REGION), e.g. .option('region', 'us-east-1')")
+    return region
+
+
+def _key_range(opts: Mapping[str, str]) -> KeyRange | None:
+    if "hashkeyrange" not in opts:
+        return None
+    try:
+        return KeyRange.parse(opts["hashkeyrange"], "option 'hashKeyRange'")
+    except KeyRangeError as exc:
+        raise ConfigurationError(str(exc)) from None
 
 
 def _name(value: str, display: str) -> str:

@@ -343,12 +343,69 @@ def test_role_options_that_cannot_work_are_refused(options: dict, message: str) 
         _parse(**options)
 
 
-def test_stream_arn_is_still_to_come() -> None:
-    value = "arn:aws:kinesis:us-east-1:123456789012:stream/canary-value-42"
+ARN_A = "arn:aws:kinesis:eu-west-1:111122223333:stream/orders"
+ARN_B = "arn:aws:kinesis:eu-west-1:444455556666:stream/payments"
+
+
+def _streams(**options: str):
+    return parse_options({"region": "eu-west-1", **options}, batch=None, environ={})
+
+
+def test_stream_name_takes_a_comma_separated_list_in_order() -> None:
+    parsed = _streams(streamName="orders,payments, refunds")
+    assert parsed.stream_names == ("orders", "payments", "refunds")
+    assert all(ref.arn is None for ref in parsed.streams)
+    assert parsed.application_name == "kinesis-src-orders"  # the first stream's: adding streams keeps it
+
+
+def test_stream_arn_names_streams_of_other_accounts_by_arn() -> None:
+    parsed = parse_options({"streamARN": f"{ARN_A},{ARN_B}"}, batch=None, environ={})
+    assert parsed.stream_names == ("orders", "payments")
+    assert [ref.api_args() for ref in parsed.streams] == [{"StreamARN": ARN_A}, {"StreamARN": ARN_B}]
+    assert [ref.account for ref in parsed.streams] == ["111122223333", "444455556666"]
+    assert parsed.region == "eu-west-1"  # from the ARNs
+
+
+@pytest.mark.parametrize(("options", "names"), [
+    ({"streamName": "orders,payments,orders"}, ("'streamName'", "'orders' twice")),
+    ({"streamARN": f"{ARN_A},{ARN_A.replace('111122223333', '999999999999')}"}, ("'streamARN'", "'orders' twice")),
+    ({"streamName": "orders,,payments"}, ("'streamName'", "empty item")),
+    ({"streamName": "orders,"}, ("'streamName'", "empty item")),
+    ({"streamName": "orders,pay ments"}, ("'streamName'", "'pay ments'")),
+    ({"streamName": "orders", "streamARN": ARN_A}, ("'streamName'", "'streamARN'", "not both")),
+    ({"streamARN": "orders"}, ("'streamARN'", "not a Kinesis stream ARN", "arn:aws:kinesis:")),
+    ({"streamARN": "arn:aws:sqs:eu-west-1:111122223333:orders"}, ("'streamARN'", "not a Kinesis stream ARN")),
+    ({"streamARN": ARN_A, "region": "us-east-1"}, ("'streamARN'", "'region'", "eu-west-1")),
+    ({"streamARN": f"{ARN_A},{ARN_B.replace('eu-west-1', 'us-east-1')}"}, ("'streamARN'", "one region")),
+    ({"region": "eu-west-1"}, ("'streamName'", "required")),
+])
+def test_bad_stream_lists_fail_naming_the_option(options: dict, names: tuple[str, ...]) -> None:
     with pytest.raises(ConfigurationError) as failed:
-        _parse(streamARN=value)
-    message = str(failed.value)
-    assert "'streamARN'" in message and "not supported yet" in message and value not in message
+        parse_options(options, batch=None, environ={})
+    assert all(name in str(failed.value) for name in names), str(failed.value)
+
+
+def test_stream_arn_is_no_longer_refused_as_planned() -> None:
+    assert "streamarn" not in aliases.PLANNED and "streamARN" in KNOWN_OPTIONS
+
+
+@pytest.mark.parametrize(("text", "start", "end"), [
+    ("0-99", 0, 99),
+    ("0/2", 0, 2**127 - 1),
+    ("1/2", 2**127, 2**128 - 1),
+    (f"5-{2**128 - 1}", 5, 2**128 - 1),
+])
+def test_hash_key_range_parses_bounds_or_a_slice(text: str, start: int, end: int) -> None:
+    key_range = _parse(hashKeyRange=text).key_range
+    assert key_range is not None and (key_range.start, key_range.end) == (start, end)
+    assert _parse().key_range is None
+
+
+@pytest.mark.parametrize("text", ["2/2", "3/2", "0/0", "9-3", f"0-{2**128}", "1/2/3", "a-b", "-5-7", "0x0-0xff"])
+def test_a_bad_hash_key_range_fails_at_parsing_naming_the_option(text: str) -> None:
+    with pytest.raises(ConfigurationError) as failed:
+        _parse(hashKeyRange=text)
+    assert "'hashKeyRange'" in str(failed.value), str(failed.value)
 
 
 def test_databricks_json_timestamp_position_points_at_starting_timestamp() -> None:
