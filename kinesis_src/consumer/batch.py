@@ -61,6 +61,21 @@ class Batch:
         return self._state is not None and self._state.covers_end(self.index)
 
     @property
+    def delivering(self) -> bool:
+        """True while the holding this batch came from still delivers: not released, lost or ended.
+
+        Work that has not started on a batch whose holding stopped delivering
+        is better left to the shard's next owner, who delivers it again.
+        """
+        return self._state is None or self._state.delivering
+
+    @property
+    def owner_switches_since_checkpoint(self) -> int:
+        """The lease's KCL-style count when this worker took it: holders (this one included) that
+        received the records after the shard's checkpoint. 1 for the first holder after a checkpoint."""
+        return self._state.owner_switches if self._state is not None else 0
+
+    @property
     def millis_behind_latest(self) -> int | None:
         """Kinesis' lag figure from the GetRecords call that fetched this batch."""
         return self.page.millis_behind_latest

@@ -97,6 +97,9 @@ class ShardState:
     acknowledged: int = 0  # highest batch number checkpointed
     end: ShardEnd | None = None
     overdue_reported: bool = False  # the "held past its end" warning is logged once per holding
+    owner_switches: int = 0
+    """The lease's ``owner_switches_since_checkpoint`` when this holding took it (this take included):
+    how many holders, this one counted, received the records after the checkpoint."""
 
     # -- questions -----------------------------------------------------------------
 
@@ -240,7 +243,8 @@ class Holdings:
     def take(self, lease: Lease) -> HeldShard:
         """A new holding; an earlier one of the same shard must have been retired (see :meth:`forget`)."""
         self._generation += 1
-        shard = HeldShard(lease, self._generation, asyncio.Semaphore(self.prefetch), ShardState(lease.shard_id))
+        state = ShardState(lease.shard_id, owner_switches=lease.owner_switches_since_checkpoint)
+        shard = HeldShard(lease, self._generation, asyncio.Semaphore(self.prefetch), state)
         self._by_shard[lease.shard_id] = shard
         self.metrics.leases_taken += 1
         self.metrics.shards[lease.shard_id] = ShardMetrics(lease.shard_id, checkpoint=str(lease.checkpoint))

@@ -148,3 +148,34 @@ def test_time_past_the_end_is_measured_until_the_shard_finishes() -> None:
     state.acknowledge(2)
     state.ended()
     assert state.past_end_s(200.0) is None
+
+
+# -- what a holding tells its batches (parallel processing reads both) ---------------------------
+
+
+def test_a_holding_carries_its_leases_owner_switches_and_its_batches_say_whether_it_still_delivers() -> None:
+    import asyncio
+
+    from lineage import HashRange
+
+    from kinesis_src.consumer.batch import Batch
+    from kinesis_src.consumer.metrics import ConsumerMetrics
+    from kinesis_src.consumer.shard_state import Holdings
+    from kinesis_src.leases.model import Checkpoint, Lease
+    from kinesis_src.records import RecordPage
+
+    async def scenario() -> tuple[int, int, bool, bool]:
+        lease = Lease(SHARD, Checkpoint.trim_horizon(), HashRange(0, 10), counter=4, owner="me",
+                      owner_switches_since_checkpoint=3)
+        held = Holdings(ConsumerMetrics("me"), 1).take(lease)
+        page = RecordPage(["k"], [b"x"], ["1"], [None], [None], "it", 0)
+
+        async def never(batch: Batch, record: object) -> None:
+            raise AssertionError("not checkpointed here")
+
+        batch = Batch("s", SHARD, page, 1, held.generation, never, held.state)
+        before = batch.delivering
+        held.state.release()
+        return held.state.owner_switches, batch.owner_switches_since_checkpoint, before, batch.delivering
+
+    assert asyncio.run(scenario()) == (3, 3, True, False)
