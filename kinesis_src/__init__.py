@@ -1,27 +1,72 @@
 """kinesis-src: read Kinesis Data Streams correctly through splits and merges.
 
 The public surface is re-exported here; everything else is internal.
-Importing this package never imports pyspark.
+
+The re-exports are resolved on first use (PEP 562 ``__getattr__``), so
+importing one part of the package loads only that part: ``import
+kinesis_src`` never imports pyspark, and a Spark query's Python reader (a
+fresh process per query) does not pay for the Consumer and its async
+stack (aiobotocore, aiohttp), about 1 s at start-up (docs/performance.md).
+tests/unit/test_imports.py checks both, and that every name in ``__all__``
+resolves.
 """
 
-from lineage import KeyRange
+from __future__ import annotations
 
-from .aws import KinesisClient
-from .config import AwsSettings, CredentialSource
-from .consumer import BlockingConsumer, Consumer, ConsumerMetrics
-from .drain import drain_stream
-from .errors import KinesisSourceError
-from .leases.coordinator import LeaseCoordinator, LeaseListener, LeaseTiming
-from .leases.model import Checkpoint, Lease
-from .leases.progress import ProgressStore, ShardProgress
-from .leases.shard_sync import ShardSync
-from .leases.table import LeaseTable
-from .names import default_table_name
-from .positions import Position
-from .records import Record, RecordPage
-from .retrieval.polling import ShardRead, ShardReader
-from .retry import RetryPolicy
-from .window import read_table
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time see _EXPORTS
+    from lineage import KeyRange
+
+    from .aws import KinesisClient
+    from .config import AwsSettings, CredentialSource
+    from .consumer import BlockingConsumer, Consumer, ConsumerMetrics
+    from .drain import drain_stream
+    from .errors import KinesisSourceError
+    from .leases.coordinator import LeaseCoordinator, LeaseListener, LeaseTiming
+    from .leases.model import Checkpoint, Lease
+    from .leases.progress import ProgressStore, ShardProgress
+    from .leases.shard_sync import ShardSync
+    from .leases.table import LeaseTable
+    from .names import default_table_name
+    from .positions import Position
+    from .records import Record, RecordPage
+    from .retrieval.polling import ShardRead, ShardReader
+    from .retry import RetryPolicy
+    from .spark import KinesisDataSource
+    from .window import read_table
+
+_EXPORTS: dict[str, str] = {
+    "AwsSettings": "kinesis_src.config",
+    "BlockingConsumer": "kinesis_src.consumer",
+    "Checkpoint": "kinesis_src.leases.model",
+    "Consumer": "kinesis_src.consumer",
+    "ConsumerMetrics": "kinesis_src.consumer",
+    "CredentialSource": "kinesis_src.config",
+    "KeyRange": "lineage",
+    "KinesisClient": "kinesis_src.aws.kinesis",
+    "KinesisDataSource": "kinesis_src.spark",
+    "KinesisSourceError": "kinesis_src.errors",
+    "Lease": "kinesis_src.leases.model",
+    "LeaseCoordinator": "kinesis_src.leases.coordinator",
+    "LeaseListener": "kinesis_src.leases.coordinator",
+    "LeaseTable": "kinesis_src.leases.table",
+    "LeaseTiming": "kinesis_src.leases.coordinator",
+    "Position": "kinesis_src.positions",
+    "ProgressStore": "kinesis_src.leases.progress",
+    "Record": "kinesis_src.records",
+    "RecordPage": "kinesis_src.records",
+    "RetryPolicy": "kinesis_src.retry",
+    "ShardProgress": "kinesis_src.leases.progress",
+    "ShardRead": "kinesis_src.retrieval.polling",
+    "ShardReader": "kinesis_src.retrieval.polling",
+    "ShardSync": "kinesis_src.leases.shard_sync",
+    "default_table_name": "kinesis_src.names",
+    "drain_stream": "kinesis_src.drain",
+    "read_table": "kinesis_src.window",
+}
+"""Public name -> the module that defines it (``KinesisDataSource`` needs pyspark)."""
 
 __all__ = [
     "AwsSettings",
@@ -55,10 +100,15 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
-    """``KinesisDataSource`` is imported on first use, so ``import kinesis_src`` never needs pyspark."""
-    if name == "KinesisDataSource":
-        from .spark import KinesisDataSource
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use and keep the value, so the next lookup is plain."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kinesis_src' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return KinesisDataSource
-    raise AttributeError(f"module 'kinesis_src' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

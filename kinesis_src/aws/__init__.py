@@ -1,17 +1,45 @@
-"""The AWS boundary: the only package that imports botocore."""
+"""The AWS boundary: the only package that imports botocore.
 
-from .boundary import call, client_config, new_session, translate
-from .async_fanout import AsyncFanOut
-from .fanout import ConsumerDescription, FanOut, FanOutEvent
-from .dynamodb import DynamoDBClient, TableDescription, TransactOutcome, WriteResult
-from .kinesis import KinesisClient, StreamSummary
+Names are resolved on first use (PEP 562), so the sync paths (Spark, the
+CLI, bounded reads) never import the async modules and with them
+aiobotocore and aiohttp (~1 s; tests/unit/test_imports.py).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .async_fanout import AsyncFanOut
+    from .boundary import call, client_config, new_session, translate
+    from .dynamodb import DynamoDBClient, TableDescription, TransactOutcome, WriteResult
+    from .fanout import ConsumerDescription, FanOut, FanOutEvent
+    from .kinesis import KinesisClient, StreamSummary
+
+_EXPORTS: dict[str, str] = {
+    "AsyncFanOut": ".async_fanout",
+    "ConsumerDescription": ".fanout",
+    "FanOut": ".fanout",
+    "FanOutEvent": ".fanout",
+    "DynamoDBClient": ".dynamodb",
+    "KinesisClient": ".kinesis",
+    "StreamSummary": ".kinesis",
+    "TableDescription": ".dynamodb",
+    "TransactOutcome": ".dynamodb",
+    "WriteResult": ".dynamodb",
+    "call": ".boundary",
+    "client_config": ".boundary",
+    "new_session": ".boundary",
+    "translate": ".boundary",
+}
 
 __all__ = [
     "AsyncFanOut",
     "ConsumerDescription",
+    "DynamoDBClient",
     "FanOut",
     "FanOutEvent",
-    "DynamoDBClient",
     "KinesisClient",
     "StreamSummary",
     "TableDescription",
@@ -22,3 +50,16 @@ __all__ = [
     "new_session",
     "translate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kinesis_src.aws' has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
