@@ -78,7 +78,6 @@ from ..errors import (
     LeaseLostError,
     LineageListingError,
     RetriesExhaustedError,
-    WorkerIdInUseError,
 )
 from ..names import validate_worker_id
 from ..positions import Position
@@ -92,8 +91,8 @@ from .model import (
     Lease,
     ShardEndResult,
     TableView,
-    WorkerHeartbeat,
 )
+from .renewal import HeartbeatRenewal, RenewalMode
 from .table import LeaseTable
 from .throughput import RateMeter, lease_weights
 from .timing import LeaseTiming
@@ -157,19 +156,19 @@ class LeaseCoordinator:
         self._lock = threading.RLock()
         self._held: dict[str, Lease] = {}
         self._meters: dict[str, RateMeter] = {}  # per held shard: what the consumer delivered
-        self._me: WorkerHeartbeat | None = None
-        self._renewed_at = float("-inf")  # send time of the last acknowledged heartbeat
-        self._next_heartbeat = float("-inf")
+        self.renewal = HeartbeatRenewal(table, self.worker_id, timing, clock, self._declared_dead, self._where)
+        self._cycle_report: CycleReport | None = None  # the cycle running now (in-cycle renewals report to it)
         self._next_sync = float("-inf")
         self._judge = ExpiryJudge(timing.failover_s, clock)
         self._steal_wanted_since: float | None = None
         self._views = ViewReader(table, timing.lease_refresh_interval_s, clock)
-        self._changed = False  # this worker changed lease ownership since its last announcement
         self._last_scan = float("-inf")
         self._scanned_at = float("-inf")  # send time of the last scan that answered
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._renewal_wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._renewal_thread: threading.Thread | None = None
         self.failure: BaseException | None = None
         self.cycles = 0
 
@@ -177,14 +176,17 @@ class LeaseCoordinator:
 
     def register(self) -> None:
         """Write this process's heartbeat item; called by start() and after being declared dead."""
-        sent = self.clock()
-        self._me = self.table.register_worker(self.worker_id)
-        self._renewed_at, self._next_heartbeat = sent, sent + self.timing.renew_s
-        log.info("worker %s registered (session %s) for %s", self.worker_id, self._me.session, self._where())
+        self.renewal.register()
 
     def start(self, sync_now: bool = True) -> LeaseCoordinator:
-        """Register, sync shards once (repairs a table the stream outgrew), cycle once, then loop."""
+        """Register, sync shards once (repairs a table the stream outgrew), cycle once, then loop:
+        the cycle on one thread, the heartbeat renewal on another (:mod:`.renewal`)."""
         self.register()
+        self.renew_on_own_schedule(self._renewal_wake.set)
+        self._renewal_thread = threading.Thread(
+            target=self._renewal_loop, name=f"lease-renewal-{self.worker_id}", daemon=True
+        )
+        self._renewal_thread.start()
         if sync_now and self.shard_sync is not None:
             self._sync()
         self.run_once()
@@ -192,20 +194,28 @@ class LeaseCoordinator:
         self._thread.start()
         return self
 
+    def renew_on_own_schedule(self, waker: Callable[[], None]) -> None:
+        """From now on the cycle does not renew: whoever calls :meth:`renewal_step` does, and
+        ``waker`` interrupts its wait when a change is to be announced."""
+        self.renewal.waker = waker
+        self.renewal.mode = RenewalMode.OWN_SCHEDULE
+
     def stop(self, release: bool = True, timeout_s: float = 30.0) -> None:
-        """Stop the loop; then release held leases (graceful hand-off) and remove the heartbeat."""
+        """Stop the loops; then release held leases (graceful hand-off) and remove the heartbeat."""
         self._stop.set()
         self._wake.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
+        self._renewal_wake.set()
+        for thread in (self._thread, self._renewal_thread):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout_s)
+        self.renewal.stop()
         if release:
             for lease in list(self._snapshot().values()):
                 self._release(lease, "worker stopping")
-        if self._me is not None:
-            try:
-                self.table.deregister_worker(self._me)
-            except KinesisSourceError as exc:
-                log.warning("worker %s: could not remove its heartbeat item: %s", self.worker_id, exc)
+        try:
+            self.renewal.deregister()
+        except KinesisSourceError as exc:
+            log.warning("worker %s: could not remove its heartbeat item: %s", self.worker_id, exc)
 
     def __enter__(self) -> LeaseCoordinator:
         return self.start()
@@ -243,8 +253,7 @@ class LeaseCoordinator:
 
     def is_live(self) -> bool:
         """True while no other worker can have declared this one dead (local clock)."""
-        deadline = self._renewed_at + self.timing.failover_s - self.timing.margin_s
-        return self.failure is None and self.clock() < deadline
+        return self.failure is None and self.renewal.is_live()
 
     def lease(self, shard_id: str) -> Lease:
         with self._lock:
@@ -340,11 +349,11 @@ class LeaseCoordinator:
 
     def run_once(self) -> CycleReport:
         """Heartbeat (if due), scan, reconcile, sync (if leader and due), balance."""
-        report = CycleReport()
+        report = self._cycle_report = CycleReport()
         self._last_scan = self.clock()
-        if self._me is None:
-            self.register()
-        report.heartbeat = self._heartbeat_if_due(report)
+        in_cycle = self.renewal.mode is RenewalMode.IN_CYCLE
+        if in_cycle:
+            report.heartbeat = self.renewal.renew_if_due()
         view, report.read_leases = self._views.read()
         self._scanned_at = self._last_scan
         live = self._judge_workers(view, report)
@@ -352,12 +361,15 @@ class LeaseCoordinator:
         if self._sync_due(live):
             view, report.read_leases = self._views.read(force=True)  # sync reads leases before listing
             report.synced = self._sync(view.leases.values())
-            if self._changed:
+            if self.renewal.change_pending:
                 view, _ = self._views.read(force=True)
             self._reconcile(view, report)
         self._balance(view, live, report)
-        if self._changed:
-            report.announced = self._heartbeat(report) is HeartbeatStatus.RENEWED
+        if in_cycle and self.renewal.change_pending:
+            report.announced = self.renewal.renew() is HeartbeatStatus.RENEWED
+        elif not in_cycle:
+            report.heartbeat = self.renewal.take_status()
+        self._cycle_report = None
         report.live_workers = tuple(sorted(live))
         report.held = tuple(sorted(self._snapshot(), key=shard_sort_key))
         self.cycles += 1
@@ -366,7 +378,7 @@ class LeaseCoordinator:
         return report
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set() and self.failure is None:
             try:
                 self.run_once()
             except KinesisSourceError as exc:
@@ -387,43 +399,44 @@ class LeaseCoordinator:
             self._drop(lease, f"coordinator stopped: {type(error).__name__}")
 
     def _next_wake(self) -> float:
-        """Next heartbeat, next scan, or the moment a watched worker would expire: the first."""
-        return min(self._next_heartbeat, self._last_scan + self.timing.scan_s, self._judge.next_expiry())
+        """Next scan, the moment a watched worker would expire, or (renewing in the cycle) the next
+        heartbeat: the first."""
+        wake = min(self._last_scan + self.timing.scan_s, self._judge.next_expiry())
+        if self.renewal.mode is RenewalMode.IN_CYCLE:
+            wake = min(wake, self.renewal.next_due)
+        return wake
 
-    def _heartbeat_if_due(self, report: CycleReport) -> HeartbeatStatus | None:
-        """Renew when due, or sooner to announce a change made by a consumer thread (SHARD_END, release)."""
-        if self._me is None or (self.clock() < self._next_heartbeat - 0.01 and not self._changed):
-            return None  # Event.wait may wake a hair early
-        return self._heartbeat(report)
+    # -- the renewal, on its own schedule ----------------------------------------------------
 
-    def _heartbeat(self, report: CycleReport) -> HeartbeatStatus:
-        """Renew, announcing (``leaseChanges`` + 1) any ownership change since the last announcement."""
-        now = self.clock()
-        with self._lock:
-            changed, self._changed = self._changed, False
+    def _renewal_loop(self) -> None:
+        while not self._stop.is_set() and self.failure is None:
+            wait_s = self.renewal_step()
+            if wait_s is None:
+                return
+            self._renewal_wake.wait(wait_s)
+            self._renewal_wake.clear()
+
+    def renewal_step(self) -> float | None:
+        """Renew if due (or a change waits to be announced); the seconds until the next step, None
+        once the coordinator failed. One call per wake-up of the renewal loop (a thread, or a
+        simulated process)."""
         try:
-            status, self._me = self.table.heartbeat(self._me, changed=changed)  # type: ignore[arg-type]
-        except BaseException:
-            if changed:
-                self._note_change()
-            raise
-        if status is HeartbeatStatus.RENEWED:
-            self._renewed_at, self._next_heartbeat = now, now + self.timing.renew_s
-            log.debug("worker %s heartbeat %d", self.worker_id, self._me.heartbeat)
-            return status
-        if status is HeartbeatStatus.REPLACED:
-            raise WorkerIdInUseError(
-                f"another process registered worker id {self.worker_id!r} for {self._where()}; this "
-                "process stops. Give every worker process a unique worker id."
-            )
-        log.warning(
-            "worker %s was declared dead by another worker (its heartbeat was not seen for %.1fs); "
-            "dropping all leases and registering again", self.worker_id, self.timing.failover_s,
-        )
+            self.renewal.renew_if_due()
+        except KinesisSourceError as exc:
+            if not _transient(exc):
+                self._fail(exc)
+                return None
+            log.warning("worker %s: heartbeat failed, retrying: %s", self.worker_id, exc)
+            return min(1.0, self.timing.renew_s / 4)
+        except Exception as exc:  # noqa: BLE001 - a bug: stop loudly rather than hold leases without renewing
+            self._fail(exc)
+            return None
+        return max(0.01, self.renewal.seconds_to_next())
+
+    def _declared_dead(self) -> None:
+        """Another worker deleted our heartbeat: every lease may be someone else's by now."""
         for lease in list(self._snapshot().values()):
-            self._drop(lease, "this worker was declared dead", report)
-        self.register()
-        return status
+            self._drop(lease, "this worker was declared dead", self._cycle_report)
 
     def _judge_workers(self, view: TableView, report: CycleReport) -> set[str]:
         """Live workers; expired ones are declared dead (a conditional delete) here."""
@@ -527,10 +540,10 @@ class LeaseCoordinator:
         return released is not None
 
     def _note_change(self) -> None:
-        """This worker changed lease ownership: announce it with the next heartbeat (sent this cycle),
-        and read the leases again next cycle whether that announcement lands or not."""
-        with self._lock:
-            self._changed = True
+        """This worker changed lease ownership: announce it with the next heartbeat (sent at the end
+        of this cycle, or at once by the renewal loop), and read the leases again next cycle whether
+        that announcement lands or not."""
+        self.renewal.note_change()
         self._views.invalidate()
 
     def _drop(self, lease: Lease, reason: str, report: CycleReport | None = None) -> None:

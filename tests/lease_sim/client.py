@@ -14,15 +14,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from botocore.exceptions import ClientError
 
 from .dynamodb import SimDynamoDB
 from .events import EventQueue
-
-if TYPE_CHECKING:
-    from .workers import SimWorker
 
 
 @dataclass(frozen=True)
@@ -110,11 +107,12 @@ class Network:
         self.bandwidth_bps = bandwidth_bps
         self.in_flight = 0
 
-    def send(self, worker: SimWorker, request: Request) -> None:
+    def send(self, resume: Callable[[Any], None], request: Request) -> None:
+        """Serve ``request`` after half a round trip; ``resume`` gets the answer after the other half."""
         self.in_flight += 1
-        self.queue.after(self._half(), lambda: self._serve(worker, request))
+        self.queue.after(self._half(), lambda: self._serve(resume, request))
 
-    def _serve(self, worker: SimWorker, request: Request) -> None:
+    def _serve(self, resume: Callable[[Any], None], request: Request) -> None:
         transfer = 0.0
         try:
             answer: Any = self.table.execute(request.method, request.body)
@@ -122,11 +120,11 @@ class Network:
                 transfer = self.table.last_page_bytes / self.bandwidth_bps
         except ClientError as exc:
             answer = Raise(exc)
-        self.queue.after(self._half() + transfer, lambda: self._answer(worker, answer))
+        self.queue.after(self._half() + transfer, lambda: self._answer(resume, answer))
 
-    def _answer(self, worker: SimWorker, answer: Any) -> None:
+    def _answer(self, resume: Callable[[Any], None], answer: Any) -> None:
         self.in_flight -= 1
-        worker.step(answer)
+        resume(answer)
 
     def _half(self) -> float:
         low, high = self.latency_s

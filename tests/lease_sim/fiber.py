@@ -60,6 +60,10 @@ class Fiber:
             raise FiberKilled()
         return self._sent
 
+    def is_current(self) -> bool:
+        """True on this fiber's own thread (which of a process's fibers is making a request)."""
+        return threading.current_thread() is self._thread
+
     def kill(self) -> None:
         """Unwind a suspended fiber (its thread ends); a fiber never started just never starts."""
         if self.finished or not self._started:

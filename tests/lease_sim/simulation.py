@@ -139,7 +139,7 @@ class Simulation:
         if self.config.memo_decode:
             self._decode_patch.stop()
         for worker in self.workers.values():
-            worker.fiber.kill()
+            worker.kill()
 
     def _populate(self, shards: int, owners: int) -> None:
         """One lease per shard at TRIM_HORIZON, hash ranges tiling the key space (uncharged).

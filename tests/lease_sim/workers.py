@@ -1,9 +1,11 @@
-"""One simulated worker process: a real LeaseCoordinator on a fiber, driven by simulated time.
+"""One simulated worker process: a real LeaseCoordinator on two fibers, driven by simulated time.
 
-The fiber runs what :meth:`LeaseCoordinator.start` and its loop run (register,
-``run_once``, wait until ``_next_wake()``, the same handling of transient
-and fatal errors), with the thread and ``Event.wait`` replaced by
-suspensions; ``stop()`` is the real graceful stop. The coordinator reads
+As :meth:`LeaseCoordinator.start` runs two threads, a worker runs two fibers:
+the cycle (``run_once``, wait until ``_next_wake()``, the same handling of
+transient and fatal errors) and the heartbeat renewal
+(:meth:`LeaseCoordinator.renewal_step`, wait for as long as it says, woken
+early when a change is to be announced), with the threads and
+``Event.wait`` replaced by suspensions; ``stop()`` is the real graceful stop. The coordinator reads
 the simulated clock (plus a per-host offset: boot clocks of different hosts
 differ, and expiry must not care) through its ``clock`` parameter, and the
 lease table the simulated wall clock through ``now_ms``.
@@ -36,8 +38,16 @@ if TYPE_CHECKING:
 WALL_EPOCH_MS = 1_750_000_000_000  # the simulated wall clock at simulated time 0
 
 
+class _Task:
+    """One of a process's fibers and the wake-up it is sleeping until (if any)."""
+
+    def __init__(self, fiber: Fiber) -> None:
+        self.fiber = fiber
+        self.sleeping: Any = None
+
+
 class SimWorker:
-    """A worker process; the scheduler calls :meth:`step`, the fiber runs the coordinator."""
+    """A worker process; the scheduler calls :meth:`step`, the fibers run the coordinator."""
 
     def __init__(self, sim: Simulation, worker_id: str, timing: LeaseTiming, clock_offset_s: float,
                  jitter_s: float, on_cycle: Callable[[SimWorker, CycleReport], None]) -> None:
@@ -49,7 +59,6 @@ class SimWorker:
         self.paused_until = -math.inf
         self.failed_cycles = 0
         self.failure: BaseException | None = None
-        self._sleep_event: Any = None
         self._on_cycle = on_cycle
         self.dynamodb = DynamoDBClient(
             AwsSettings(region="us-east-1"), session=SimSession(SimBotocoreClient(self._suspend))  # type: ignore[arg-type]
@@ -59,6 +68,9 @@ class SimWorker:
             table, worker_id, timing=timing, clock=self.clock, on_cycle=lambda r: on_cycle(self, r)
         )
         self.fiber = Fiber(self._life, f"sim-{worker_id}")
+        self.renewal_fiber = Fiber(self._renewals, f"sim-{worker_id}-renewal")
+        self._cycle = _Task(self.fiber)
+        self._renewal = _Task(self.renewal_fiber)
 
     # -- clocks ----------------------------------------------------------------------------
 
@@ -75,60 +87,75 @@ class SimWorker:
         self.sim.queue.after(0.0, self.step)
 
     def step(self, value: Any = None) -> None:
-        """Resume the fiber with ``value`` (an answer, or None after a sleep) until it suspends again."""
-        if self.state in ("crashed", "left", "failed"):
+        """Resume the cycle fiber with ``value`` (an answer, or None after a sleep)."""
+        self._step(self._cycle, value)
+
+    def _step(self, task: _Task, value: Any = None) -> None:
+        """Resume one fiber until it suspends again (a request, a sleep) or ends."""
+        if self.state in ("crashed", "left", "failed") or task.fiber.finished:
             return
         if self.sim.queue.now < self.paused_until:
-            self.sim.queue.at(self.paused_until, lambda: self.step(value))
+            self.sim.queue.at(self.paused_until, lambda: self._step(task, value))
             return
-        self._sleep_event = None
+        task.sleeping = None
         self.sim.current = self
         try:
-            out = self.fiber.resume(value)
+            out = task.fiber.resume(value)
         finally:
             self.sim.current = None
         self.sim.after_step(self)
         if out is None:
-            self.state = "failed" if self.failure is not None else "left"
+            if task is self._cycle:
+                self.state = "failed" if self.failure is not None else "left"
         elif isinstance(out, Request):
-            self.sim.network.send(self, out)
+            self.sim.network.send(lambda answer: self._step(task, answer), out)
         elif isinstance(out, Sleep):
-            self._sleep_event = self.sim.queue.at(out.until, self.step)
+            task.sleeping = self.sim.queue.at(out.until, lambda: self._step(task))
         else:
             raise TypeError(f"worker {self.worker_id} suspended with {out!r}")
 
     def leave(self) -> None:
-        """Graceful stop: the loop ends at its next turn and stop() releases every lease."""
+        """Graceful stop: the loops end at their next turn and stop() releases every lease."""
         self.state = "leaving"
-        self._wake()
+        self._wake(self._cycle)
+        self._wake(self._renewal)
 
     def crash(self) -> None:
-        """A killed process: it is never resumed again (its fiber is unwound at the end)."""
+        """A killed process: it is never resumed again (its fibers are unwound at the end)."""
         self.state = "crashed"
 
     def pause(self, duration_s: float) -> None:
         self.paused_until = self.sim.queue.now + duration_s
 
-    def _wake(self) -> None:
-        if self._sleep_event is not None:
-            self.sim.queue.cancel(self._sleep_event)
-            self._sleep_event = None
-            self.sim.queue.after(0.0, self.step)
+    def kill(self) -> None:
+        self.fiber.kill()
+        self.renewal_fiber.kill()
 
-    # -- the fiber's side ----------------------------------------------------------------------
+    def _wake(self, task: _Task) -> None:
+        if task.sleeping is not None:
+            self.sim.queue.cancel(task.sleeping)
+            task.sleeping = None
+            self.sim.queue.after(0.0, lambda: self._step(task))
+
+    # -- the fibers' side ----------------------------------------------------------------------
+
+    def _current(self) -> Fiber:
+        return self.renewal_fiber if self.renewal_fiber.is_current() else self.fiber
 
     def _suspend(self, request: Any) -> Any:
-        return self.fiber.suspend(request)
+        return self._current().suspend(request)
 
     def sleep(self, seconds: float) -> None:
-        """Called on this fiber (retry backoff): simulated time passes, other workers run."""
-        self.fiber.suspend(Sleep(self.sim.queue.now + seconds))
+        """Called on one of this worker's fibers (retry backoff): simulated time passes, others run."""
+        self._current().suspend(Sleep(self.sim.queue.now + seconds))
 
     def _life(self) -> None:
-        """What start() and _loop() do, with simulated waits."""
+        """What start() and _loop() do, with simulated waits; the renewal runs on its own fiber."""
         c = self.coordinator
         c.register()
-        while self.state == "running":
+        c.renew_on_own_schedule(lambda: self._wake(self._renewal))
+        self.sim.queue.after(0.0, lambda: self._step(self._renewal))
+        while self.state == "running" and c.failure is None:
             try:
                 c.run_once()
             except KinesisSourceError as exc:
@@ -141,4 +168,16 @@ class SimWorker:
                 break
             wake = max(0.01, c._next_wake() - c.clock()) + self.sim.rng.uniform(0, self.jitter_s)
             self.fiber.suspend(Sleep(self.sim.queue.now + wake))
+        if c.failure is not None:
+            self.failure = c.failure
+            return
         c.stop(release=True)
+
+    def _renewals(self) -> None:
+        """What the coordinator's renewal thread does, with simulated waits."""
+        c = self.coordinator
+        while self.state == "running" and c.failure is None:
+            wait_s = c.renewal_step()
+            if wait_s is None:
+                return
+            self.renewal_fiber.suspend(Sleep(self.sim.queue.now + wait_s))

@@ -1,0 +1,86 @@
+"""The heartbeat renews on its own schedule: a cycle stuck behind a slow or throttled read never delays it."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from moto import mock_aws
+
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.config import AwsSettings
+from kinesis_src.leases.coordinator import LeaseCoordinator
+from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease
+from kinesis_src.leases.renewal import RenewalMode
+from kinesis_src.leases.table import LeaseTable
+from kinesis_src.leases.timing import LeaseTiming
+from kinesis_src.retry import RetryPolicy
+from lineage import MAX_HASH_KEY, HashRange
+from tests.waiting import wait_for
+
+FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002, deadline_s=5)
+TIMING = LeaseTiming(failover_s=1.2, renew_interval_s=0.3)
+
+
+class StuckReads(LeaseTable):
+    """A lease table whose reads hang while ``stuck`` is set, as a Query retried through throttling does."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.stuck = threading.Event()
+        self.released = threading.Event()
+        self.waiting = threading.Event()
+
+    def _hang(self) -> None:
+        if self.stuck.is_set():
+            self.waiting.set()
+            self.released.wait(30)
+
+    def list_workers(self):
+        self._hang()
+        return super().list_workers()
+
+    def scan(self):
+        self._hang()
+        return super().scan()
+
+
+@pytest.fixture
+def dynamodb(dummy_credentials: None):
+    with mock_aws():
+        client = DynamoDBClient(AwsSettings(region="us-east-1", retry=FAST))
+        LeaseTable(client, "leases-renewal", "app", "orders").ensure_table()
+        yield client
+
+
+def test_a_running_coordinator_renews_while_its_cycle_is_stuck_in_a_read(dynamodb: DynamoDBClient) -> None:
+    table = StuckReads(dynamodb, "leases-renewal", "app", "orders")
+    observer = LeaseTable(dynamodb, "leases-renewal", "app", "orders")
+    table.create_lease(Lease("shardId-000000000000", Checkpoint.trim_horizon(), HashRange(0, MAX_HASH_KEY)))
+    coordinator = LeaseCoordinator(table, "w1", timing=TIMING).start(sync_now=False)
+    try:
+        wait_for(lambda: coordinator.held(), 5, "w1 to take the lease")
+        table.stuck.set()
+        wait_for(table.waiting.is_set, 5, "the cycle to hang in a read")
+        beat = observer.list_workers()["w1"].heartbeat
+        # three failover periods with the cycle stuck: renewals go on, the worker keeps its lease
+        for _ in range(3):
+            wait_for(lambda b=beat: observer.list_workers()["w1"].heartbeat >= b + 4, 5, "renewals during the stuck read")
+            beat = observer.list_workers()["w1"].heartbeat
+            assert coordinator.is_live() and set(coordinator.held()) == {"shardId-000000000000"}
+        assert coordinator.renewal.mode is RenewalMode.OWN_SCHEDULE
+    finally:
+        table.released.set()
+        coordinator.stop()
+    assert observer.list_workers() == {}  # stop() removed the heartbeat; the renewal did not re-register
+
+
+def test_run_once_without_a_thread_renews_in_the_cycle_and_reports_it(dynamodb: DynamoDBClient) -> None:
+    clock = [100.0]
+    table = LeaseTable(dynamodb, "leases-renewal", "app", "orders")
+    coordinator = LeaseCoordinator(table, "w1", timing=TIMING, clock=lambda: clock[0])
+    coordinator.register()
+    clock[0] += TIMING.renew_s
+    assert coordinator.run_once().heartbeat is HeartbeatStatus.RENEWED
+    assert coordinator.renewal.mode is RenewalMode.IN_CYCLE
+    assert coordinator.run_once().heartbeat is None  # not due yet
