@@ -252,3 +252,25 @@ class FanOutUnsupportedError(KinesisSourceError):
 
     Not retriable: use real Kinesis or LocalStack, or consumerMode=polling.
     """
+
+
+# --- sticky key ranges ----------------------------------------------------------
+
+
+class KeyRangeInUseError(ConfigurationError):
+    """A consumer's sticky key range overlaps another live worker's claim on the same application and
+    stream (a different range), or workers with and without a key range share one application."""
+
+
+class KeyRangeClaimLostError(KinesisSourceError):
+    """This worker's key-range claim was removed (its renewals stopped for the failover time, so
+    another worker judged it dead): a worker with an overlapping range may be reading its keys."""
+
+
+# --- parallel processing (Consumer.process) ----------------------------------------
+
+
+class RecordNotProcessedError(KinesisSourceError):
+    """A record was rejected, or failed ``max_delivery_attempts`` times, and ``process()`` has no
+    ``dead_letter`` to put it in: processing stops rather than skip it. The record is not
+    checkpointed (its next owner delivers it again); ``__cause__`` is the handler's last error."""

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from fake_kinesis import FakeKinesis
 
 from kinesis_src.consumer import Consumer, FetchPacing
+from kinesis_src.consumer.stream_reader import StreamReader
 from kinesis_src.errors import LeaseLostError
 from kinesis_src.leases.model import Checkpoint, Lease
 from lineage import HashRange
@@ -86,17 +87,23 @@ def make_consumer(
     """A Consumer of stream "orders" on the fake's async twin, its coordinator recorded, pacing off."""
     consumer = Consumer("orders", application_name="app", region="us-east-1", worker_id="me", **options)
     coordinator = RecordingCoordinator()
-    consumer._loop = asyncio.get_running_loop()
-    consumer._kinesis = kinesis.aio()  # type: ignore[assignment]
-    consumer._coordinator = coordinator  # type: ignore[assignment]
+    consumer.loop = asyncio.get_running_loop()
+    consumer.kinesis = kinesis.aio()  # type: ignore[assignment]
+    only(consumer).coordinator = coordinator  # type: ignore[assignment]
     consumer.pacing = FetchPacing(idle_interval_s=0, min_interval_s=0)
     consumer.check_retention = check_retention
     return consumer, coordinator
 
 
+def only(consumer: Consumer) -> StreamReader:
+    """The consumer's one stream reader (its leases, holdings and acknowledgements)."""
+    (reader,) = consumer.readers.values()
+    return reader
+
+
 def watch_ends(consumer: Consumer) -> None:
     """What the consumer's housekeeping does every half second."""
-    consumer._acks.watch_ends(asyncio.get_running_loop().time())
+    only(consumer).acks.watch_ends(asyncio.get_running_loop().time())
 
 
 def run(test: Callable[[], Awaitable[T]]) -> T:

@@ -1,8 +1,15 @@
-"""What a consumer reports about itself: a plain object to read, and a periodic log line."""
+"""What a consumer reports about itself: a plain object to read, and a periodic log line.
+
+A consumer of several streams keeps one :class:`ConsumerMetrics` (totals
+over every stream, what exporters read) and one per stream in its
+``streams``; each stream's part of the consumer writes through a
+:class:`StreamMetrics`, which updates both at once.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Iterator, MutableMapping
 
 
 @dataclass
@@ -16,6 +23,7 @@ class ShardMetrics:
     last_sequence_number: str | None = None
     checkpoint: str | None = None
     held_past_end_s: float | None = None  # since the fetcher saw the shard's end; None until then
+    stream: str = ""  # the stream of the shard (several streams may have a shard of the same id)
 
 
 @dataclass
@@ -39,6 +47,12 @@ class ConsumerMetrics:
     KPL aggregated records expanded into user records (``records`` counts
     user records), ``aggregates_malformed`` those that failed their MD5 or
     did not parse and were delivered whole (``strict_aggregation=False``).
+    ``records_filtered`` counts records a sticky key range (``key_range``)
+    left out because their hash key is outside it.
+
+    With several streams, the counters are totals, ``streams`` holds each
+    stream's own, and ``shards`` is keyed ``"<stream>/<shard id>"`` (with
+    one stream: the shard id, and ``streams`` holds that stream alone).
     """
 
     worker_id: str
@@ -55,7 +69,9 @@ class ConsumerMetrics:
     checkpoints_expired: int = 0
     aggregates: int = 0
     aggregates_malformed: int = 0
+    records_filtered: int = 0
     shards: dict[str, ShardMetrics] = field(default_factory=dict)
+    streams: dict[str, ConsumerMetrics] = field(default_factory=dict)
 
     def count_aggregates(self, aggregates: int, malformed: int) -> None:
         self.aggregates += aggregates
@@ -72,7 +88,11 @@ class ConsumerMetrics:
 
     def snapshot(self) -> ConsumerMetrics:
         """A copy the caller may keep: the live object keeps changing on the consumer's loop."""
-        return replace(self, shards={k: replace(v) for k, v in self.shards.items()})
+        return replace(
+            self,
+            shards={k: replace(v) for k, v in self.shards.items()},
+            streams={k: v.snapshot() for k, v in self.streams.items()},
+        )
 
     def summary(self) -> str:
         lag = self.max_millis_behind_latest
@@ -85,3 +105,62 @@ class ConsumerMetrics:
             f"{self.batches} batches, {self.checkpoints} checkpoints; max lag "
             f"{'unknown' if lag is None else f'{lag} ms'}"
         )
+
+
+_COUNTERS = frozenset(f.name for f in fields(ConsumerMetrics) if f.type == "int")
+
+
+class StreamMetrics:
+    """One stream's metrics as its part of the consumer writes them: every counter change lands in
+    the stream's own :class:`ConsumerMetrics` and in the consumer's totals (gauges too: a gauge set
+    on one stream moves the total by the difference)."""
+
+    def __init__(self, total: ConsumerMetrics, stream: str, keyed_by_stream: bool) -> None:
+        own = ConsumerMetrics(total.worker_id)
+        total.streams[stream] = own
+        object.__setattr__(self, "_total", total)
+        object.__setattr__(self, "_own", own)
+        object.__setattr__(self, "stream", stream)
+        object.__setattr__(self, "shards", _StreamShards(total.shards, own.shards, stream, keyed_by_stream))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._own, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _COUNTERS:
+            raise AttributeError(f"StreamMetrics: {name} is not a counter")
+        setattr(self._total, name, getattr(self._total, name) + value - getattr(self._own, name))
+        setattr(self._own, name, value)
+
+    def count_aggregates(self, aggregates: int, malformed: int) -> None:
+        self.aggregates += aggregates
+        self.aggregates_malformed += malformed
+
+
+class _StreamShards(MutableMapping[str, ShardMetrics]):
+    """A stream's shards by shard id, written through to the consumer's map (keyed by stream too)."""
+
+    def __init__(self, total: dict[str, ShardMetrics], own: dict[str, ShardMetrics], stream: str,
+                 keyed_by_stream: bool) -> None:
+        self._total, self._own, self._stream, self._keyed = total, own, stream, keyed_by_stream
+
+    def _key(self, shard_id: str) -> str:
+        return f"{self._stream}/{shard_id}" if self._keyed else shard_id
+
+    def __getitem__(self, shard_id: str) -> ShardMetrics:
+        return self._own[shard_id]
+
+    def __setitem__(self, shard_id: str, shard: ShardMetrics) -> None:
+        shard.stream = self._stream
+        self._own[shard_id] = shard
+        self._total[self._key(shard_id)] = shard
+
+    def __delitem__(self, shard_id: str) -> None:
+        del self._own[shard_id]
+        self._total.pop(self._key(shard_id), None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._own))
+
+    def __len__(self) -> int:
+        return len(self._own)

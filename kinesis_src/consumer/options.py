@@ -1,14 +1,48 @@
-"""What a consumer is told at construction and has to check: the initial position, the worker id."""
+"""What a consumer is told at construction and has to check: streams, initial position, key range, worker id."""
 
 from __future__ import annotations
 
 import os
 import socket
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
+from lineage import KeyRange
+
 from ..errors import ConfigurationError, KinesisSourceError
+from ..names import validate_name
 from ..positions import Position, PositionKind
+
+
+def parse_streams(value: str | Sequence[str]) -> tuple[str, ...]:
+    """One stream name, or a non-empty list of distinct ones (each read with its own leases)."""
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, Sequence) or isinstance(names, (bytes, bytearray)):
+        raise ConfigurationError(
+            f"stream_name must be a stream name or a list of them, got {type(value).__name__}"
+        )
+    streams = tuple(validate_name(name, "stream_name") for name in names)
+    if not streams:
+        raise ConfigurationError("stream_name is an empty list: name at least one stream")
+    repeated = sorted({name for name in streams if streams.count(name) > 1})
+    if repeated:
+        raise ConfigurationError(
+            f"stream_name lists {', '.join(map(repr, repeated))} more than once: name each stream once"
+        )
+    return streams
+
+
+def parse_key_range(value: KeyRange | str | None) -> KeyRange | None:
+    """``key_range``: a :class:`KeyRange`, its text (``"START-END"`` or ``"i/n"``), or None (every key)."""
+    if value is None or isinstance(value, KeyRange):
+        return value
+    if isinstance(value, str):
+        return KeyRange.parse(value, "key_range")  # KeyRangeError names the option and the forms
+    raise ConfigurationError(
+        f"key_range must be a kinesis_src.KeyRange (e.g. KeyRange.slice(0, 4)), 'START-END' or 'i/n', "
+        f"got {type(value).__name__}"
+    )
 
 
 def parse_initial_position(value: str | datetime | Position) -> Position:

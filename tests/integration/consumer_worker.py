@@ -12,7 +12,7 @@ Events (stdout)::
 
     {"event": "started", "worker": "w1", "pid": 123}
     {"event": "batch", "worker": "w1", "shard": "...", "holding": 3, "index": 1, "ends_shard": false,
-     "records": [["key-007", 12, "4960..."], ...]}           (partition key, counter from the data, sequence)
+     "records": [["key-007", 12, "4960..."], ...], "stream": "s"}   (partition key, counter from the data, sequence)
     {"event": "checkpointed", "worker": "w1", "shard": "...", "holding": 3, "index": 1, "sequence": "4960...",
      "ends_shard": false}                                     (sequence: null for the empty batch ending a shard)
     {"event": "checkpoint_failed", "worker": "w1", "shard": "...", "holding": 3, "error": "LeaseLostError", ...}
@@ -90,9 +90,11 @@ async def run(args: argparse.Namespace) -> int:
     timing = LeaseTiming(failover_s=args.failover, renew_interval_s=args.renew, scan_interval_s=args.scan)
     no_checkpoint = {s for s in (args.no_checkpoint_shards or "").split(",") if s}
     unacknowledged: dict[str, int] = {}  # per shard: batches delivered since its last checkpoint
+    streams = args.stream.split(",")
     consumer = Consumer(
-        args.stream,
+        streams[0] if len(streams) == 1 else streams,
         application_name=args.application,
+        key_range=args.key_range,
         worker_id=args.worker_id,
         initial_position=args.initial_position,
         lease_timing=timing,
@@ -108,7 +110,7 @@ async def run(args: argparse.Namespace) -> int:
             async for batch in consumer:
                 shard = batch.shard_id
                 emit("batch", shard=shard, holding=batch.generation, index=batch.index, ends_shard=batch.ends_shard,
-                     records=batch_records(batch))
+                     records=batch_records(batch), stream=batch.stream)
                 if shard in no_checkpoint:
                     emit("skipped_checkpoint", shard=shard, holding=batch.generation, index=batch.index)
                     continue
@@ -136,7 +138,8 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     global WORKER_ID
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stream", required=True)
+    parser.add_argument("--stream", required=True, help="a stream, or several comma-separated")
+    parser.add_argument("--key-range", default=None, help="a sticky key range: 'START-END' or 'i/n'")
     parser.add_argument("--application", required=True)
     parser.add_argument("--worker-id", required=True)
     parser.add_argument("--failover", type=float, default=3.0)

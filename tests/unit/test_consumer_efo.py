@@ -7,7 +7,14 @@ registered in the fake, as ``start()`` would after registering it.
 
 from __future__ import annotations
 
-from consumer_harness import RecordingCoordinator, make_consumer, make_lease, run, until
+from consumer_harness import (
+    RecordingCoordinator,
+    make_consumer,
+    make_lease,
+    only,
+    run,
+    until,
+)
 from fake_kinesis import START, FakeKinesis, shard_id
 from kpl import aggregate
 
@@ -45,7 +52,7 @@ def efo_consumer(fake: FakeKinesis) -> tuple[Consumer, RecordingCoordinator]:
     """test_consumer_acks' consumer, in EFO mode, with the consumer ``start()`` would have registered."""
     consumer, coordinator = make_consumer(fake, check_retention=True, consumer_mode="efo")
     stream_arn = fake.stream(STREAM).arn
-    consumer.fan_out = FanOutTarget(fake.register_consumer(stream_arn, "app").arn, stream_arn, "app")
+    only(consumer).fan_out = FanOutTarget(fake.register_consumer(stream_arn, "app").arn, stream_arn, "app")
     return consumer, coordinator
 
 
@@ -57,7 +64,7 @@ def test_batches_come_from_subscriptions_and_a_new_holding_resumes_right_after_t
     async def scenario() -> None:
         fake, seqs = stream_of(*plain(6))
         consumer, coordinator = efo_consumer(fake)
-        consumer._acquired(lease())
+        only(consumer)._acquired(lease())
         first = await consumer.__anext__()
         assert [r.sequence_number for r in first.records] == seqs[:2] and first.shard_id == SHARD
         await first.checkpoint()
@@ -65,8 +72,8 @@ def test_batches_come_from_subscriptions_and_a_new_holding_resumes_right_after_t
         assert [r.sequence_number for r in second.records] == seqs[2:4]  # delivered, never acknowledged
         assert coordinator.writes == [(SHARD, seqs[1])]
 
-        consumer._lost(lease(), "taken")  # the checkpoint is all the next holding knows
-        consumer._acquired(lease(Checkpoint.sequence(seqs[1]), counter=2))
+        only(consumer)._lost(lease(), "taken")  # the checkpoint is all the next holding knows
+        only(consumer)._acquired(lease(Checkpoint.sequence(seqs[1]), counter=2))
         again = await consumer.__anext__()
         assert [r.sequence_number for r in again.records] == [seqs[2]]  # the event AT seqs[1], which is dropped
         await again.checkpoint()
@@ -83,7 +90,7 @@ def test_the_shards_end_reaches_the_coordinator_with_its_children() -> None:
     async def scenario() -> None:
         fake, seqs = stream_of(*plain(3), closed=True)
         consumer, coordinator = efo_consumer(fake)
-        consumer._acquired(lease())
+        only(consumer)._acquired(lease())
         seen: list[str] = []
         while consumer.held_shards():
             batch = await consumer.__anext__()
@@ -102,7 +109,7 @@ def test_a_kpl_aggregate_arrives_de_aggregated_and_a_checkpoint_inside_it_resume
         users = [(f"user{i}", None, b"u%d" % i) for i in range(3)]
         fake, seqs = stream_of(b"plain", aggregate(users), b"after", per_event=10)
         consumer, coordinator = efo_consumer(fake)
-        consumer._acquired(lease())
+        only(consumer)._acquired(lease())
         batch = await consumer.__anext__()
         got = [(r.sequence_number, r.sub_sequence_number, r.partition_key, r.data) for r in batch.records]
         assert got == [(seqs[0], 0, "k0", b"plain"), *[(seqs[1], i, f"user{i}", b"u%d" % i) for i in range(3)],
@@ -111,8 +118,8 @@ def test_a_kpl_aggregate_arrives_de_aggregated_and_a_checkpoint_inside_it_resume
         await batch.checkpoint(batch.records[2])  # user record 1 of the aggregate
         assert coordinator.writes == [(SHARD, f"{seqs[1]}/1")]
 
-        consumer._lost(lease(), "taken")
-        consumer._acquired(lease(Checkpoint.sequence(seqs[1], 1), counter=2))
+        only(consumer)._lost(lease(), "taken")
+        only(consumer)._acquired(lease(Checkpoint.sequence(seqs[1], 1), counter=2))
         resumed = await consumer.__anext__()
         assert [(r.sequence_number, r.sub_sequence_number) for r in resumed.records] == [(seqs[1], 2), (seqs[2], 0)]
         assert subscribed_at(fake)[-1] == Position.after_sequence(seqs[1], 1)

@@ -1,0 +1,256 @@
+"""Who reads which sticky key range of an application's stream: claims with heartbeats, in the lease table.
+
+A consumer with a ``key_range`` claims it before it reads: one item per
+worker in the partition ``ranges#<application>#<stream>`` (sort key
+``claim#<worker id>``), holding the range, a random session and a heartbeat
+counter the worker renews every lease renewal interval. Workers with the
+*same* range share it (they balance the range's leases); a *different* range
+that overlaps a live claim is refused at start, naming the first such claim
+(claims are numbered in the order they were made).
+
+Registration is serialized by a version item in the same partition: a claim
+is written in one transaction with ``version + 1``, conditional on the
+version read, so of two workers starting at once with overlapping ranges
+exactly one commits first and the other reads its claim and fails.
+
+Liveness is observed, as for lease-table heartbeats: a claim is live when its
+heartbeat changes within the failover time on the observer's own clock, and
+dead when it does not; a dead claim is deleted (conditional on the value
+observed) and no longer counts. Wall clocks are never compared.
+
+Mixing is refused too: a worker without a key range reads every key through
+the stream's ordinary leases, so it would deliver the claimed keys a second
+time. A sticky worker fails at start when live workers without a range hold
+heartbeats on the stream, and a worker without a range fails when it finds a
+live claim (docs/consumer.md, "Sticky key ranges").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Mapping, TypeVar
+
+from lineage import KeyRange
+
+from ..aws import DynamoDBClient
+from ..aws.dynamodb import Item
+from ..clock import since_boot
+from ..errors import KeyRangeInUseError, KinesisSourceError
+
+log = logging.getLogger(__name__)
+
+HASH_KEY, RANGE_KEY, TTL = "pk", "sk", "ttl"  # the lease table's key schema and TTL attribute
+CLAIM_PREFIX = "claim#"
+VERSION_KEY = "version"
+CLAIM_TTL_S = 24 * 3600  # garbage collection of dead workers' claims only; never used for liveness
+MAX_ROUNDS = 20
+K = TypeVar("K")
+
+
+@dataclass(frozen=True)
+class RangeClaim:
+    """One worker's claim of a key range on one stream; ``order`` is its place in claim order."""
+
+    worker_id: str
+    key_range: KeyRange
+    session: str
+    heartbeat: int
+    order: int
+
+    def describe(self) -> str:
+        return f"worker {self.worker_id!r} claims key range {self.key_range} (claim #{self.order})"
+
+
+class RangeClaims:
+    """The key-range claims of one application's stream, and this worker's own claim in it."""
+
+    def __init__(self, dynamodb: DynamoDBClient, table_name: str, application: str, stream: str,
+                 failover_s: float, clock: Callable[[], float] = since_boot) -> None:
+        self.dynamodb = dynamodb
+        self.table_name = table_name
+        self.application = application
+        self.stream = stream
+        self.failover_s = failover_s
+        self.clock = clock
+        self.partition = f"ranges#{application}#{stream}"
+        self.mine: RangeClaim | None = None
+
+    # -- reading --------------------------------------------------------------------------
+
+    def read(self) -> tuple[int, list[RangeClaim]]:
+        """The registration version and every claim (live or not), in claim order."""
+        version, claims = 0, []
+        for item in self.dynamodb.query(self.table_name, HASH_KEY, self.partition):
+            sort_key = item[RANGE_KEY]["S"]
+            if sort_key == VERSION_KEY:
+                version = int(item["version"]["N"])
+            elif sort_key.startswith(CLAIM_PREFIX):
+                claims.append(_claim_of(item))
+        return version, sorted(claims, key=lambda c: c.order)
+
+    # -- this worker's claim ----------------------------------------------------------------
+
+    def claim(self, worker_id: str, key_range: KeyRange) -> RangeClaim:
+        """Claim ``key_range``; KeyRangeInUseError naming the first live overlapping claim of another range."""
+        for _ in range(MAX_ROUNDS):
+            version, claims = self.read()
+            rivals = [c for c in claims if c.worker_id != worker_id and c.key_range != key_range
+                      and c.key_range.overlaps(key_range)]
+            if rivals:
+                self._refuse_live(rivals, key_range)  # raises, or deleted them all as dead: read again
+                continue
+            mine = RangeClaim(worker_id, key_range, uuid.uuid4().hex[:12], 0, version + 1)
+            if self._register(mine, version):
+                self.mine = mine
+                log.info("%s on stream %r (application %r)", mine.describe(), self.stream, self.application)
+                return mine
+        raise KinesisSourceError(
+            f"could not register key range {key_range} on stream {self.stream!r}: the claims kept changing "
+            f"for {MAX_ROUNDS} rounds; retry"
+        )
+
+    def _register(self, claim: RangeClaim, version: int) -> bool:
+        condition = "attribute_not_exists(#pk)" if version == 0 else "#v = :cur"
+        values = {":next": {"N": str(version + 1)}}
+        if version:
+            values[":cur"] = {"N": str(version)}
+        names = {"#v": "version"} if version else {"#pk": HASH_KEY, "#v": "version"}
+        bump = {
+            "Update": {
+                "TableName": self.table_name, "Key": self._key(VERSION_KEY), "UpdateExpression": "SET #v = :next",
+                "ConditionExpression": condition, "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+        put = {"Put": {"TableName": self.table_name, "Item": self._item(claim)}}
+        return self.dynamodb.transact_write(self.table_name, [bump, put]).committed
+
+    def _refuse_live(self, rivals: list[RangeClaim], key_range: KeyRange) -> None:
+        live = observe_live({c.worker_id: c for c in rivals}, self._heartbeats, self.failover_s, self.clock)
+        if live:
+            first = min(live, key=lambda c: c.order)
+            raise KeyRangeInUseError(
+                f"key_range {key_range} overlaps a live claim on stream {self.stream!r} (application "
+                f"{self.application!r}): {first.describe()}. Give each worker a range that overlaps no other "
+                "worker's (e.g. KeyRange.slice(i, n) with the same n), or the very same range to share it."
+            )
+        for dead in rivals:
+            if self._delete(dead):
+                log.warning("removed the claim of a dead worker: %s (no heartbeat for %.1fs)",
+                            dead.describe(), self.failover_s)
+
+    def renew(self) -> bool:
+        """One heartbeat; False once the claim is gone (judged dead and deleted, or replaced)."""
+        mine = self.mine
+        if mine is None:
+            return False
+        result = self.dynamodb.update_item(
+            self.table_name, self._key(CLAIM_PREFIX + mine.worker_id),
+            "SET #ttl = :ttl ADD #hb :one", "#session = :session",
+            names={"#ttl": TTL, "#hb": "heartbeat", "#session": "session"},
+            values={":ttl": {"N": str(self._ttl_s())}, ":one": {"N": "1"}, ":session": {"S": mine.session}},
+        )
+        return result.ok
+
+    def release(self) -> None:
+        if self.mine is not None:
+            self._delete(self.mine)
+            self.mine = None
+
+    # -- workers without a range --------------------------------------------------------------
+
+    def live_claims(self) -> list[RangeClaim]:
+        """Claims whose heartbeat moves (observed for up to the failover time); dead ones are deleted."""
+        _, claims = self.read()
+        if not claims:
+            return []
+        live = observe_live({c.worker_id: c for c in claims}, self._heartbeats, self.failover_s, self.clock)
+        for dead in (c for c in claims if c not in live):
+            self._delete(dead)
+        return sorted(live, key=lambda c: c.order)
+
+    # -- items ---------------------------------------------------------------------------------
+
+    def _heartbeats(self) -> dict[str, tuple[str, int]]:
+        return {c.worker_id: (c.session, c.heartbeat) for c in self.read()[1]}
+
+    def _delete(self, claim: RangeClaim) -> bool:
+        """Delete a claim: our own by session; another's only if its heartbeat is still the one observed."""
+        condition, names_, values = "#session = :session", {"#session": "session"}, {":session": {"S": claim.session}}
+        if claim is not self.mine:
+            condition += " AND #hb = :hb"
+            names_["#hb"] = "heartbeat"
+            values[":hb"] = {"N": str(claim.heartbeat)}
+        key = self._key(CLAIM_PREFIX + claim.worker_id)
+        return self.dynamodb.delete_item(self.table_name, key, condition, names=names_, values=values).ok
+
+    def _key(self, sort_key: str) -> Item:
+        return {HASH_KEY: {"S": self.partition}, RANGE_KEY: {"S": sort_key}}
+
+    def _item(self, claim: RangeClaim) -> Item:
+        return {
+            **self._key(CLAIM_PREFIX + claim.worker_id),
+            "workerId": {"S": claim.worker_id},
+            "rangeStart": {"S": str(claim.key_range.start)},
+            "rangeEnd": {"S": str(claim.key_range.end)},
+            "session": {"S": claim.session},
+            "heartbeat": {"N": str(claim.heartbeat)},
+            "claimOrder": {"N": str(claim.order)},
+            TTL: {"N": str(self._ttl_s())},
+        }
+
+    def _ttl_s(self) -> int:
+        server_s = self.dynamodb.server_time_s()
+        return max(int(time.time()), 0 if server_s is None else int(server_s)) + CLAIM_TTL_S
+
+
+def _claim_of(item: Mapping[str, Mapping[str, str]]) -> RangeClaim:
+    return RangeClaim(
+        item["workerId"]["S"],
+        KeyRange(int(item["rangeStart"]["S"]), int(item["rangeEnd"]["S"])),
+        item["session"]["S"],
+        int(item["heartbeat"]["N"]),
+        int(item["claimOrder"]["N"]),
+    )
+
+
+def observe_live(
+    candidates: Mapping[K, RangeClaim] | Mapping[K, object],
+    heartbeats: Callable[[], Mapping[K, tuple[str, int]]],
+    failover_s: float,
+    clock: Callable[[], float] = since_boot,
+    poll_s: float = 0.2,
+    beat: Callable[[], object] | None = None,
+) -> list:
+    """The candidates whose (session, heartbeat) changes within ``failover_s`` of the first reading.
+
+    Returns as soon as one is seen alive (the caller refuses to start, so the
+    others need not be waited for), or, after the failover time, with every
+    candidate still unchanged judged dead (an empty list). A candidate whose
+    item disappears is dead (it stopped, or was declared dead). ``beat`` runs
+    at every poll: the observer's own claim must keep moving meanwhile.
+    """
+    first = dict(heartbeats())
+    pending = {k: v for k, v in candidates.items() if k in first}
+    deadline = clock() + failover_s
+    while pending and clock() < deadline:
+        time.sleep(min(poll_s, max(0.0, deadline - clock())))
+        if beat is not None:
+            beat()
+        now = heartbeats()
+        live = [v for k, v in pending.items() if k in now and now[k] != first[k]]
+        if live:
+            return live
+        pending = {k: v for k, v in pending.items() if k in now}
+    return []
+
+
+def live_unsticky_workers(heartbeats: Callable[[], Mapping[str, tuple[str, int]]], failover_s: float,
+                          beat: Callable[[], object] | None = None, clock: Callable[[], float] = since_boot) -> list[str]:
+    """Workers without a key range whose heartbeat on the stream's ordinary leases moves."""
+    seen = heartbeats()
+    return sorted(observe_live({w: w for w in seen}, heartbeats, failover_s, clock, beat=beat))
+

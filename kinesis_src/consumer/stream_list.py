@@ -1,0 +1,48 @@
+"""Which streams an application read last time: the log line for a stream added or removed on restart.
+
+Leases are namespaced by application and stream, so a stream added to
+``Consumer([...])`` starts with no leases (at the initial position) and a
+stream left out is simply not read: its leases and checkpoints stay in the
+table and are used again if it comes back. Nothing there needs this item;
+it exists so that the change is said once, plainly, in the log. Consumers of
+one application with different lists (a rolling deploy) overwrite each
+other's record: each says what changed since the previous writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ..aws import DynamoDBClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StreamListChange:
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+def note_stream_list(dynamodb: DynamoDBClient, table_name: str, application: str,
+                     streams: tuple[str, ...]) -> StreamListChange:
+    """Record ``streams`` as the application's list; log and return what changed since the last record."""
+    key = {"pk": {"S": f"streams#{application}"}, "sk": {"S": "streams"}}
+    item = dynamodb.get_item(table_name, key)
+    before = tuple(v["S"] for v in item["streams"]["L"]) if item is not None else None
+    if before != streams:
+        dynamodb.put_item(table_name, {**key, "streams": {"L": [{"S": s} for s in streams]}})
+    if before is None:
+        return StreamListChange((), ())
+    change = StreamListChange(
+        tuple(s for s in streams if s not in before), tuple(s for s in before if s not in streams)
+    )
+    for stream in change.added:
+        log.info("application %r now reads stream %r too: it starts at the initial position", application, stream)
+    for stream in change.removed:
+        log.warning(
+            "application %r no longer reads stream %r (left out of stream_name); its leases and checkpoints "
+            "stay in table %r and are used again if it is added back", application, stream, table_name,
+        )
+    return change

@@ -1,0 +1,281 @@
+"""One stream's part of a :class:`~kinesis_src.consumer.Consumer`: its leases, holdings, fetchers, checkpoints.
+
+A consumer of several streams runs one :class:`StreamReader` per stream and
+fans their batches into one queue (:mod:`.consumer`). Everything that makes
+a stream independent lives here: its own lease coordinator (the lease table
+namespaces leases by application and stream), its stream binding (a
+recreated stream is refused), its own enhanced fan-out registration, its
+holdings and acknowledgements, and its metrics (:class:`.metrics.StreamMetrics`).
+
+With a sticky key range (``key_range``), the reader's leases are the range's
+own set (lease scope ``str(key_range)``: checkpoints per shard and range);
+a shard that does not overlap the range is written SHARD_END in that set at
+once, unread, and a shard the range does not cover is read with its pages
+filtered (:func:`kinesis_src.key_filter.filter_page`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from lineage import KeyRange
+
+from ..aws import DynamoDBClient, KinesisClient
+from ..errors import DataLossError, KinesisSourceError, ShardNotFoundError
+from ..key_filter import filter_page
+from ..leases.coordinator import LeaseCoordinator
+from ..leases.model import Lease
+from ..leases.shard_sync import ShardSync
+from ..leases.stream_binding import bind_stream
+from ..leases.table import LeaseTable
+from ..records import RecordPage
+from ..retrieval.registration import ConsumerMode, FanOutTarget, deregister, register
+from .acks import Acknowledger
+from .batch import Batch
+from .bridge import LoopListener, cancel
+from .fetching import Fetcher, FetchSettings, new_fetcher
+from .metrics import StreamMetrics
+from .shard_state import EndAction, HeldShard, Holdings, ShardPhase
+
+if TYPE_CHECKING:
+    from .consumer import Consumer
+
+log = logging.getLogger(__name__)
+
+
+class StreamReader:
+    """Reads one stream for a consumer; batches go to the consumer's queue (``consumer.enqueue``)."""
+
+    def __init__(self, consumer: Consumer, stream: str, metrics: StreamMetrics) -> None:
+        self.consumer = consumer
+        self.stream = stream
+        self.metrics = metrics
+        self.key_range: KeyRange | None = consumer.key_range
+        self.scope = "" if self.key_range is None else str(self.key_range)
+        self.fan_out: FanOutTarget | None = None  # this stream's registered consumer, in EFO mode
+        self.coordinator: LeaseCoordinator | None = None
+        self.holdings = Holdings(metrics, consumer.prefetch_batches)  # type: ignore[arg-type]
+        self.acks = Acknowledger(
+            consumer.worker_id, stream, self.holdings, metrics, lambda: self.coordinator,  # type: ignore[arg-type]
+            self._lost, consumer.progressed, consumer.end_ack_warning_s, consumer.writes,
+        )
+
+    # -- start and stop (on worker threads) --------------------------------------------------
+
+    def register_fan_out(self) -> None:
+        if self.consumer.consumer_mode is ConsumerMode.EFO:
+            self.fan_out = register(KinesisClient(self.consumer.settings), self.stream, self.consumer.consumer_name)
+
+    def lease_table(self) -> LeaseTable:
+        c = self.consumer
+        return LeaseTable(DynamoDBClient(c.settings), c.table_name, c.application, self.stream, scope=self.scope)
+
+    def new_coordinator(self, table: LeaseTable) -> LeaseCoordinator:
+        """Check the stream (missing: fails naming it; recreated: refused), then the coordinator."""
+        c = self.consumer
+        kinesis = KinesisClient(c.settings)
+        summary = kinesis.describe_stream(self.stream)  # a missing stream fails here, with its name
+        if summary.identity is not None:  # a recreated stream fails here, before any lease is read
+            bind_stream(table, summary.identity)
+        return LeaseCoordinator(
+            table,
+            c.worker_id,
+            timing=c.timing,
+            preserve_shard_order=c.preserve_shard_order,
+            shard_sync=ShardSync(kinesis, table, c.initial_position),
+            listener=LoopListener(
+                lambda: c.loop, self._acquired, self._lost, self._prepare_release, c.release_wait_s
+            ),
+        )
+
+    def deregister_fan_out(self) -> None:
+        if self.fan_out is not None and self.consumer.require_consumer_deregistration:
+            deregister(KinesisClient(self.consumer.settings), self.fan_out)
+
+    async def stop_fetching(self) -> None:
+        """close(): deliver nothing more, stop every fetcher (the coordinator releases the leases)."""
+        for shard in self.holdings.all():
+            begin_release(shard)
+            await cancel(shard.task)
+
+    def held_shards(self) -> list[str]:
+        return self.holdings.shard_ids()
+
+    # -- leases (on the loop; the listener hops here) -------------------------------------
+
+    def _acquired(self, lease: Lease) -> None:
+        if self.consumer.stopping:
+            return  # close() releases it with the rest
+        old = self.holdings.get(lease.shard_id)
+        if old is not None:  # the coordinator dropped and re-took it; the old holding is over
+            old.state.lose()
+            self.holdings.forget(old)
+        if self.key_range is not None and not self.key_range.overlaps(lease.hash_range):
+            asyncio.get_running_loop().create_task(self._end_out_of_range(lease), name=f"skip-{lease.shard_id}")
+            return
+        start = lease.checkpoint.resume_position()
+        if start is None:
+            return
+        shard = self.holdings.take(lease)
+        fetcher = new_fetcher(
+            self.consumer.kinesis, self._fetch_settings(), self.stream, lease.shard_id, start,
+            deliver=lambda page, s=shard: self._deliver(s, page),
+            on_end=lambda page, s=shard: self._fetched_to_end(s, page),
+            on_expired=self._checkpoint_expired if self.consumer.check_retention else None,
+            on_deaggregated=self.metrics.count_aggregates,
+        )
+        shard.task = asyncio.create_task(self._fetch(shard, fetcher), name=f"fetch-{self.stream}-{lease.shard_id}")
+
+    async def _end_out_of_range(self, lease: Lease) -> None:
+        """A shard with no hash key in the range: nothing of it is ours. SHARD_END in the range's own
+        lease set, unread, so its children (equally out of range) follow, and nobody holds it."""
+        coordinator = self.coordinator
+        if coordinator is None:
+            return
+        try:
+            with self.consumer.writes.writing():
+                await asyncio.to_thread(coordinator.shard_ended, lease.shard_id, ())
+        except KinesisSourceError as exc:
+            log.info("consumer %s: shard %s (outside key range %s) not ended now: %s",
+                     self.consumer.worker_id, lease.shard_id, self.key_range, exc)
+            return
+        log.debug("consumer %s: shard %s of %r is outside key range %s: ended unread",
+                  self.consumer.worker_id, lease.shard_id, self.stream, self.key_range)
+
+    def _fetch_settings(self) -> FetchSettings:
+        c = self.consumer
+        return FetchSettings(c.limit, c.pacing, c.strict_aggregation, self.fan_out)
+
+    async def _checkpoint_expired(self, shard_id: str, checkpointed: str, oldest: str) -> None:
+        """The record a holding resumes after is gone (retention): records after it may be lost."""
+        self.metrics.checkpoints_expired += 1
+        message = (
+            f"stream {self.stream!r}, shard {shard_id}: the checkpointed record {checkpointed} is no longer "
+            f"in the stream (trimmed past retention); reading resumes at the oldest record left, {oldest}. "
+            "Records between the two, if there were any, expired before they were read"
+        )
+        if self.consumer.fail_on_data_loss:
+            self.consumer.fail(DataLossError(message + " (fail_on_data_loss=True)."))
+            return
+        log.warning("consumer %s: %s.", self.consumer.worker_id, message)
+
+    def _lost(self, lease: Lease, reason: str) -> None:
+        shard = self.holdings.get(lease.shard_id)
+        if shard is None or shard.lease.counter > lease.counter:
+            return
+        if shard.state.phase is ShardPhase.ENDING:
+            return  # most likely the coordinator saw our own SHARD_END land; the write's outcome decides
+        shard.state.lose()
+        self.holdings.forget(shard)
+        if not self.consumer.stopping:
+            self.metrics.leases_lost += 1
+            log.warning("consumer %s lost shard %s of %r: %s", self.consumer.worker_id, lease.shard_id,
+                        self.stream, reason)
+
+    async def _prepare_release(self, shard_id: str) -> None:
+        """Graceful hand-off: stop fetching, then let the application finish the batch it holds."""
+        shard = self.holdings.get(shard_id)
+        if shard is None:
+            return
+        begin_release(shard)
+        await cancel(shard.task)
+        wait_s = self.consumer.release_wait_s()
+        try:  # asyncio.timeout, not wait_for: its 3.11 race can lose a cancel (see .writes)
+            async with asyncio.timeout(wait_s):
+                await self.consumer.until_not_in_flight(shard, self.stream)
+                async with shard.lock:  # a checkpoint of this shard under way (not the batch in hand) lands first
+                    pass
+        except TimeoutError:
+            in_hand = self.consumer.in_flight
+            log.warning(
+                "consumer %s: releasing shard %s of %r while batch %d is still being processed (not "
+                "checkpointed within %.1fs); its records will be delivered again to the next owner",
+                self.consumer.worker_id, shard_id, self.stream, in_hand.index if in_hand else 0, wait_s,
+            )
+        if shard.state.phase is not ShardPhase.RELEASING:
+            return  # its last batch was checkpointed meanwhile (ENDING, ENDED), or the lease was lost
+        shard.state.released()
+        self.holdings.forget(shard)
+        self.metrics.leases_released += 1
+
+    # -- fetching ---------------------------------------------------------------------------
+
+    async def _fetch(self, shard: HeldShard, fetcher: Fetcher) -> None:
+        try:
+            await fetcher.run()
+        except asyncio.CancelledError:
+            raise
+        except ShardNotFoundError as exc:
+            log.warning("consumer %s: %s; it is skipped until the next shard sync removes its lease",
+                        self.consumer.worker_id, exc)
+        except Exception as exc:  # noqa: BLE001 - a fetch no retry can fix: the application must hear of it
+            log.error("consumer %s: reading shard %s of %r failed: %s", self.consumer.worker_id, shard.shard_id,
+                      self.stream, exc)
+            self.consumer.fail(exc)
+
+    def _in_range(self, shard: HeldShard, page: RecordPage) -> RecordPage:
+        """The page's records inside the key range (all of them without one, or when it covers the shard)."""
+        if self.key_range is None or not len(page) or self.key_range.covers(shard.lease.hash_range):
+            return page
+        kept = filter_page(page, self.key_range)
+        self.metrics.records_filtered += len(page) - len(kept)
+        return kept
+
+    async def _deliver(self, shard: HeldShard, page: RecordPage, filtered: bool = False) -> None:
+        metrics = self.metrics.shards.get(shard.shard_id)
+        if metrics is not None:
+            metrics.millis_behind_latest = page.millis_behind_latest
+        if not filtered:
+            page = self._in_range(shard, page)
+        if not len(page):
+            return
+        await shard.slots.acquire()
+        self._enqueue(shard, page, shard.state.produce())
+
+    def _enqueue(self, shard: HeldShard, page: RecordPage, index: int) -> None:
+        self.consumer.enqueue(
+            Batch(self.stream, shard.shard_id, page, index, shard.generation, self.acks.checkpoint, shard.state)
+        )
+
+    async def _fetched_to_end(self, shard: HeldShard, page: RecordPage) -> None:
+        """The final page: its records (if any) are the last batch; then the end decides what ends the shard."""
+        page = self._in_range(shard, page)
+        await self._deliver(shard, page, filtered=True)
+        async with shard.lock:  # no checkpoint of this shard is half-way while the end is judged
+            action = shard.state.see_end(page.child_shards, self.consumer.now())
+            if action is EndAction.DELIVER_END_BATCH:
+                await shard.slots.acquire()  # free: every batch of this holding was handed out
+                self._enqueue(shard, page, shard.state.produced)
+            elif action is EndAction.END_NOW:
+                await self.acks.end_from_fetcher(shard)
+
+    # -- what the consumer asks per batch -------------------------------------------------------
+
+    def count_delivery(self, batch: Batch) -> None:
+        nbytes = batch.byte_count  # a sum over the page: once
+        self.metrics.records += len(batch)
+        self.metrics.bytes += nbytes
+        self.metrics.batches += 1
+        if self.coordinator is not None:  # the balancer weighs leases by what they deliver
+            self.coordinator.report_throughput(batch.shard_id, len(batch), nbytes)
+        shard = self.metrics.shards.get(batch.shard_id)
+        if shard is not None:
+            shard.records += len(batch)
+            shard.bytes += nbytes
+            shard.last_sequence_number = batch.last_sequence_number or shard.last_sequence_number
+
+    def trusted(self) -> bool:
+        """See ``Consumer._until_trusted``: this stream's coordinator renewed and read the table lately."""
+        coordinator = self.coordinator
+        return coordinator is None or coordinator.failure is not None or (
+            coordinator.is_live() and coordinator.view_is_fresh()
+        )
+
+
+def begin_release(shard: HeldShard) -> None:
+    """Stop deliveries. close() starts every release before the coordinator's before_release asks
+    again; a shard whose SHARD_END write is under way (ENDING) is left to that write."""
+    if shard.state.delivering:
+        shard.state.release()
