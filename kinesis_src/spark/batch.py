@@ -2,7 +2,10 @@
 
 The driver lists every shard in the window (closed ones within retention
 included), orders them parents-first and packs consecutive shards into
-partitions. Partitions are returned in that order, so anything that keeps
+partitions. Several streams (``streamName`` / ``streamARN`` lists) are planned
+one after another, each with its own lineage; with ``hashKeyRange`` only the
+shards whose hash range overlaps it are read, and tasks drop the records
+outside it. Partitions are returned in that order, so anything that keeps
 partition order (``collect()``, ``toLocalIterator()``, a single-file write)
 sees each key's records in write order across splits and merges.
 """
@@ -16,12 +19,14 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from ..aws import KinesisClient
 from ..discovery import ShardDiscovery
 from ..positions import format_timestamp
 from ..retrieval.registration import ConsumerMode, register
+from ..stream_ref import StreamRef
 from .options import SourceOptions
 from .partitions import Endpoint, KinesisPartition, ShardSlice
-from .planner import lineage_rank
+from .planner import shards_in_order
 from .tasks import kinesis_client, read_partition
 
 log = logging.getLogger(__name__)
@@ -40,32 +45,48 @@ class KinesisBatchReader(DataSourceReader):
         return self.options.ending_timestamp or datetime.now(UTC)
 
     def partitions(self) -> Sequence[InputPartition]:
+        """Every stream's partitions, stream after stream (each in its own lineage order), numbered on."""
         opts = self.options
-        end = self._end()
+        end = format_timestamp(self._end())
         kinesis = kinesis_client(endpoint_of(opts))  # the planner's Python worker is reused: so is its client
-        discovery = ShardDiscovery(kinesis, opts.stream_name)
+        out: list[InputPartition] = []
+        for ref in opts.streams:
+            out.extend(self._stream_partitions(kinesis, ref, end, first_index=len(out)))
+        return out
+
+    def _stream_partitions(self, kinesis: KinesisClient, ref: StreamRef, end: str, first_index: int) -> list[KinesisPartition]:
+        opts = self.options
+        discovery = ShardDiscovery(kinesis, ref.target)
         discovery.refresh(opts.initial_position)
-        rank = lineage_rank(discovery.graph)
-        shards = sorted(discovery.graph.shard_ids(), key=lambda s: (rank[s], s))
+        shards = shards_in_order(discovery.graph, opts.key_range)
         start = opts.initial_position.to_dict()
         groups = [shards[i : i + opts.shards_per_task] for i in range(0, len(shards), opts.shards_per_task)]
-        fan_out = register(kinesis, opts.stream_name, opts.consumer_name) if opts.consumer_mode is ConsumerMode.EFO else None
+        fan_out = (
+            register(kinesis, ref.target, opts.consumer_name, stream_arn=ref.arn)
+            if opts.consumer_mode is ConsumerMode.EFO
+            else None
+        )
+        skipped = len(discovery.graph) - len(shards)
         log.info(
-            "batch read of %r: %d shards in %d partitions, from %s to %s",
-            opts.stream_name, len(shards), len(groups), opts.initial_position, format_timestamp(end),
+            "batch read of %r: %d shards in %d partitions%s, from %s to %s",
+            ref, len(shards), len(groups),
+            f" ({skipped} outside hashKeyRange {opts.key_range})" if opts.key_range else "",
+            opts.initial_position, end,
         )
         return [
             KinesisPartition(
-                index=i,
-                stream=opts.stream_name,
+                index=first_index + i,
+                stream=ref.name,
                 endpoint=endpoint_of(opts),
                 slices=tuple(ShardSlice(shard_id=s, start=start) for s in group),
                 max_records_per_fetch=opts.max_records_per_fetch,
                 fetch_interval_ms=opts.fetch_interval_ms,
-                end_timestamp=format_timestamp(end),
+                end_timestamp=end,
                 fail_on_data_loss=opts.fail_on_data_loss,
                 strict_aggregation=opts.strict_aggregation,
                 fan_out=fan_out,
+                key_range=opts.key_range,
+                stream_ref=ref if ref.arn else None,
             )
             for i, group in enumerate(groups)
         ]

@@ -1,9 +1,11 @@
-"""The driver-side state of a streaming query: clients, lineage, progress cache, probes, lag.
+"""The driver-side state of one stream of a streaming query: clients, lineage, progress cache, probes, lag.
 
-One :class:`StreamDriver` lives in the long-lived Python process that runs
-``initialOffset`` / ``latestOffset`` / ``partitions`` / ``commit`` for one
-query run. It is created lazily by :class:`~.stream.KinesisStreamReader`
-and never pickled (it holds sockets and a heartbeat thread).
+One :class:`StreamDriver` per stream lives in the long-lived Python process
+that runs ``initialOffset`` / ``latestOffset`` / ``partitions`` / ``commit``
+for one query run. They are created lazily by
+:class:`~.stream.KinesisStreamReader` and never pickled (they hold sockets
+and a heartbeat thread). Streams share nothing but the options: each has its
+own lineage, claim, progress items and plans, keyed by its name.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..leases.claim import QueryClaim
 from ..leases.progress import ProgressStore
 from ..positions import Position
 from ..retrieval.registration import ConsumerMode, FanOutTarget, deregister, register
+from ..stream_ref import StreamRef
 from .offsets import Plan
 from .options import SourceOptions
 from .plan_store import PlanBook, PlanStore
@@ -60,21 +63,26 @@ class StreamDriver:
         progress: ProgressLog | None = None,
         claim: QueryClaim | None = None,
         plans: PlanStore | None = None,
+        stream: StreamRef | None = None,
     ) -> None:
         """``kinesis``, ``progress``, ``claim`` and ``plans`` replace the real clients in unit tests.
 
+        ``stream`` is the stream this driver reads (default: the first of the options').
         Without a lease table (fakes for progress and claim, no ``plans``) every offset is inline.
         """
         self.options = options
+        self.stream = stream or options.streams[0]
+        self.name = self.stream.name  # keys (lease table, offsets) and messages
+        target = self.stream.target  # calls: by name, or by ARN
         self.kinesis = kinesis or KinesisClient(options.aws_settings())
         # Described once per driver process: the identity every offset is checked against, and
         # the retention period partial-trim checks compare lag with. Before the claim, so a
         # recreated stream fails at once instead of after waiting out an old claim.
-        self.summary = self.kinesis.describe_stream(options.stream_name)
-        self.discovery = ShardDiscovery(self.kinesis, options.stream_name)
+        self.summary = self.kinesis.describe_stream(target)
+        self.discovery = ShardDiscovery(self.kinesis, target)
         if progress is None or claim is None:
             leases = open_lease_table(
-                options.aws_settings(), options.lease_table_name, options.application_name, options.stream_name
+                options.aws_settings(), options.lease_table_name, options.application_name, self.name
             )
             claim = claim or QueryClaim(leases)
             progress = progress or ProgressLog(ProgressStore.of(leases))
@@ -90,7 +98,7 @@ class StreamDriver:
         self._ends: dict[tuple[str, int], dict[str, BatchEnd]] = {}
         self.ranks = LineageRanks()  # partitions() order, kept across batches
         self.implied = ImpliedDrained()  # drained shards the offset leaves out, kept across idle triggers
-        self.prober = IdleProber(self.kinesis, options.stream_name, options.idle_poll_interval_ms / 1000)
+        self.prober = IdleProber(self.kinesis, target, options.idle_poll_interval_ms / 1000)
         self._listed: frozenset[str] = frozenset()  # shard ids of the last full listing
         self._listed_at = -math.inf
         self._verified_at: dict[str, float] = {}  # shard -> when its position was last checked for a trim
@@ -109,7 +117,7 @@ class StreamDriver:
         if opts.consumer_mode is not ConsumerMode.EFO:
             return None
         try:
-            return register(self.kinesis, opts.stream_name, opts.consumer_name, stream_arn=self.summary.arn)
+            return register(self.kinesis, self.stream.target, opts.consumer_name, stream_arn=self.summary.arn)
         except BaseException:
             self.claim.release()
             raise
@@ -134,7 +142,8 @@ class StreamDriver:
         self._restart_checked = True  # a fresh start: no checkpointed position to verify
         empty = Frontier({}, {}, frozenset())
         return admit_ready(
-            empty, self.discovery.graph, self.options.preserve_shard_order, {s: start for s in initial}, start
+            empty, self.discovery.graph, self.options.preserve_shard_order, {s: start for s in initial}, start,
+            key_range=self.options.key_range,
         )
 
     def frontier_after(self, plan: Plan, budgeted: bool = True) -> Frontier:
@@ -157,7 +166,9 @@ class StreamDriver:
         frontier = self._drop_trimmed(frontier)
         frontier = self._verify_positions(frontier, budgeted)
         frontier = self.implied.apply(frontier, self.discovery.graph)  # offsets list only what it does not imply
-        return admit_ready(frontier, self.discovery.graph, self.options.preserve_shard_order)
+        return admit_ready(
+            frontier, self.discovery.graph, self.options.preserve_shard_order, key_range=self.options.key_range
+        )
 
     def _refresh(self, force: bool) -> None:
         """A full listing (every DISCOVERY_INTERVAL_S, or now): new shards, and which old ones are gone."""
@@ -167,18 +178,18 @@ class StreamDriver:
             self.discovery.refresh()
             listed = self.discovery.graph.shard_ids()
         else:
-            shards = self.kinesis.list_shards(self.options.stream_name)
+            shards = self.kinesis.list_shards(self.stream.target)
             try:
                 self.discovery.graph.update(shards)
             except LineageError as exc:
-                raise LineageListingError(f"stream {self.options.stream_name!r}, full listing: {exc}") from exc
+                raise LineageListingError(f"stream {self.stream!r}, full listing: {exc}") from exc
             listed = [s["ShardId"] for s in shards]
         self._listed = frozenset(listed)
         self._listed_at = time.monotonic()
 
     def _drop_trimmed(self, frontier: Frontier) -> Frontier:
         """Frontier shards the last listing no longer has: DataLossError, or skipped and counted."""
-        stream, fail = self.options.stream_name, self.options.fail_on_data_loss
+        stream, fail = self.name, self.options.fail_on_data_loss
         kept, trimmed = drop_trimmed(frontier, self._listed, fail, stream)
         fresh = [s for s in trimmed if s not in self.trimmed]
         if fresh:
@@ -222,7 +233,7 @@ class StreamDriver:
         self.held = frozenset(held)
         if not oldest:
             return frontier
-        stream = self.options.stream_name
+        stream = self.name
         settled = settle_partial_trims(frontier, oldest, self.options.fail_on_data_loss, stream)
         fresh = {s: q for s, q in oldest.items() if (s, checkpointed_sequence(frontier.positions[s])) not in self.partly_trimmed}
         if fresh:
@@ -243,7 +254,7 @@ class StreamDriver:
         """
         seq = checkpointed_sequence(position)
         assert seq is not None
-        stream = self.options.stream_name
+        stream = self.stream.target
         try:
             iterator = self.kinesis.get_shard_iterator(stream, sid, Position.at_sequence(seq))
             page = self.kinesis.get_records(iterator, 1, sid, stream)

@@ -19,6 +19,14 @@ refused before any old position reaches Kinesis (see
 :mod:`kinesis_src.identity`). Offsets written before it existed parse with
 ``stream=None`` and adopt the current identity.
 
+Several streams (``streamName`` / ``streamARN`` lists): each stream has its
+own plans (run, batch, lineage), and the query's offset holds them all,
+keyed by stream name: ``{"version": 3, "streams": {name: offset, ...}}``
+(:func:`join_offsets`). A query of one stream writes that stream's offset
+as it is, exactly what single-stream versions wrote, so their checkpoints
+keep working and a stream added to one on a restart joins it
+(:func:`split_offset`).
+
 Spark compares offsets as JSON text, so :meth:`Plan.to_offset` always
 produces the same key order for equal plans. Keys added later go at the end
 and are read with ``.get``, so older offsets keep their prefix and parse.
@@ -27,7 +35,7 @@ and are read with ``.get``, so older offsets keep their prefix and parse.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigurationError
 from ..identity import StreamIdentity
@@ -35,6 +43,7 @@ from ..positions import Position
 
 OFFSET_VERSION = 1
 REFERENCE_VERSION = 2  # the plan is stored in the lease table; the offset names it (see .plan_store)
+STREAMS_VERSION = 3  # several streams: each one's offset (version 1 or 2) under its name
 
 
 @dataclass(frozen=True)
@@ -128,3 +137,31 @@ class Plan:
             raise ConfigurationError(
                 f"checkpoint offset is not a kinesis-src offset ({type(exc).__name__}: {exc}): {dict(offset)!r:.300}"
             ) from exc
+
+
+def join_offsets(per_stream: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The query's offset: one stream's offset as it is, or every stream's under its name (sorted)."""
+    if len(per_stream) == 1:
+        return dict(next(iter(per_stream.values())))
+    return {"version": STREAMS_VERSION, "streams": {name: dict(per_stream[name]) for name in sorted(per_stream)}}
+
+
+def split_offset(offset: Mapping[str, Any], streams: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each stream's offset in the query's offset, by stream name (the inverse of :func:`join_offsets`).
+
+    A one-stream offset belongs to the stream its identity names; one without an identity
+    (written before identities existed, or on an endpoint without creation times) to the
+    first of ``streams``, the only stream such a query could have had.
+    """
+    if offset.get("version") == STREAMS_VERSION:
+        inner = offset.get("streams")
+        if not isinstance(inner, Mapping) or not all(isinstance(v, Mapping) for v in inner.values()):
+            raise ConfigurationError(f"checkpoint offset is not a kinesis-src offset: {dict(offset)!r:.300}")
+        return {str(name): dict(value) for name, value in inner.items()}
+    identity = offset.get("stream")
+    if identity:
+        try:
+            return {StreamIdentity.from_dict(identity).name: dict(offset)}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigurationError(f"checkpoint offset has a malformed stream identity: {identity!r:.300}") from exc
+    return {streams[0]: dict(offset)}

@@ -17,6 +17,7 @@ from lineage import KeyRange
 from ..config import AwsSettings, CredentialSource
 from ..positions import Position, parse_timestamp
 from ..retrieval.registration import FanOutTarget
+from ..stream_ref import StreamRef
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,12 @@ class KinesisPartition(InputPartition):
     strict_aggregation: bool = False  # a malformed KPL aggregate fails the task instead of passing through whole
     fan_out: FanOutTarget | None = None  # consumerMode=efo: the registered consumer tasks subscribe with
     key_range: KeyRange | None = None  # hashKeyRange: keep only records whose hash key is inside (key_filter)
+    stream_ref: StreamRef | None = None  # streamARN: how calls name the stream (by ARN); None: by ``stream``
+
+    @property
+    def reference(self) -> str | StreamRef:
+        """The ``stream`` argument for readers and clients: the name, or the ref of a stream given by ARN."""
+        return self.stream_ref.target if self.stream_ref is not None else self.stream
 
     @property
     def end_time(self):

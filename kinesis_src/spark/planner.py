@@ -18,7 +18,7 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Collection, Iterable, Mapping, Sequence
 
-from lineage import ShardGraph, shard_sort_key
+from lineage import KeyRange, ShardGraph, shard_sort_key
 
 from ..errors import DataLossError
 from ..positions import Position, PositionKind
@@ -104,25 +104,51 @@ def admit_ready(
     preserve_order: bool,
     start_of: Mapping[str, Position] | None = None,
     default_start: Position | None = None,
+    key_range: KeyRange | None = None,
 ) -> Frontier:
-    """Add shards that became readable: children whose parents drained (or any shard, opted out)."""
+    """Add shards that became readable: children whose parents drained (or any shard, opted out).
+
+    With a ``key_range`` (hashKeyRange), a ready shard whose hash range does not overlap it
+    holds no record of the slice: it counts as drained at once, never read, so its children
+    become ready in turn (a slice follows its keys through any split or merge).
+    """
     candidates: Iterable[str]
-    if preserve_order:
-        candidates = graph.ready(set(frontier.drained))
-    else:
-        candidates = (s for s in graph.shard_ids() if s not in frontier.drained)
+    drained = set(frontier.drained)
     positions = dict(frontier.positions)
     status = dict(frontier.status)
-    fresh = [s for s in candidates if s not in positions and s not in frontier.drained]
-    if fresh:
+    while True:
+        if preserve_order:
+            candidates = graph.ready(drained)
+        else:
+            candidates = (s for s in graph.shard_ids() if s not in drained)
+        fresh = [s for s in candidates if s not in positions and s not in drained]
+        if not fresh:
+            break
         # After a restart the listing also holds old closed shards this query skipped (they precede
         # its start); they look ready because their own parents are trimmed. Never go back to them.
-        behind = listed_ancestors(graph, [*positions, *frontier.drained])
+        behind = listed_ancestors(graph, [*positions, *drained])
+        outside = False
         for sid in fresh:
-            if sid not in behind:
-                positions[sid] = (start_of or {}).get(sid) or default_start or Position.trim_horizon()
-                status[sid] = ShardStatus.PENDING
-    return Frontier(positions, status, frontier.drained)
+            if sid in behind:
+                continue
+            if key_range is not None and not key_range.overlaps(graph.hash_range(sid)):
+                drained.add(sid)
+                outside = True
+                continue
+            positions[sid] = (start_of or {}).get(sid) or default_start or Position.trim_horizon()
+            status[sid] = ShardStatus.PENDING
+        if not outside:
+            break  # shards skipped as outside the range may have made their children ready: look again
+    return Frontier(positions, status, frozenset(drained))
+
+
+def shards_in_order(graph: ShardGraph, key_range: KeyRange | None = None) -> list[str]:
+    """Every listed shard, parents before children; with ``key_range`` only those overlapping it."""
+    rank = lineage_rank(graph)
+    shards = sorted(graph.shard_ids(), key=lambda s: (rank[s], s))
+    if key_range is None:
+        return shards
+    return [s for s in shards if key_range.overlaps(graph.hash_range(s))]
 
 
 def for_trigger(previous: Plan, frontier: Frontier, cut: str | None) -> Frontier:

@@ -270,3 +270,112 @@ def test_idle_triggers_walk_the_lineage_for_implied_drained_shards_once() -> Non
     graph.update([model_listing(80, 0, 10, (0,), starting="1")])  # the lineage changed: walk again
     implied.apply(advance(plan, {}), graph)
     assert implied.computed == 2
+
+
+# -- several streams: one offset holds every stream's plan -----------------------------------------
+
+
+def two_streams(records: dict[str, list[int]]) -> FakeKinesis:
+    """Streams "orders" and "payments", one shard each; ``records[stream]`` are its sequence numbers."""
+    kinesis = FakeKinesis()
+    for name in ("orders", "payments"):
+        kinesis.create_stream(name, listing=[model_listing(0, 0, TOP, starting="1")])
+        for q in records.get(name, ()):
+            kinesis.put_record(name, f"k{q}", b"x", shard_id=S(0), sequence_number=str(q))
+    return kinesis
+
+
+def reader_of(kinesis: FakeKinesis, streams: str, ends: dict[str, dict], **options: str) -> KinesisStreamReader:
+    opts = parse_options({"streamName": streams, "region": "us-east-1", "initialPosition": "trim_horizon", **options},
+                         batch=False, environ={})
+    reader = KinesisStreamReader(opts)
+    for ref in opts.streams:
+        reader._drivers[ref.name] = StreamDriver(
+            opts, kinesis=kinesis, progress=RecordedEnds(ends.get(ref.name, {})), claim=NoClaim(), stream=ref
+        )
+    return reader
+
+
+def caught_up(seq: str) -> BatchEnd:
+    return BatchEnd(Position.after_sequence(seq), 1, False, "caught_up")
+
+
+def test_one_offset_holds_every_stream_and_each_stream_plans_on_its_own() -> None:
+    kinesis = two_streams({"orders": [1, 2], "payments": [5]})
+    reader = reader_of(kinesis, "orders,payments", {})
+    initial = reader.initialOffset()
+    assert initial["version"] == 3 and list(initial["streams"]) == ["orders", "payments"]
+    assert {n: o["batch"] for n, o in initial["streams"].items()} == {"orders": 0, "payments": 0}
+    end = json.loads(json.dumps(reader.latestOffset(initial, ReadAllAvailable())))
+    parts = reader.partitions(initial, end)
+    assert [(p.stream, p.index, p.slices[0].shard_id) for p in parts] == [("orders", 0, S(0)), ("payments", 1, S(0))]
+    # the next batch: orders has a new record, payments has none: only orders moves and is read
+    kinesis.put_record("orders", "k3", b"x", shard_id=S(0), sequence_number="3")
+    reader._drivers["orders"].progress.by_batch[1] = {S(0): caught_up("2")}
+    reader._drivers["payments"].progress.by_batch[1] = {S(0): caught_up("5")}
+    nxt = reader.latestOffset(end, ReadAllAvailable())
+    assert nxt["streams"]["payments"] == end["streams"]["payments"]
+    assert Plan.from_offset(nxt["streams"]["orders"]).batch == 2
+    assert [p.stream for p in reader.partitions(end, nxt)] == ["orders"]
+
+
+def test_an_offset_of_todays_single_stream_version_restarts_and_a_stream_added_starts_at_the_initial_position() -> None:
+    """A literal one-stream checkpoint (no 'streams' key); the restart names a second stream."""
+    kinesis = two_streams({"orders": [1, 2, 3], "payments": [7, 8]})
+    old = (
+        '{"version": 1, "run": "5e0c0f4a9b1d4c7e8f2a3b4c5d6e7f80", "batch": 4, "shards": {'
+        '"shardId-000000000000": {"start": {"kind": "AFTER_SEQUENCE_NUMBER", "sequenceNumber": "1"}, "max": 100000}}, '
+        '"drained": [], "finished": [], "cut": null, "pending": [], "stream": null}'
+    )
+    offset = json.loads(old)
+    alone = reader_of(kinesis, "orders", {}).latestOffset(offset, ReadAllAvailable())
+    assert "streams" not in alone and Plan.from_offset(alone).run == offset["run"]  # one stream: one-stream offsets
+    reader = reader_of(kinesis, "orders,payments", {"orders": {4: {S(0): caught_up("2")}}})
+    end = reader.latestOffset(offset, ReadAllAvailable())
+    orders, payments = Plan.from_offset(end["streams"]["orders"]), Plan.from_offset(end["streams"]["payments"])
+    assert orders.run == "5e0c0f4a9b1d4c7e8f2a3b4c5d6e7f80" and orders.batch == 5
+    assert orders.shards[S(0)].start == Position.after_sequence("2")
+    assert payments.run != orders.run and payments.batch == 1
+    assert payments.shards[S(0)].start == Position.trim_horizon()  # initialPosition
+    again = reader.latestOffset(offset, ReadAllAvailable())
+    assert again["streams"]["payments"] == end["streams"]["payments"]  # asked again: one run id, one first plan
+    assert sorted(p.stream for p in reader.partitions(offset, end)) == ["orders", "payments"]
+
+
+def test_a_stream_removed_from_the_list_is_dropped_with_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    kinesis = two_streams({"orders": [1], "payments": [5]})
+    both = reader_of(kinesis, "orders,payments", {})
+    initial = both.initialOffset()
+    only = reader_of(kinesis, "orders", {})
+    with caplog.at_level("WARNING", logger="kinesis_src.spark.stream"):
+        end = only.latestOffset(initial, ReadAllAvailable())
+    assert "streams" not in end and Plan.from_offset(end).batch == 1  # back to a one-stream offset
+    assert [r.getMessage() for r in caplog.records if "'payments'" in r.getMessage() and "dropped" in r.getMessage()]
+    assert [p.stream for p in only.partitions(initial, end)] == ["orders"]
+    assert {c.stream for c in kinesis.calls_to("get_shard_iterator")} <= {"orders"}  # payments: never read again
+
+
+def test_a_recreated_stream_is_refused_by_name_while_the_others_are_fine() -> None:
+    from datetime import timedelta
+
+    from kinesis_src.errors import StreamRecreatedError
+
+    kinesis = two_streams({"orders": [1], "payments": [5]})
+    initial = reader_of(kinesis, "orders,payments", {}).initialOffset()
+    kinesis.stream("payments").created += timedelta(hours=1)  # deleted and created again
+    with pytest.raises(StreamRecreatedError, match="payments") as failed:
+        reader_of(kinesis, "orders,payments", {}).latestOffset(initial, ReadAllAvailable())
+    assert "stream/payments" in str(failed.value) and "stream/orders" not in str(failed.value)
+
+
+def test_join_and_split_offsets_are_inverse_and_one_stream_stays_as_it_was() -> None:
+    from kinesis_src.spark.offsets import join_offsets, split_offset
+
+    one = Plan("r", 3, {S(0): ShardPlan(Position.trim_horizon(), 5)}).to_offset()
+    assert join_offsets({"orders": one}) == one
+    assert split_offset(one, ["orders", "payments"]) == {"orders": one}  # no identity: the first stream's
+    two = join_offsets({"payments": one, "orders": one})
+    assert list(two["streams"]) == ["orders", "payments"]  # fixed key order: equal plans, equal JSON text
+    assert split_offset(json.loads(json.dumps(two)), ["payments"]) == {"orders": one, "payments": one}
+    with pytest.raises(ConfigurationError, match="not a kinesis-src offset"):
+        split_offset({"version": 3, "streams": ["x"]}, ["orders"])

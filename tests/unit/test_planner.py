@@ -380,3 +380,66 @@ def test_held_shards_are_carried_and_pending_ones_stay_pending() -> None:
     nxt = next_plan(p1, frontier, {S(2): True}, 100, None, None, held={S(1), S(2)})
     assert nxt.read == [S(0)] and nxt.pending == {S(1)} and set(nxt.shards) == {S(0), S(1), S(2)}
     assert next_plan(p1, frontier, {S(2): True}, 100, None, None, held={S(0), S(1), S(2)}) is None
+
+
+# -- hashKeyRange: only shards overlapping the slice are read ----------------------------------------
+
+
+def split_then_merge_graph() -> ShardGraph:
+    """0 splits at the middle into 1 (low half) and 2 (high half); 2 splits into 3 and 4 at 3/4."""
+    half, three_quarters = TOP // 2, TOP // 4 * 3
+    graph = ShardGraph()
+    graph.update([
+        listing(0, 0, TOP, closed=True),
+        listing(1, 0, half, (0,)),
+        listing(2, half + 1, TOP, (0,), closed=True),
+        listing(3, half + 1, three_quarters, (2,)),
+        listing(4, three_quarters + 1, TOP, (2,)),
+    ])
+    return graph
+
+
+def test_a_key_range_admits_only_overlapping_shards_and_follows_its_keys_through_reshards() -> None:
+    from lineage import KeyRange
+
+    graph = split_then_merge_graph()
+    low = KeyRange.slice(0, 2)
+    frontier = admit_ready(Frontier({}, {}, frozenset()), graph, True, key_range=low)
+    assert sorted(frontier.positions) == [S(0)]  # the parent spans every slice: read first
+    after = admit_ready(Frontier({}, {}, frozenset({S(0)})), graph, True, key_range=low)
+    assert sorted(after.positions) == [S(1)] and S(2) in after.drained  # 2 (high half) is never read
+    high = KeyRange.slice(1, 2)
+    after = admit_ready(Frontier({}, {}, frozenset({S(0)})), graph, True, key_range=high)
+    assert sorted(after.positions) == [S(2)]
+    last = KeyRange(TOP // 4 * 3 + 1, TOP)  # only shard 4's keys: 1 and 3 are skipped, 2 is read before 4
+    after = admit_ready(Frontier({}, {}, frozenset({S(0), S(2)})), graph, True, key_range=last)
+    assert sorted(after.positions) == [S(4)] and {S(1), S(3)} <= after.drained
+    assert admit_ready(Frontier({}, {}, frozenset({S(0)})), graph, True) == admit_ready(
+        Frontier({}, {}, frozenset({S(0)})), graph, True, key_range=KeyRange.full())
+
+
+def test_a_key_range_skips_a_whole_chain_of_shards_outside_it_in_one_call() -> None:
+    """A skipped shard's children become ready at once; those outside the range are skipped too."""
+    from lineage import KeyRange
+
+    half = TOP // 2
+    graph = ShardGraph()
+    graph.update([
+        listing(0, 0, half, closed=True),
+        listing(1, half + 1, TOP),
+        listing(2, 0, half, (0,), closed=True),
+        listing(3, 0, half, (2,)),
+    ])
+    frontier = admit_ready(Frontier({}, {}, frozenset()), graph, True, key_range=KeyRange(half + 1, TOP))
+    assert sorted(frontier.positions) == [S(1)] and frontier.drained == {S(0), S(2), S(3)}
+
+
+def test_batch_reads_list_only_shards_overlapping_the_range_parents_first() -> None:
+    from kinesis_src.spark.planner import shards_in_order
+    from lineage import KeyRange
+
+    graph = split_then_merge_graph()
+    assert shards_in_order(graph) == [S(0), S(1), S(2), S(3), S(4)]
+    assert shards_in_order(graph, KeyRange.slice(0, 2)) == [S(0), S(1)]
+    assert shards_in_order(graph, KeyRange.slice(1, 2)) == [S(0), S(2), S(3), S(4)]
+    assert shards_in_order(graph, KeyRange(TOP // 2, TOP // 2 + 1)) == [S(0), S(1), S(2), S(3)]  # straddles 1|2
