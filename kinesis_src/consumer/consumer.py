@@ -230,7 +230,10 @@ class Consumer:
         self._guard.before_start()
 
     async def _abort_start(self) -> None:
+        self.stopping = True
         self._sigterm.remove()
+        for reader in self.readers.values():
+            await reader.stop_fetching()
         for reader in self.readers.values():
             if reader.coordinator is not None and reader.coordinator.running:
                 await asyncio.to_thread(reader.coordinator.stop)
