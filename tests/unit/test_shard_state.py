@@ -156,13 +156,12 @@ def test_time_past_the_end_is_measured_until_the_shard_finishes() -> None:
 def test_a_holding_carries_its_leases_owner_switches_and_its_batches_say_whether_it_still_delivers() -> None:
     import asyncio
 
-    from lineage import HashRange
-
     from kinesis_src.consumer.batch import Batch
     from kinesis_src.consumer.metrics import ConsumerMetrics
     from kinesis_src.consumer.shard_state import Holdings
     from kinesis_src.leases.model import Checkpoint, Lease
     from kinesis_src.records import RecordPage
+    from lineage import HashRange
 
     async def scenario() -> tuple[int, int, bool, bool]:
         lease = Lease(SHARD, Checkpoint.trim_horizon(), HashRange(0, 10), counter=4, owner="me",

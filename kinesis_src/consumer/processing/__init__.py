@@ -1,0 +1,106 @@
+"""Parallel processing beyond shards: many records of a shard in handlers at once, each acknowledged
+on its own (ACCEPT by returning, RELEASE / REJECT by raising), with redelivery, delivery counts and
+a dead letter. Built on the Consumer's batches and ``batch.checkpoint(record)``; see docs/processing.md.
+
+::
+
+    async with Consumer("orders", application_name="billing") as consumer:
+        await process(consumer, handle, ordering="key", max_in_flight=64, dead_letter="orders-dlq")
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ...aws import DynamoDBClient
+from ...errors import ConfigurationError
+from .dead_letter import (
+    CallableDeadLetter,
+    DeadLetter,
+    DeadLetterCallable,
+    DeadLetterReason,
+    StreamDeadLetter,
+    open_dead_letter,
+)
+from .delivered import DeliveredRecord
+from .metrics import ProcessingMetrics
+from .options import (
+    DEFAULT_MAX_BUFFERED_BYTES,
+    DEFAULT_MAX_BUFFERED_RECORDS,
+    Ordering,
+    parse_options,
+)
+from .ordering_claim import claim_ordering
+from .outcomes import Outcome, Reject, Release
+from .processor import Handler, Processor
+from .retries import Backoff
+
+__all__ = [
+    "Backoff",
+    "CallableDeadLetter",
+    "DeadLetter",
+    "DeadLetterReason",
+    "DeliveredRecord",
+    "Ordering",
+    "Outcome",
+    "ProcessingMetrics",
+    "Reject",
+    "Release",
+    "StreamDeadLetter",
+    "process",
+]
+
+
+async def process(
+    consumer: Any,
+    handler: Handler,
+    *,
+    ordering: str | Ordering = "key",
+    max_in_flight: int = 64,
+    max_delivery_attempts: int = 5,
+    dead_letter: str | DeadLetterCallable | None = None,
+    max_buffered_records: int = DEFAULT_MAX_BUFFERED_RECORDS,
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+    retry_backoff: Backoff | None = None,
+    checkpoint_interval_s: float = 1.0,
+    drain_timeout_s: float = 10.0,
+    metrics: ProcessingMetrics | None = None,
+) -> ProcessingMetrics:
+    """Process the started ``consumer``'s records with ``handler`` until the consumer stops; see docs/processing.md.
+
+    ``handler(record)`` (async, or a plain function that returns quickly)
+    gets a :class:`DeliveredRecord`: returning accepts it, raising
+    :class:`Release` redelivers it later, :class:`Reject` dead-letters it
+    now, anything else is retried with ``retry_backoff`` until its
+    ``delivery_count`` reaches ``max_delivery_attempts``, then dead-lettered
+    (``dead_letter``: a Kinesis stream name, or a callable taking a
+    :class:`DeadLetter`; without one, such a record stops processing with
+    RecordNotProcessedError). Returns the metrics (pass ``metrics`` to watch
+    them live). Every option is checked, the dead letter stream looked up
+    and the ordering recorded in the lease table before any record is taken.
+    """
+    options = parse_options(
+        ordering=ordering, max_in_flight=max_in_flight, max_delivery_attempts=max_delivery_attempts,
+        max_buffered_records=max_buffered_records, max_buffered_bytes=max_buffered_bytes,
+        retry_backoff=retry_backoff, checkpoint_interval_s=checkpoint_interval_s, drain_timeout_s=drain_timeout_s,
+    )
+    if not callable(handler):
+        raise ConfigurationError(f"handler must be a callable taking one record, got {type(handler).__name__}")
+    sink = await asyncio.to_thread(open_dead_letter, dead_letter, consumer.settings)
+    await asyncio.to_thread(_claim, consumer, options.ordering)
+    metrics = metrics if metrics is not None else ProcessingMetrics()
+    await Processor(consumer, handler, options, sink, metrics).run()
+    return metrics
+
+
+def streams_of(consumer: Any) -> tuple[str, ...]:
+    """The consumer's streams: ``streams`` on a multi-stream consumer, else its one ``stream``."""
+    streams = getattr(consumer, "streams", None)
+    return tuple(streams) if streams else (consumer.stream,)
+
+
+def _claim(consumer: Any, ordering: Ordering) -> None:
+    dynamodb = DynamoDBClient(consumer.settings)
+    for stream in streams_of(consumer):
+        claim_ordering(dynamodb, consumer.table_name, consumer.application, stream, ordering, consumer.worker_id)

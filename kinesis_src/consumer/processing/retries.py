@@ -1,0 +1,37 @@
+"""How long a failed record waits before its next delivery: capped exponential backoff with jitter.
+
+The consumer's own AWS retries (:mod:`kinesis_src.retry`) are per call and
+block their caller; these are per record and block nothing: the record waits
+on a timer while other records (and, in ``"key"`` ordering, other keys)
+carry on. Only the record's own key (or shard, in ``"shard"`` ordering)
+waits behind it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from ...errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delay before the n-th retry: ``initial_s * multiplier**(n-1)``, capped at ``max_s``, with full
+    jitter down to half of it (so records that failed together do not retry together)."""
+
+    initial_s: float = 0.1
+    max_s: float = 30.0
+    multiplier: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.initial_s <= self.max_s or self.multiplier < 1:
+            raise ConfigurationError(
+                "retry_backoff must satisfy 0 <= initial_s <= max_s and multiplier >= 1, got "
+                f"initial_s={self.initial_s}, max_s={self.max_s}, multiplier={self.multiplier}"
+            )
+
+    def delay_s(self, retry: int, rng: random.Random | None = None) -> float:
+        """The wait before retry number ``retry`` (1 for the first retry)."""
+        ceiling = min(self.max_s, self.initial_s * self.multiplier ** max(0, retry - 1))
+        return ceiling * (0.5 + 0.5 * (rng or random).random())

@@ -1,0 +1,418 @@
+"""The processing loop (kinesis_src/consumer/processing/processor.py) against a scripted consumer: no servers.
+
+The scripted consumer hands out real :class:`Batch` objects with real
+:class:`ShardState` holdings and records every checkpoint; the integration
+tests (tests/integration/test_processing.py) run the same loop on the real
+Consumer, kinesis-mock and DynamoDB Local. Here the outcomes are checked
+exactly: which checkpoints are written, how often a record is delivered,
+what reaches the dead letter, what a lost lease or a stop does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, TypeVar
+
+import pytest
+
+from kinesis_src.consumer.batch import Batch
+from kinesis_src.consumer.processing import (
+    Backoff,
+    DeadLetter,
+    DeadLetterReason,
+    DeliveredRecord,
+    ProcessingMetrics,
+    Reject,
+    Release,
+    process,
+)
+from kinesis_src.consumer.processing.dead_letter import CallableDeadLetter
+from kinesis_src.consumer.processing.options import parse_options
+from kinesis_src.consumer.processing.processor import Processor
+from kinesis_src.consumer.shard_state import ShardState
+from kinesis_src.errors import (
+    ConfigurationError,
+    LeaseLostError,
+    RecordNotProcessedError,
+)
+from kinesis_src.records import Record, RecordPage
+
+T = TypeVar("T")
+FAST = Backoff(initial_s=0.001, max_s=0.002)
+
+
+@dataclass
+class ScriptedConsumer:
+    """What process() uses of a Consumer: ``__anext__``, ``stopping``, names; checkpoints recorded."""
+
+    checkpoints: list[tuple[str, int, int, str]] = field(default_factory=list)  # (shard, holding, batch, seq)
+    pulled: int = 0
+    stopping: bool = False
+    streams: tuple[str, ...] = ("s",)
+    application: str = "app"
+    worker_id: str = "me"
+    _queue: asyncio.Queue[Batch | None] = field(default_factory=asyncio.Queue)
+    _states: dict[tuple[str, int], ShardState] = field(default_factory=dict)
+    _indexes: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
+
+    def holding(self, shard: str, generation: int = 1, owner_switches: int = 1) -> ShardState:
+        return self._states.setdefault((shard, generation), ShardState(shard, owner_switches=owner_switches))
+
+    def put(self, shard: str, rows: list[tuple[str, int]], generation: int = 1) -> Batch:
+        """A batch of (partition key, sequence number) rows of ``shard``'s holding ``generation``."""
+        state = self.holding(shard, generation)
+        self._indexes[(shard, generation)] += 1
+        page = RecordPage([k for k, _ in rows], [f"{k}:{n}".encode() for k, n in rows],
+                          [f"{n:05d}" for _, n in rows], [None] * len(rows), [None] * len(rows),
+                          "it", 0)
+        batch = Batch("s", shard, page, self._indexes[(shard, generation)], generation, self._checkpoint, state)
+        state.produce()
+        self._queue.put_nowait(batch)
+        return batch
+
+    def stop(self) -> None:
+        self.stopping = True
+        self._queue.put_nowait(None)
+
+    async def __anext__(self) -> Batch:
+        while True:
+            if self.stopping:
+                raise StopAsyncIteration
+            batch = await self._queue.get()
+            if batch is None:
+                continue
+            if not batch.delivering:
+                continue
+            batch._state.hand_out(batch.index)  # type: ignore[union-attr]
+            self.pulled += 1
+            return batch
+
+    async def _checkpoint(self, batch: Batch, record: Record | None) -> None:
+        state = batch._state
+        assert state is not None
+        if not state.accepts_checkpoints:
+            raise LeaseLostError(f"lost {batch.shard_id}", batch.shard_id)
+        seq = record.sequence_number if record is not None else (batch.last_sequence_number or "end")
+        self.checkpoints.append((batch.shard_id, batch.generation, batch.index, seq))
+        if record is None or record.sequence_number == batch.last_sequence_number:
+            state.acknowledge(batch.index)
+
+
+def run(test: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(asyncio.wait_for(test(), 10))
+
+
+async def until(condition: Callable[[], Any], what: str, timeout_s: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.001)
+
+
+def processor(consumer: ScriptedConsumer, handler: Any, *, letters: list[DeadLetter] | None = None,
+              **options: Any) -> tuple[Processor, ProcessingMetrics]:
+    settings = {"ordering": "key", "max_in_flight": 8, "max_delivery_attempts": 3, "max_buffered_records": 1000,
+                    "max_buffered_bytes": 1 << 20, "retry_backoff": FAST, "checkpoint_interval_s": 0.0, "drain_timeout_s": 1.0}
+    settings.update(options)
+    sink = CallableDeadLetter(letters.append) if letters is not None else None
+    metrics = ProcessingMetrics()
+    return Processor(consumer, handler, parse_options(**settings), sink, metrics), metrics
+
+
+def last_checkpoint(consumer: ScriptedConsumer, shard: str) -> str | None:
+    seqs = [seq for s, _, _, seq in consumer.checkpoints if s == shard]
+    return seqs[-1] if seqs else None
+
+
+# -- accept -------------------------------------------------------------------------------
+
+
+def test_records_of_different_keys_run_together_each_keys_in_order_and_the_checkpoint_reaches_the_last() -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        running: set[str] = set()
+        peak = 0
+        order: dict[str, list[int]] = defaultdict(list)
+
+        async def handler(record: DeliveredRecord) -> None:
+            nonlocal peak
+            assert record.partition_key not in running, "two records of one key in flight"
+            running.add(record.partition_key)
+            peak = max(peak, len(running))
+            order[record.partition_key].append(int(record.sequence_number))
+            await asyncio.sleep(0.001 * (int(record.sequence_number) % 3))
+            running.discard(record.partition_key)
+
+        consumer.put("shard-1", [(f"k{n % 4}", n) for n in range(1, 21)])
+        consumer.put("shard-2", [(f"k{n % 4}", n) for n in range(101, 111)])
+        proc, metrics = processor(consumer, handler)
+        task = asyncio.create_task(proc.run())
+        await until(lambda: metrics.accepted == 30 and last_checkpoint(consumer, "shard-1") == "00020"
+                    and last_checkpoint(consumer, "shard-2") == "00110", "every record accepted and checkpointed")
+        consumer.stop()
+        await task
+        assert peak > 1, "records never overlapped"
+        for key, seqs in order.items():
+            assert seqs == sorted(seqs), f"{key} out of order: {seqs}"
+        assert metrics.deliveries == 30 and metrics.redelivered == 0 and metrics.buffered_records == 0
+
+    run(scenario)
+
+
+def test_a_slow_record_holds_the_checkpoint_back_while_later_records_finish() -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        gate = asyncio.Event()
+
+        async def handler(record: DeliveredRecord) -> None:
+            if record.sequence_number == "00002":
+                await gate.wait()
+
+        consumer.put("shard-1", [("a", 1), ("b", 2), ("c", 3), ("d", 4)])
+        proc, metrics = processor(consumer, handler, ordering="unordered")
+        task = asyncio.create_task(proc.run())
+        await until(lambda: metrics.accepted == 3, "the three fast records")
+        await until(lambda: consumer.checkpoints, "the checkpoint before the slow record")
+        assert [c[3] for c in consumer.checkpoints] == ["00001"]  # never past 00002
+        gate.set()
+        await until(lambda: last_checkpoint(consumer, "shard-1") == "00004", "the checkpoint after it")
+        consumer.stop()
+        await task
+
+    run(scenario)
+
+
+# -- fail, release, reject -----------------------------------------------------------------
+
+
+def test_a_failing_record_is_tried_max_delivery_attempts_times_then_dead_lettered_and_counts_as_done() -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        calls: list[tuple[str, int]] = []
+        letters: list[DeadLetter] = []
+
+        async def handler(record: DeliveredRecord) -> None:
+            calls.append((record.sequence_number, record.delivery_count))
+            if record.partition_key == "poison":
+                raise TimeoutError("backend timed out")
+
+        consumer.put("shard-1", [("poison", 1), ("poison", 2), ("ok", 3)])
+        proc, metrics = processor(consumer, handler, letters=letters, max_delivery_attempts=4)
+        task = asyncio.create_task(proc.run())
+        await until(lambda: last_checkpoint(consumer, "shard-1") == "00003", "the checkpoint past both poison records")
+        consumer.stop()
+        await task
+        assert [c for c in calls if c[0] == "00001"] == [("00001", n) for n in (1, 2, 3, 4)]
+        assert [(d.record.sequence_number, d.delivery_count, d.reason, d.error_type) for d in letters] == [
+            ("00001", 4, DeadLetterReason.FAILED, "TimeoutError"), ("00002", 4, DeadLetterReason.FAILED, "TimeoutError")]
+        assert calls.index(("00002", 1)) > calls.index(("00001", 4)), "key order: 00002 started before 00001 was done"
+        envelope = letters[0].envelope()
+        assert (envelope["stream"], envelope["shard_id"], envelope["sequence_number"], envelope["data"]) == (
+            "s", "shard-1", "00001", "cG9pc29uOjE=")  # base64 of b"poison:1"
+        assert (metrics.failed, metrics.dead_lettered, metrics.accepted, metrics.redelivered) == (8, 2, 1, 6)
+
+    run(scenario)
+
+
+def test_reject_dead_letters_at_once_and_release_redelivers_until_the_last_attempt() -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        calls: list[tuple[str, int]] = []
+        letters: list[DeadLetter] = []
+
+        async def handler(record: DeliveredRecord) -> None:
+            calls.append((record.partition_key, record.delivery_count))
+            if record.partition_key == "bad":
+                raise Reject("unparseable")
+            if record.partition_key == "later" and record.delivery_count < 2:
+                raise Release("not yet")
+            if record.partition_key == "never":
+                raise Release("never ready")
+
+        consumer.put("shard-1", [("bad", 1), ("later", 2), ("never", 3)])
+        proc, metrics = processor(consumer, handler, letters=letters, max_delivery_attempts=3)
+        task = asyncio.create_task(proc.run())
+        await until(lambda: last_checkpoint(consumer, "shard-1") == "00003", "everything done")
+        consumer.stop()
+        await task
+        assert sorted(calls) == sorted([("bad", 1), ("later", 1), ("later", 2), ("never", 1), ("never", 2), ("never", 3)])
+        assert [(d.record.partition_key, d.delivery_count, d.reason, d.error_message) for d in letters] == [
+            ("bad", 1, DeadLetterReason.REJECTED, "unparseable"), ("never", 3, DeadLetterReason.RELEASED, "never ready")]
+        assert (metrics.rejected, metrics.released, metrics.accepted) == (1, 4, 1)
+
+    run(scenario)
+
+
+def test_without_a_dead_letter_a_record_out_of_attempts_stops_processing_and_is_not_checkpointed() -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+
+        async def handler(record: DeliveredRecord) -> None:
+            if record.partition_key == "poison":
+                raise ValueError("bad payload")
+
+        consumer.put("shard-1", [("poison", 1), ("ok", 2)])
+        proc, _ = processor(consumer, handler, max_delivery_attempts=2)
+        with pytest.raises(RecordNotProcessedError, match="max_delivery_attempts=2") as raised:
+            await proc.run()
+        assert isinstance(raised.value.__cause__, ValueError)
+        assert all(seq != "00001" and seq != "00002" for *_, seq in consumer.checkpoints)
+
+    run(scenario)
+
+
+# -- delivery counts across owners ------------------------------------------------------------
+
+
+def test_owner_switches_since_the_checkpoint_count_as_deliveries_and_a_head_record_past_the_limit_is_dead_lettered() -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        consumer.holding("shard-1", owner_switches=3)  # two earlier holders received these records
+        consumer.holding("shard-2", owner_switches=5)  # four: past max_delivery_attempts=3
+        counts: dict[str, int] = {}
+        letters: list[DeadLetter] = []
+
+        async def handler(record: DeliveredRecord) -> None:
+            counts[record.sequence_number] = record.delivery_count
+
+        consumer.put("shard-1", [("a", 1)])
+        consumer.put("shard-2", [("b", 11), ("c", 12)])
+        proc, metrics = processor(consumer, handler, letters=letters, max_delivery_attempts=3)
+        task = asyncio.create_task(proc.run())
+        await until(lambda: last_checkpoint(consumer, "shard-1") == "00001" and last_checkpoint(consumer, "shard-2") == "00012",
+                    "both shards checkpointed")
+        consumer.stop()
+        await task
+        assert counts["00001"] == 3
+        assert [(d.record.sequence_number, d.reason, d.delivery_count) for d in letters] == [
+            ("00011", DeadLetterReason.OWNER_SWITCHES, 5)]  # the head; never given to the handler
+        assert "00011" not in counts and counts["00012"] == 5  # not the head when it started: processed
+        assert metrics.redelivered == 2
+
+    run(scenario)
+
+
+# -- leases that go, buffers, stopping ------------------------------------------------------------
+
+
+def test_a_lost_lease_abandons_its_records_writes_no_checkpoint_and_the_other_shard_goes_on() -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        gate = asyncio.Event()
+        started: list[str] = []
+
+        async def handler(record: DeliveredRecord) -> None:
+            started.append(record.sequence_number)
+            if record.shard_id == "shard-1":
+                await gate.wait()
+
+        consumer.put("shard-1", [("a", 1), ("a", 2), ("a", 3)])
+        proc, metrics = processor(consumer, handler)
+        task = asyncio.create_task(proc.run())
+        await until(lambda: started == ["00001"], "the first record of shard-1 in its handler")
+        consumer.holding("shard-1").lose()
+        gate.set()
+        consumer.put("shard-2", [("b", 21)])
+        await until(lambda: last_checkpoint(consumer, "shard-2") == "00021", "shard-2 checkpointed")
+        await until(lambda: not proc.holdings.get(("s", "shard-1", 1)), "shard-1's holding forgotten")
+        consumer.stop()
+        await task
+        assert last_checkpoint(consumer, "shard-1") is None
+        # 00001 finished (accepted, its checkpoint refused); 00002 and 00003 never started: the next owner has them
+        assert started == ["00001", "00021"] and metrics.abandoned == 2 and metrics.buffered_records == 0
+
+    run(scenario)
+
+
+def test_the_buffer_cap_stops_taking_batches_until_records_are_done() -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        gate = asyncio.Event()
+
+        async def handler(record: DeliveredRecord) -> None:
+            await gate.wait()
+
+        for n in range(5):
+            consumer.put("shard-1", [(f"k{n}", 2 * n + 1), (f"k{n}b", 2 * n + 2)])
+        proc, metrics = processor(consumer, handler, max_in_flight=2, max_buffered_records=4)
+        task = asyncio.create_task(proc.run())
+        await until(lambda: metrics.in_flight == 2 and metrics.buffered_records == 4, "two batches in, two records in flight")
+        for _ in range(20):  # let every ready task run: a puller ignoring the cap would take batch 3 now
+            await asyncio.sleep(0)
+        assert consumer.pulled == 2 and metrics.buffered_records == 4
+        gate.set()
+        await until(lambda: last_checkpoint(consumer, "shard-1") == "00010", "all ten")
+        consumer.stop()
+        await task
+        assert consumer.pulled == 5
+
+    run(scenario)
+
+
+def test_a_stop_lets_running_records_finish_checkpoints_them_and_leaves_unstarted_ones_to_the_next_owner() -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        gate = asyncio.Event()
+        started: list[str] = []
+
+        async def handler(record: DeliveredRecord) -> None:
+            started.append(record.sequence_number)
+            await gate.wait()
+
+        consumer.put("shard-1", [("a", 1), ("b", 2), ("c", 3)])
+        proc, metrics = processor(consumer, handler, max_in_flight=2, checkpoint_interval_s=60.0)
+        task = asyncio.create_task(proc.run())
+        await until(lambda: len(started) == 2, "two records in flight")
+        consumer.stop()
+        await until(lambda: proc.phase.value == "draining", "the drain")
+        gate.set()
+        await task
+        assert started == ["00001", "00002"]
+        assert last_checkpoint(consumer, "shard-1") == "00002"  # the drain writes at once, whatever the interval
+        assert metrics.abandoned == 1
+
+    run(scenario)
+
+
+def test_the_empty_batch_that_ends_a_shard_is_checkpointed_once_the_records_before_it_are_done() -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        consumer.put("shard-1", [("a", 1)])
+        consumer.put("shard-1", [])
+        proc, _ = processor(consumer, lambda record: None)
+        task = asyncio.create_task(proc.run())
+        await until(lambda: last_checkpoint(consumer, "shard-1") == "end", "the end batch's checkpoint")
+        consumer.stop()
+        await task
+        assert [c[2:] for c in consumer.checkpoints if c[0] == "shard-1"][-1] == (2, "end")
+
+    run(scenario)
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({"max_in_flight": 0}, "max_in_flight"),
+    ({"ordering": "by-customer"}, "ordering"),
+    ({"max_delivery_attempts": 0}, "max_delivery_attempts"),
+    ({"max_buffered_records": 10, "max_in_flight": 64}, "max_buffered_records"),
+    ({"dead_letter": 42}, "dead_letter"),
+])
+def test_a_wrong_option_fails_before_anything_is_read_naming_it(options: dict[str, Any], named: str) -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        consumer.settings = None  # type: ignore[attr-defined]  (no AWS: nothing may be called)
+        consumer.put("shard-1", [("a", 1)])
+
+        async def handler(record: DeliveredRecord) -> None:
+            raise AssertionError("a record was processed")
+
+        with pytest.raises(ConfigurationError, match=named):
+            await process(consumer, handler, **options)
+        assert consumer.pulled == 0
+
+    run(scenario)
