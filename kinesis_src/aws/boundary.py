@@ -9,8 +9,11 @@ endpoint.
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Awaitable, Callable, TypeVar
+import threading
+from collections import OrderedDict
+from typing import Any, Awaitable, Callable, TypeVar
 
 import botocore.session
 from botocore.client import BaseClient
@@ -75,10 +78,58 @@ _INVALID_CODES = frozenset(
 )
 
 
+class _SharedSession(botocore.session.Session):
+    """A botocore session that several threads may create clients from.
+
+    botocore sessions are not thread-safe: components and credentials are
+    resolved lazily on the first ``create_client``; one lock serialises that.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._create_lock = threading.Lock()
+
+    def create_client(self, *args: Any, **kwargs: Any) -> Any:
+        with self._create_lock:
+            return super().create_client(*args, **kwargs)
+
+
+_SESSIONS: OrderedDict[tuple[Any, ...], botocore.session.Session] = OrderedDict()
+_SESSIONS_LOCK = threading.Lock()
+_SESSIONS_KEPT = 8
+
+
 def new_session(settings: AwsSettings | None = None) -> botocore.session.Session:
-    """A botocore session whose JSON responses go through the fast GetRecords parser, with the
-    settings' profile and role (:mod:`.credentials`)."""
-    session = botocore.session.get_session()
+    """The process's botocore session for these settings: JSON responses through the fast GetRecords
+    parser, the settings' profile and role (:mod:`.credentials`).
+
+    One session per process, credentials and region, shared by every client
+    built from it: a second session loads the service models and resolves
+    (or assumes) the credentials again, 0.3-0.7 s per client at a Spark
+    query's start (docs/performance.md). The key also holds the process id
+    (a forked child builds its own) and the ``AWS_*`` environment, which the
+    credential chain and the config files are resolved from, so a changed
+    environment gets a new session exactly as it did when every client had
+    its own. The last few sessions are kept.
+    """
+    key = (
+        os.getpid(),
+        None if settings is None else (settings.credentials, settings.region),
+        tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))),
+    )
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(key)
+        if session is None:
+            session = _SESSIONS[key] = _build_session(settings)
+            while len(_SESSIONS) > _SESSIONS_KEPT:
+                _SESSIONS.popitem(last=False)
+        else:
+            _SESSIONS.move_to_end(key)
+        return session
+
+
+def _build_session(settings: AwsSettings | None) -> botocore.session.Session:
+    session = _SharedSession()
     session.register_component("response_parser_factory", FastResponseParserFactory())
     if settings is not None:
         configure(session, settings.credentials, settings.region)

@@ -148,10 +148,10 @@ def test_a_missing_permission_names_the_action_and_the_policy_doc(dummy_credenti
     """AWS says AccessDeniedException; moto and some proxies answer a bare 403 with an XML body. Both name the
     action the credentials lack and where the policies are, and neither is retried."""
     for code, message in [
-        ("AccessDeniedException", "User: arn:aws:iam::1:user/u is not authorized to perform: kinesis:ListShards on "
-                                  "resource: arn:aws:kinesis:us-east-1:1:stream/orders"),
-        ("403", "<?xml version=\"1.0\"?><ErrorResponse><Errors><Error><Code>AccessDenied</Code><Message>User: "
-                "arn:aws:iam::1:user/u is not authorized to perform: kinesis:ListShards</Message></Error></Errors>"),
+        ("AccessDeniedException", ("User: arn:aws:iam::1:user/u is not authorized to perform: kinesis:ListShards on "
+                                   "resource: arn:aws:kinesis:us-east-1:1:stream/orders")),
+        ("403", ("<?xml version=\"1.0\"?><ErrorResponse><Errors><Error><Code>AccessDenied</Code><Message>User: "
+                 "arn:aws:iam::1:user/u is not authorized to perform: kinesis:ListShards</Message></Error></Errors>")),
     ]:
         kinesis, stub = _stubbed()
         stub.add_client_error("list_shards", service_error_code=code, service_message=message, http_status_code=403)
@@ -473,3 +473,86 @@ def test_the_reader_names_shard_and_stream_once_and_the_position(scripted) -> No
     assert message.count("shardId-000000000007") == 1 and message.count("'orders'") == 1, message
     assert str(Position.trim_horizon()) in message and "Records[0].Data" in message
     assert CANARY not in "".join(traceback.format_exception(info.value))
+
+
+# -- one botocore session per process -------------------------------------------------------------
+
+
+@pytest.fixture
+def sessions_built(monkeypatch: pytest.MonkeyPatch) -> list[botocore.session.Session]:
+    """Every botocore session constructed while the test runs (our own and any other)."""
+    built: list[botocore.session.Session] = []
+    original = botocore.session.Session.__init__
+
+    def counting_init(self, *args, **kwargs) -> None:
+        built.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(botocore.session.Session, "__init__", counting_init)
+    return built
+
+
+def test_clients_of_one_process_share_one_session(dummy_credentials: None, sessions_built: list) -> None:
+    """Each session loads the service models and resolves credentials again (~0.3-0.7 s a client)."""
+    from kinesis_src.aws import DynamoDBClient
+
+    settings = AwsSettings(region="eu-west-1", endpoint_url="http://127.0.0.1:9", retry=FAST)
+    clients = [KinesisClient(settings), DynamoDBClient(settings), KinesisClient(settings)]
+    same_again = AwsSettings(region="eu-west-1", endpoint_url="http://127.0.0.1:8", retry=RetryPolicy(max_attempts=2))
+    clients.append(KinesisClient(same_again))  # endpoint and retry are the client's, not the session's
+    assert len(sessions_built) == 1
+    assert len({c.botocore_client._request_signer._credentials.access_key for c in clients if hasattr(c, "botocore_client")}) == 1
+
+
+def test_other_credentials_or_region_get_their_own_session(
+    dummy_credentials: None, sessions_built: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kinesis_src.aws.boundary import new_session
+    from kinesis_src.config import CredentialSource
+
+    base = AwsSettings(region="eu-west-1")
+    first = new_session(base)
+    assert new_session(base) is first
+    assert new_session(AwsSettings(region="eu-central-1")) is not first  # an assumed role's STS region
+    monkeypatch.setenv("UNRELATED_VARIABLE", "x")
+    assert new_session(base) is first
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "other-key")  # the environment the chain resolves from changed
+    other_env = new_session(base)
+    assert other_env is not first
+    assert other_env.get_credentials().access_key == "other-key"
+    role = AwsSettings(region="eu-west-1", credentials=CredentialSource(role_arn="arn:aws:iam::123456789012:role/r"))
+    assert new_session(role) is not other_env
+
+
+def test_a_forked_process_builds_its_own_session(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session (its credential refresh lock, its cached providers) is not carried across fork()."""
+    import os
+
+    from kinesis_src.aws.boundary import new_session
+
+    settings = AwsSettings(region="eu-west-1")
+    parent = new_session(settings)
+    monkeypatch.setattr(os, "getpid", lambda: -1)
+    assert new_session(settings) is not parent
+
+
+def test_threads_creating_clients_at_once_share_the_session(dummy_credentials: None, sessions_built: list) -> None:
+    settings = AwsSettings(region="ap-south-1", endpoint_url="http://127.0.0.1:9", retry=FAST)
+    start = threading.Barrier(8)
+    made: list[KinesisClient] = []
+    errors: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            start.wait(timeout=30)
+            made.append(KinesisClient(settings))
+        except Exception as exc:  # noqa: BLE001  (reported by the assertion below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=make) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors and len(made) == 8
+    assert len(sessions_built) == 1

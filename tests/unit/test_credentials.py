@@ -64,7 +64,7 @@ def test_a_role_is_assumed_once_and_reads_what_the_user_alone_may_not(
         read(iam_moto, CredentialSource())
     source = CredentialSource(role_arn=arn, role_session_name="etl-job", role_external_id="ext-1", sts_endpoint_url=iam_moto)
     assert read(iam_moto, source) == 10 and read(iam_moto, source) == 10
-    assert len(assume_role_calls) == 2  # one per client (each read makes its own), none per request
+    assert len(assume_role_calls) == 1  # one per process: both reads' clients share its session; none per request
     assert assume_role_calls[0] == {"RoleArn": arn, "RoleSessionName": "etl-job", "DurationSeconds": 3600,
                                     "ExternalId": "ext-1"}
 
