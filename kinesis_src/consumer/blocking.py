@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Any, Callable, Coroutine, Iterator, TypeVar
 
@@ -18,6 +19,7 @@ from ..records import Record, RecordPage
 from .batch import Batch
 from .consumer import Consumer
 from .metrics import ConsumerMetrics
+from .processing import DeliveredRecord, ProcessingMetrics, process
 
 T = TypeVar("T")
 
@@ -114,6 +116,30 @@ class BlockingConsumer:
             except StopAsyncIteration:
                 return
             yield BlockingBatch(batch, self._run)
+
+    def process(self, handler: Callable[[DeliveredRecord], Any], *, max_in_flight: int = 64,
+                **options: Any) -> ProcessingMetrics:
+        """Run the sync ``handler`` on a pool of ``max_in_flight`` threads until the consumer stops
+        (SIGTERM, Ctrl-C, ``stop()``); returns the metrics. Takes the options of
+        :func:`kinesis_src.consumer.processing.process` (see docs/processing.md): returning accepts a
+        record, raising ``Release`` / ``Reject`` / anything else works as in the async form.
+
+        The handler runs on the pool's threads, never on the consumer's loop, so a blocking call
+        (an HTTP request, a database write) in it stalls neither fetching nor leases.
+        """
+        pool = ThreadPoolExecutor(max_workers=max(1, max_in_flight) if isinstance(max_in_flight, int) else 1,
+                                  thread_name_prefix="kinesis-src-handler")
+
+        async def on_pool(record: DeliveredRecord) -> None:
+            await asyncio.get_running_loop().run_in_executor(pool, handler, record)
+
+        if not callable(handler):  # checked here: on_pool itself is always callable
+            pool.shutdown(wait=False)
+            return self._run(process(self.consumer, handler, max_in_flight=max_in_flight, **options))
+        try:
+            return self._run(process(self.consumer, on_pool, max_in_flight=max_in_flight, **options))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def stop(self) -> None:
         self.consumer.stop()
