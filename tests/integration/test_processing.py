@@ -40,7 +40,13 @@ from typing import Any
 import pytest
 import waiting  # tests/waiting.py
 
-from kinesis_src import BlockingConsumer, Consumer, KinesisClient, LeaseTiming, read_table
+from kinesis_src import (
+    BlockingConsumer,
+    Consumer,
+    KinesisClient,
+    LeaseTiming,
+    read_table,
+)
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer.processing import DeliveredRecord, process
