@@ -2,17 +2,21 @@
 
 Three parties, and what each owns
 ---------------------------------
-* The **lease coordinator** (a thread, :class:`~kinesis_src.leases.LeaseCoordinator`)
+* Per stream, a **lease coordinator** (a thread, :class:`~kinesis_src.leases.LeaseCoordinator`)
   decides which shards this process holds: fair share among the processes
   with the same application name, failover, parent-first assignment. It
-  tells the consumer through the listener methods below, from its thread;
-  they hop onto the event loop.
+  tells that stream's :class:`~.stream_reader.StreamReader` through the
+  listener methods, from its thread; they hop onto the event loop. A
+  consumer of several streams has one reader (and one coordinator, one
+  set of leases and checkpoints) per stream; this class fans them in.
 * One **fetcher task per held shard** (:class:`~kinesis_src.retrieval.async_polling.ShardFetcher`) reads
   from the lease's checkpoint, paced within Kinesis' per-shard limits, and
   queues batches. At most ``prefetch_batches`` undelivered batches per
-  shard: a slow application slows fetching instead of filling memory.
-* The **application** takes batches from the shared queue (``async for``) and
-  acknowledges them with ``await batch.checkpoint()``.
+  shard: a slow application slows fetching instead of filling memory. With
+  a sticky ``key_range``, only the records whose hash key is in the range
+  are queued (:mod:`.stream_reader`, :mod:`.key_range_guard`).
+* The **application** takes batches of every stream from the one shared
+  queue (``async for``) and acknowledges them with ``await batch.checkpoint()``.
 
 Each holding of a shard has one explicit state (:mod:`.shard_state`):
 FETCHING -> END_SEEN -> ENDING -> ENDED, or RELEASING -> RELEASED, or LOST.
