@@ -55,7 +55,7 @@ from ..names import default_table_name, validate_name
 from ..positions import Position
 from ..retrieval.pacing import FetchPacing
 from ..retrieval.polling import MAX_RECORDS_PER_FETCH
-from ..retrieval.registration import ConsumerMode, parse_consumer_mode
+from ..retrieval.registration import ConsumerMode, FanOutTarget, parse_consumer_mode
 from ..retrieval.registration import consumer_name as consumer_name_of
 from ..retry import RetryPolicy
 from .batch import Batch
@@ -319,6 +319,11 @@ class Consumer:
     def _set_in_flight(self, batch: Batch | None) -> None:
         self.in_flight = batch
         self._progress.set()
+
+    @property
+    def fan_out(self) -> FanOutTarget | None:
+        """The registered EFO stream consumer of the first stream (each stream's: ``readers[name].fan_out``)."""
+        return next(iter(self.readers.values())).fan_out
 
     def held_shards(self) -> list[str]:
         """Shard ids held now; with several streams, ``"<stream>/<shard id>"``."""
