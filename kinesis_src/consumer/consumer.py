@@ -165,6 +165,12 @@ class Consumer:
                 "consumer_name and require_consumer_deregistration apply to enhanced fan-out only: "
                 "add consumer_mode='efo', or remove them"
             )
+        if self.consumer_mode is ConsumerMode.EFO and self.key_range is not None and consumer_name is None:
+            raise ConfigurationError(
+                "consumer_mode='efo' with a key_range needs a consumer_name of the range's own (e.g. "
+                f"f'{self.application}-slice-{{i}}'): readers of different ranges under one stream consumer "
+                "would refuse each other's subscriptions to the shards they share"
+            )
         self.require_consumer_deregistration = require_consumer_deregistration
         self.check_retention = True  # report a resume whose checkpointed record was trimmed (the first page tells)
         self.metrics = ConsumerMetrics(self.worker_id)
