@@ -376,7 +376,7 @@ class Consumer:
         every ``metrics_interval_s``."""
         loop = asyncio.get_running_loop()
         next_log = loop.time() + self.metrics_interval_s
-        next_renewal = loop.time() + self.timing.renew_s
+        next_renewal = loop.time()  # at once: the claims were last renewed before the leases started
         while True:
             await asyncio.sleep(min(0.5, self.metrics_interval_s, self.timing.renew_s))
             for reader in self.readers.values():
@@ -385,7 +385,7 @@ class Consumer:
                     self.fail(failure)
                 reader.acks.watch_ends(loop.time())
             if loop.time() >= next_renewal:
-                next_renewal = loop.time() + self.timing.renew_s
+                next_renewal = loop.time()  # at once: the claims were last renewed before the leases started
                 await self._guard.renew()
             if loop.time() >= next_log:
                 next_log += self.metrics_interval_s
