@@ -110,6 +110,7 @@ class CycleReport:
     declared_dead: list[str] = field(default_factory=list)
     acquired: list[str] = field(default_factory=list)
     stolen: list[str] = field(default_factory=list)
+    lost_races: list[str] = field(default_factory=list)  # takes and steals whose condition failed
     released: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     synced: object | None = None
@@ -120,6 +121,7 @@ class CycleReport:
 
 # -- the coordinator ----------------------------------------------------------------
 
+STALE_AFTER_LOST_RACES = 2  # takes lost in a row before the rest of a cycle's takes wait for a fresh view
 STEAL_PATIENCE_RENEWALS = 1.5  # a wish to steal must last this many renewals before it is acted on
 _FATAL_NOTE = "the lease coordinator stopped; fix the cause and restart the worker"
 
@@ -485,9 +487,13 @@ class LeaseCoordinator:
         for lease in plan.release:
             if self._release(lease, f"shedding: above fair share of {plan.assignable} over {plan.workers}"):
                 report.released.append(lease.shard_id)
+        lost_in_a_row = 0
         for lease in plan.take:
             how = "unowned" if lease.owner is None else f"from dead worker {lease.owner}"
-            self._acquire(lease, how, report)
+            lost_in_a_row = 0 if self._acquire(lease, how, report) else lost_in_a_row + 1
+            if lost_in_a_row >= STALE_AFTER_LOST_RACES:  # others took what this view shows free:
+                self._views.invalidate()  # stop, and plan again next cycle on a fresh read
+                return
         for lease in self._patient(plan.steal):
             if self._acquire(lease, f"stolen from {lease.owner}", report):
                 report.stolen.append(lease.shard_id)
@@ -509,6 +515,7 @@ class LeaseCoordinator:
         taken = self.table.take_lease(lease, self.worker_id)
         if taken is None:
             log.debug("worker %s lost the race for %s", self.worker_id, lease.shard_id)
+            report.lost_races.append(lease.shard_id)
             return False
         with self._lock:
             self._held[lease.shard_id] = taken

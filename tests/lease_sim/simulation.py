@@ -201,6 +201,7 @@ class Simulation:
         moves["acquired"] += len(report.acquired) - len(report.stolen)
         moves["stolen"] += len(report.stolen)
         self.stolen.update((worker.worker_id, shard) for shard in report.stolen)
+        moves["lost race"] += len(report.lost_races)
         moves["released"] += len(report.released)
         moves["lost"] += len(report.lost)
         moves["declared dead"] += len(report.declared_dead)

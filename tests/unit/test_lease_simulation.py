@@ -109,3 +109,15 @@ def test_throttled_reads_never_get_a_live_worker_declared_dead():
         assert start.moves.get("declared dead", 0) == 0
         assert all(w.state == "running" and w.coordinator.is_live() for w in sim.workers.values())
         _no_unsafe_overlap(sim)
+
+
+def test_at_a_cold_start_most_takes_win_their_race():
+    # issue #12: 65-80 % of takes lost their condition race when every worker took the same free leases
+    # in shard order; free leases now have a home worker, and a worker that loses two races in a row
+    # waits for a fresh view (coordinator.STALE_AFTER_LOST_RACES)
+    with Simulation(SimConfig(shards=200, workers=10, seed=3)) as sim:
+        start = sim.phase("start", lambda: sim.start_workers(10))
+        won = start.moves["acquired"] + start.moves["stolen"]
+        assert start.converged_after_s is not None
+        assert start.moves["lost race"] / (won + start.moves["lost race"]) < 0.25
+        _no_unsafe_overlap(sim)
