@@ -7,7 +7,8 @@
 * Claims: a worker whose range overlaps a live claim of another range fails
   at start naming it; the same range is shared; a claim whose worker died
   expires after the failover time; workers with and without a range refuse
-  to share an application (not supported yet: docs/consumer.md).
+  to share an application (not supported yet: docs/consumer.md); two claims made
+  at once are serialized (the later fails naming the earlier).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from test_consumer import (  # worker processes
 from kinesis_src import Consumer, KeyRange
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
-from kinesis_src.consumer.range_claims import RangeClaims
+from kinesis_src.consumer.range_claims import RangeClaim, RangeClaims
 from kinesis_src.errors import KeyRangeInUseError
+from kinesis_src.leases.table import LeaseTable
 from kinesis_src.names import default_table_name
 from kinesis_src.workload import KeyedProducer
 from lineage import hash_key_of
@@ -155,3 +157,40 @@ def test_a_sticky_worker_refuses_to_start_next_to_a_live_worker_without_a_range(
                 await sticky(stream, "sticky", KeyRange.slice(0, 2)).start()
 
     asyncio.run(scenario())
+
+
+def test_two_claims_made_at_once_are_serialized_the_later_fails_naming_the_earlier(emulator_env) -> None:
+    """Both read the same registration version; only the first transaction commits. The second, read
+    again, finds the first's claim live (it renews) and fails naming it, without waiting out a failover."""
+    stream = f"kr-race-{uuid.uuid4().hex[:6]}"
+    dynamodb = DynamoDBClient(AwsSettings.from_env())
+    LeaseTable(dynamodb, default_table_name(APP), APP, stream).ensure_table(create=True)
+    early, late = (RangeClaims(dynamodb, default_table_name(APP), APP, stream, FAILOVER) for _ in range(2))
+    version, _ = early.read()
+    assert late.read()[0] == version
+    lower, straddling = KeyRange.slice(0, 2), KeyRange(KeyRange.slice(0, 2).end - 5, KeyRange.slice(1, 2).end)
+    first = early.claim("early", lower)
+    assert first.order == version + 1
+    assert not late._register(RangeClaim("late", straddling, "s", 0, version + 1), version)  # the race lost
+    stop = asyncio.Event()
+
+    async def renew_and_claim() -> None:
+        async def renewer() -> None:
+            while not stop.is_set():
+                assert await asyncio.to_thread(early.renew)
+                await asyncio.sleep(0.3)
+
+        task = asyncio.create_task(renewer())
+        began = time.monotonic()
+        try:
+            with pytest.raises(KeyRangeInUseError, match=r"worker 'early' claims key range .* \(claim #"):
+                await asyncio.to_thread(late.claim, "late", straddling)
+            assert time.monotonic() - began < FAILOVER
+        finally:
+            stop.set()
+            await task
+
+    asyncio.run(renew_and_claim())
+    assert [c.worker_id for c in late.read()[1]] == ["early"]
+    early.release()
+    assert late.read()[1] == []
