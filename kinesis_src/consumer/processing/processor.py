@@ -57,6 +57,7 @@ class RunPhase(str, enum.Enum):
 
 class HoldingPhase(str, enum.Enum):
     ACTIVE = "active"
+    CLOSING = "closing"  # stopped delivering: what has not started was dropped; running records finish
     GONE = "gone"  # lease lost or released, or shard ended: its outcomes no longer count
 
 
@@ -350,7 +351,9 @@ class Processor:
         for holding in list(self.holdings.values()):
             if holding.gone or holding.latest.delivering:
                 continue
-            self.metrics.abandoned += len(self.scheduler.drop(holding.key))
+            if holding.phase is HoldingPhase.ACTIVE:  # once: no new records come to a holding that stopped
+                holding.phase = HoldingPhase.CLOSING
+                self.metrics.abandoned += len(self.scheduler.drop(holding.key))
             if holding.running == 0 and not holding.writing:
                 if holding.tracker.target() is not None:
                     self._want_checkpoint(holding, now=True)
