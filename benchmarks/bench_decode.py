@@ -11,7 +11,17 @@ reported, in records/s and microseconds per record:
   response metadata), i.e. what ``KinesisClient.get_records`` costs;
 - fast + Record objects: the above plus building one ``Record`` per record
   (the Python consumer's view);
-- fast + Arrow: the above plus building the Spark source's Arrow batch columns.
+- fast + Arrow: the above plus building the Spark source's Arrow batch columns;
+- Spark task, reference: what a Spark task did per page before the Arrow
+  decoder (the fast parser's page, then ``page_to_arrow`` of its lists);
+- Spark task, Arrow decode: ``kinesis_src.aws.arrow_decode`` (pyarrow.json,
+  one base64 call per page, the page's own Arrow columns), then
+  ``page_to_arrow``; followed by its parts (pyarrow.json alone, base64 alone)
+  and ``json.loads`` alone for comparison.
+
+Times are CPU time of this process (``time.process_time``), the best of
+``--repeat`` rounds, the paths interleaved round by round, so that other
+jobs on a shared machine disturb every path alike.
 
 Measured on this project's 2-core CI machine (Python 3.11, 10,000 x 200 B):
 see the closing note of the foundation issue and README "Performance".
@@ -29,6 +39,12 @@ from typing import Callable
 import botocore.session
 from botocore import parsers
 
+from kinesis_src.arrow import page_to_arrow
+from kinesis_src.aws.arrow_decode import (
+    decode_base64,
+    decode_get_records_arrow,
+    parse_body,
+)
 from kinesis_src.aws.decode import (
     FastGetRecordsParser,
     decode_get_records,
@@ -53,9 +69,18 @@ def make_body(records: int, size: int) -> bytes:
 def best_of(repeat: int, fn: Callable[[], object]) -> float:
     best = float("inf")
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def interleaved(repeat: int, paths: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """Best CPU seconds of each path over ``repeat`` rounds, every path once per round."""
+    best = dict.fromkeys(paths, float("inf"))
+    for _ in range(repeat):
+        for name, fn in paths.items():
+            best[name] = min(best[name], best_of(1, fn))
     return best
 
 
@@ -91,17 +116,28 @@ def main() -> None:
     expected.pop("ResponseMetadata")
     assert page_as_botocore(decode_get_records(body)) == expected, "fast path disagrees with botocore"
 
+    arrow_page = decode_get_records_arrow(body)
+    assert page_to_arrow(arrow_page, "s", "x").equals(page_to_arrow(decode_get_records(body), "s", "x"))
+    data = parse_body(body).column("Records").chunk(0).flatten().field("Data")
     paths: dict[str, Callable[[], object]] = {
         "botocore parser": lambda: stock.parse(response, shape),
         "fast parser (kinesis-src)": lambda: fast.parse(response, shape),
         "fast + Record objects": lambda: list(decode_get_records(body).records("shardId-000000000000")),
         "fast + Arrow batch": lambda: to_arrow(decode_get_records(body)),
+        "Spark task, reference": lambda: page_to_arrow(decode_get_records(body), "s", "shardId-000000000000"),
+        "Spark task, Arrow decode": lambda: page_to_arrow(decode_get_records_arrow(body), "s", "shardId-000000000000"),
+        "  pyarrow.json alone": lambda: parse_body(body),
+        "  base64, one call": lambda: decode_base64(data),
+        "  json.loads alone": lambda: json.loads(body),
     }
-    print(f"GetRecords body: {opts.records} records x {opts.size} B = {len(body) / 1e6:.1f} MB, best of {opts.repeat}")
+    load = os.getloadavg()[0]
+    print(
+        f"GetRecords body: {opts.records} records x {opts.size} B = {len(body) / 1e6:.1f} MB, "
+        f"best of {opts.repeat} interleaved rounds, CPU time, load {load:.1f}"
+    )
     print(f"{'path':<28}{'ms/body':>10}{'us/record':>11}{'records/s':>13}")
     baseline = None
-    for name, fn in paths.items():
-        seconds = best_of(opts.repeat, fn)
+    for name, seconds in interleaved(opts.repeat, paths).items():
         rate = opts.records / seconds
         baseline = baseline or seconds
         print(f"{name:<28}{seconds * 1e3:>10.1f}{seconds / opts.records * 1e6:>11.2f}{rate:>13,.0f}  ({baseline / seconds:.1f}x)")

@@ -35,7 +35,7 @@ import binascii
 import json
 from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, Callable
 
 from botocore import parsers
 
@@ -339,13 +339,18 @@ def is_get_records(shape: Any) -> bool:
     return shape is not None and shape.name == _GET_RECORDS_OUTPUT
 
 
-def parse_get_records(parser: parsers.BaseJSONParser, response: dict[str, Any]) -> dict[str, Any]:
+def parse_get_records(
+    parser: parsers.BaseJSONParser,
+    response: dict[str, Any],
+    decode: Callable[[bytes], RecordPage] = decode_get_records,
+) -> dict[str, Any]:
     """A GetRecords success body, parsed the fast way, in the dict shape both botocore parsers return.
 
-    Shared by :class:`FastGetRecordsParser` and aiobotocore's twin in
-    :mod:`.async_kinesis` (whose ``_do_parse`` is a coroutine).
+    Shared by :class:`FastGetRecordsParser`, aiobotocore's twin in
+    :mod:`.async_kinesis` (whose ``_do_parse`` is a coroutine) and the
+    Arrow decoder's parser (:mod:`.arrow_decode`), which passes its ``decode``.
     """
-    page = decode_get_records(response["body"])
+    page = decode(response["body"])
     parsed: dict[str, Any] = {PAGE_KEY: page}
     if page.next_iterator is not None:
         parsed["NextShardIterator"] = page.next_iterator
