@@ -56,7 +56,8 @@ class Figure:
     counter: bool = True
 
 
-# Consumer-wide figures, one series per (application, stream, worker).
+# Consumer-wide figures, one series per (application, stream, worker): a consumer of several
+# streams has one series per stream (its ``metrics.streams``); sum() over stream gives its totals.
 CONSUMER_FIGURES: tuple[Figure, ...] = (
     Figure("records", "Records delivered to the application (KPL user records; redeliveries included).", "records"),
     Figure("bytes", "Bytes of record data delivered to the application.", "bytes"),
@@ -73,6 +74,8 @@ CONSUMER_FIGURES: tuple[Figure, ...] = (
     Figure("aggregates", "KPL aggregated records expanded into user records.", "aggregates"),
     Figure("aggregates_malformed", "KPL aggregated records that failed their MD5 or did not parse.",
            "aggregates_malformed"),
+    Figure("records_filtered", "Records of straddled shards left out by the consumer's key_range.",
+           "records_filtered"),
     Figure("leases_held", "Leases this worker holds now.", "leases_held", counter=False),
     Figure("shards_held_past_end", "Shards whose end was seen over end_ack_warning_s ago and is still not "
            "checkpointed (their children wait).", "shards_held_past_end", counter=False),
@@ -91,7 +94,11 @@ SHARD_FIGURES: tuple[Figure, ...] = (
 
 @dataclass(frozen=True)
 class Source:
-    """What the collector reads from one consumer: its identity labels and its live metrics object."""
+    """What the collector reads from one consumer: its identity labels and its live metrics object.
+
+    ``stream`` labels the figures of a metrics object that has no per-stream
+    part (``metrics.streams`` empty); otherwise each stream labels its own.
+    """
 
     application: str
     stream: str
@@ -110,8 +117,8 @@ class Source:
             )
         return cls(str(inner.application), _stream_label(inner), metrics)
 
-    def labels(self) -> tuple[str, str, str]:
-        return (self.application, self.stream, self.metrics.worker_id)
+    def labels(self, stream: str) -> list[str]:
+        return [self.application, stream, self.metrics.worker_id]
 
 
 def _stream_label(consumer: Any) -> str:
@@ -181,22 +188,24 @@ def _families() -> list[Any]:
 
 
 def _add_samples(by_name: dict[str, Any], source: Source) -> None:
-    metrics, shards = _copy(source.metrics)
-    labels = list(source.labels())
-    for figure in CONSUMER_FIGURES:
-        value = len(shards) if figure.attribute == "leases_held" else getattr(metrics, figure.attribute)
-        by_name[f"{PREFIX}_{figure.name}"].add_metric(labels, value)
-    for shard in shards:
-        for figure in SHARD_FIGURES:
-            value = getattr(shard, figure.attribute)
-            if value is not None:  # no lag figure before the first page; no end seen yet
-                by_name[f"{PREFIX}_{figure.name}"].add_metric([*labels, shard.shard_id], value)
+    per_stream = sorted(source.metrics.streams.items()) or [(source.stream, source.metrics)]
+    for stream, live in per_stream:
+        metrics, shards = _copy(live)
+        labels = source.labels(stream)
+        for figure in CONSUMER_FIGURES:
+            value = len(shards) if figure.attribute == "leases_held" else getattr(metrics, figure.attribute)
+            by_name[f"{PREFIX}_{figure.name}"].add_metric(labels, value)
+        for shard in shards:
+            for figure in SHARD_FIGURES:
+                value = getattr(shard, figure.attribute)
+                if value is not None:  # no lag figure before the first page; no end seen yet
+                    by_name[f"{PREFIX}_{figure.name}"].add_metric([*labels, shard.shard_id], value)
 
 
 def _copy(metrics: ConsumerMetrics) -> tuple[ConsumerMetrics, list[ShardMetrics]]:
-    """A copy made without iterating the live dict in Python code (the consumer's loop may change it meanwhile)."""
+    """A copy made without iterating the live dicts in Python code (the consumer's loop may change them meanwhile)."""
     shards = sorted((replace(s) for s in list(metrics.shards.values())), key=lambda s: s.shard_id)
-    return replace(metrics, shards={}), shards
+    return replace(metrics, shards={}, streams={}), shards
 
 
 @dataclass(frozen=True)

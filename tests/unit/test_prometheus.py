@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import urllib.request
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -28,13 +29,18 @@ from kinesis_src.errors import ConfigurationError
 P = "kinesis_src_consumer_"
 
 
-def _consumer(worker: str = "w-1", stream: str = "orders", app: str = "billing") -> Consumer:
+def _consumer(worker: str = "w-1", stream: str | list[str] = "orders", app: str = "billing") -> Consumer:
     """A real consumer object, never started: its metrics are filled by hand below."""
     return Consumer(stream, application_name=app, worker_id=worker, region="us-east-1",
                     endpoint_url="http://127.0.0.1:9", handle_signals=False)
 
 
-def _fill(metrics: ConsumerMetrics) -> None:
+def _of(consumer: Consumer, stream: str = "orders") -> Any:
+    """The metrics one stream's part of the consumer writes to (its counters move the totals too)."""
+    return consumer.readers[stream].metrics
+
+
+def _fill(metrics: Any) -> None:
     metrics.records, metrics.bytes, metrics.batches, metrics.checkpoints = 1200, 98765, 12, 7
     metrics.leases_taken, metrics.leases_lost, metrics.leases_released = 5, 2, 1
     metrics.shards_ended, metrics.shard_ends_failed, metrics.shards_held_past_end = 3, 1, 1
@@ -68,13 +74,14 @@ def _labels(worker: str = "w-1", shard: str | None = None, stream: str = "orders
 
 def test_every_consumer_figure_is_exported_with_its_value() -> None:
     consumer = _consumer()
-    _fill(consumer.metrics)
+    _fill(_of(consumer))
     samples = _scrape(consumer)
     expected = {
         "records_total": 1200, "bytes_total": 98765, "batches_total": 12, "checkpoints_total": 7,
         "leases_taken_total": 5, "leases_lost_total": 2, "leases_released_total": 1,
         "shards_ended_total": 3, "shard_ends_failed_total": 1, "checkpoints_expired_total": 4,
-        "aggregates_total": 9, "aggregates_malformed_total": 2, "leases_held": 2, "shards_held_past_end": 1,
+        "aggregates_total": 9, "aggregates_malformed_total": 2, "records_filtered_total": 0, "leases_held": 2,
+        "shards_held_past_end": 1,
     }
     got = {name: samples[(P + name, _labels())] for name in expected}
     assert got == expected
@@ -83,7 +90,7 @@ def test_every_consumer_figure_is_exported_with_its_value() -> None:
 
 def test_per_shard_figures_carry_the_shard_label_and_skip_unknown_values() -> None:
     consumer = _consumer()
-    _fill(consumer.metrics)
+    _fill(_of(consumer))
     samples = _scrape(consumer)
     one, two = _labels(shard="shardId-000000000001"), _labels(shard="shardId-000000000002")
     per_shard = {key: value for key, value in samples.items() if dict(key[1]).get("shard")}
@@ -101,8 +108,8 @@ def test_per_shard_figures_carry_the_shard_label_and_skip_unknown_values() -> No
 
 def test_several_consumers_in_one_collector_are_told_apart_by_worker_and_stream() -> None:
     first, second = _consumer("w-1"), _consumer("w-2", stream="refunds")
-    first.metrics.records, second.metrics.records = 10, 20
-    second.metrics.shards["shardId-000000000007"] = ShardMetrics("shardId-000000000007", millis_behind_latest=0)
+    _of(first).records, _of(second, "refunds").records = 10, 20
+    _of(second, "refunds").shards["shardId-000000000007"] = ShardMetrics("shardId-000000000007", millis_behind_latest=0)
     samples = _scrape(first, second)
     assert samples[(P + "records_total", _labels("w-1"))] == 10
     assert samples[(P + "records_total", _labels("w-2", stream="refunds"))] == 20
@@ -125,7 +132,7 @@ def test_the_scrape_reads_live_figures_not_a_copy_taken_at_registration() -> Non
     registry = CollectorRegistry()
     registry.register(ConsumerCollector(consumer))
     before = _samples(generate_latest(registry).decode())[(P + "records_total", _labels())]
-    consumer.metrics.records += 3
+    _of(consumer).records += 3
     after = _samples(generate_latest(registry).decode())[(P + "records_total", _labels())]
     assert (before, after) == (0, 3)
 
@@ -133,7 +140,7 @@ def test_the_scrape_reads_live_figures_not_a_copy_taken_at_registration() -> Non
 def test_a_blocking_consumer_is_read_through_its_inner_consumer() -> None:
     blocking = BlockingConsumer("orders", application_name="billing", worker_id="w-9", region="us-east-1",
                                 endpoint_url="http://127.0.0.1:9")
-    blocking.metrics.checkpoints = 6
+    _of(blocking.consumer).checkpoints = 6
     assert Source.of(blocking) == Source("billing", "orders", blocking.consumer.metrics)
     assert _scrape(blocking)[(P + "checkpoints_total", _labels("w-9"))] == 6
 
@@ -158,7 +165,7 @@ def test_serve_metrics_refuses_a_bad_port_naming_it(port: object) -> None:
 
 def test_serve_metrics_serves_the_exposition_over_http_on_loopback() -> None:
     consumer = _consumer()
-    _fill(consumer.metrics)
+    _fill(_of(consumer))
     server = serve_metrics(consumer, port=0)
     try:
         assert server.port > 0 and server.url == f"http://127.0.0.1:{server.port}/metrics"
@@ -170,6 +177,34 @@ def test_serve_metrics_serves_the_exposition_over_http_on_loopback() -> None:
     assert samples[(P + "leases_lost_total", _labels())] == 2
 
 
+def test_a_consumer_of_several_streams_has_series_per_stream_even_for_equal_shard_ids() -> None:
+    consumer = _consumer(stream=["orders", "refunds"])
+    for stream, records in (("orders", 3), ("refunds", 4)):
+        _of(consumer, stream).records = records
+        _of(consumer, stream).shards["shardId-000000000000"] = ShardMetrics(
+            "shardId-000000000000", millis_behind_latest=records * 100, records=records)
+    assert consumer.metrics.records == 7 and len(consumer.metrics.shards) == 2  # the totals, keyed stream/shard
+    samples = _scrape(consumer)
+    assert {key: value for key, value in samples.items() if key[0] in (P + "records_total", P + "leases_held")} == {
+        (P + "records_total", _labels(stream="orders")): 3, (P + "records_total", _labels(stream="refunds")): 4,
+        (P + "leases_held", _labels(stream="orders")): 1, (P + "leases_held", _labels(stream="refunds")): 1,
+    }
+    lags = {key: value for key, value in samples.items() if key[0] == P + "shard_millis_behind_latest"}
+    assert lags == {
+        (P + "shard_millis_behind_latest", _labels(shard="shardId-000000000000", stream="orders")): 300,
+        (P + "shard_millis_behind_latest", _labels(shard="shardId-000000000000", stream="refunds")): 400,
+    }
+
+
+def test_a_bare_metrics_object_is_labelled_with_the_stream_given() -> None:
+    metrics = ConsumerMetrics("w-5")
+    metrics.records = 11
+    metrics.shards["shardId-000000000003"] = ShardMetrics("shardId-000000000003", bytes=64)
+    samples = _scrape(Source("billing", "orders", metrics))
+    assert samples[(P + "records_total", _labels("w-5"))] == 11
+    assert samples[(P + "shard_bytes_total", _labels("w-5", "shardId-000000000003"))] == 64
+
+
 @given(
     counts=st.lists(st.integers(min_value=0, max_value=2**53), min_size=4, max_size=4),
     lags=st.dictionaries(st.integers(0, 50).map(lambda i: f"shardId-{i:012d}"),
@@ -177,7 +212,7 @@ def test_serve_metrics_serves_the_exposition_over_http_on_loopback() -> None:
 )
 def test_exported_values_equal_the_metrics_object(counts: list[int], lags: dict[str, int | None]) -> None:
     consumer = _consumer()
-    metrics = consumer.metrics
+    metrics = _of(consumer)
     metrics.records, metrics.bytes, metrics.leases_taken, metrics.leases_lost = counts
     for shard_id, lag in lags.items():
         metrics.shards[shard_id] = ShardMetrics(shard_id, millis_behind_latest=lag)
