@@ -494,17 +494,22 @@ class LeaseCoordinator:
             if lost_in_a_row >= STALE_AFTER_LOST_RACES:  # others took what this view shows free:
                 self._views.invalidate()  # stop, and plan again next cycle on a fresh read
                 return
-        for lease in self._patient(plan.steal):
+        for lease in self._patient(plan.steal, progressed=bool(report.acquired)):
             if self._acquire(lease, f"stolen from {lease.owner}", report):
                 report.stolen.append(lease.shard_id)
 
-    def _patient(self, steals: tuple[Lease, ...]) -> tuple[Lease, ...]:
-        """Steal only if the wish outlasts 1.5 renewals: the victim gets a cycle to shed gracefully."""
+    def _patient(self, steals: tuple[Lease, ...], progressed: bool) -> tuple[Lease, ...]:
+        """Steal only if the wish outlasts 1.5 renewals: the victim gets a cycle to shed gracefully.
+
+        Patience restarts whenever this cycle took a lease (``progressed``): the
+        others are handing leases over (or freeing them), just more slowly than
+        one per renewal, and a forced steal would only add a duplicate delivery.
+        """
         if not steals:
             self._steal_wanted_since = None
             return ()
         now = self.clock()
-        if self._steal_wanted_since is None:
+        if self._steal_wanted_since is None or progressed:
             self._steal_wanted_since = now
         if now - self._steal_wanted_since < STEAL_PATIENCE_RENEWALS * self.timing.renew_s:
             return ()

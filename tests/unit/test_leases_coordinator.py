@@ -453,3 +453,23 @@ def test_a_worker_that_registers_between_the_heartbeat_and_lease_reads_is_not_ta
     report = a.run_once()
     assert "late" in report.live_workers and sid(1) not in report.acquired
     assert owners(dynamodb) == {sid(0): "a", sid(1): "late"}
+
+
+def test_steal_patience_restarts_while_hand_overs_progress(dynamodb: DynamoDBClient) -> None:
+    # issue #12: a starving worker stole once its wish to steal had lasted 1.5 renewals, even while the
+    # loaded workers were handing leases over to it, one per cycle of theirs; patience now restarts at
+    # every take. N=9, W=4: "d" needs 2, and "c" then "b" each hand one over, every other second.
+    seed(dynamodb, 9)
+    clock = Clock()
+    givers = [worker(dynamodb, name, clock) for name in ("a", "b", "c")]
+    cycle(givers, clock, rounds=2)
+    assert sorted(len(w.held()) for w in givers) == [3, 3, 3]
+    d = worker(dynamodb, "d", clock)
+    stolen, handed = [], []
+    for round_no in range(6):
+        stolen += d.run_once().stolen
+        if round_no % 2 == 0:
+            handed += [shard for w in givers for shard in w.run_once().released]
+        clock.advance(TIMING.renew_s)
+    assert stolen == []
+    assert len(handed) == 2 and len(d.held()) == 2
