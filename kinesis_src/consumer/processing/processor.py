@@ -8,9 +8,8 @@ Three activities share the consumer's event loop:
 * the **dispatcher** (``run``) starts a task per ready record, at most
   ``max_in_flight`` at once, and turns each outcome into done (accepted,
   dead-lettered), a retry later, or a stop;
-* **checkpoint writes**, one at a time per holding and at most one per
-  ``checkpoint_interval_s`` (sooner for the batch that ends a shard), at the
-  done prefix (:mod:`.done_tracker`).
+* **checkpoint writes** at the done prefix (:mod:`.done_tracker`), paced by
+  :mod:`.checkpoints`.
 
 A holding whose lease is lost or released stops delivering: its records not
 yet started are dropped (the next owner delivers them again), those in a
@@ -25,11 +24,11 @@ import asyncio
 import enum
 import inspect
 import logging
-from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from ...errors import LeaseLostError, RecordNotProcessedError
+from ...errors import RecordNotProcessedError
 from ..batch import Batch
+from .checkpoints import CheckpointWriter, Holding, HoldingPhase
 from .dead_letter import (
     DeadLetter,
     DeadLetterReason,
@@ -38,7 +37,7 @@ from .dead_letter import (
     now_utc,
 )
 from .delivered import DeliveredRecord
-from .done_tracker import DoneTracker, Span, Target
+from .done_tracker import Span, Target
 from .metrics import ProcessingMetrics
 from .options import ProcessingOptions
 from .outcomes import Reject, Release
@@ -53,31 +52,6 @@ STOP_POLL_S = 0.2  # how often a puller waiting for buffer room looks for a stop
 class RunPhase(str, enum.Enum):
     RUNNING = "running"
     DRAINING = "draining"  # the consumer stopped: nothing new starts
-
-
-class HoldingPhase(str, enum.Enum):
-    ACTIVE = "active"
-    CLOSING = "closing"  # stopped delivering: what has not started was dropped; running records finish
-    GONE = "gone"  # lease lost or released, or shard ended: its outcomes no longer count
-
-
-@dataclass(eq=False)
-class Holding:
-    """One holding of a shard as processing sees it: its done prefix and its checkpoint writes."""
-
-    key: HoldingKey
-    base_count: int
-    latest: Batch
-    tracker: DoneTracker[Batch] = field(default_factory=DoneTracker)
-    phase: HoldingPhase = HoldingPhase.ACTIVE
-    running: int = 0
-    writing: bool = False
-    last_write: float = float("-inf")
-    timer: asyncio.TimerHandle | None = None
-
-    @property
-    def gone(self) -> bool:
-        return self.phase is HoldingPhase.GONE
 
 
 class Processor:
@@ -98,7 +72,7 @@ class Processor:
         self.holdings: dict[HoldingKey, Holding] = {}
         self.phase = RunPhase.RUNNING
         self._tasks: set[asyncio.Task[None]] = set()
-        self._writes: set[asyncio.Task[None]] = set()
+        self.checkpoints = CheckpointWriter(options.checkpoint_interval_s, self._written, self._drop, self._fail)
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._failure: BaseException | None = None
@@ -200,7 +174,7 @@ class Processor:
         for row, record in enumerate(records):
             self.scheduler.admit(Entry(key, span.start + row, record, holding.base_count))
         if not records:  # the empty batch that ends a shard: checkpointable as soon as all before it is done
-            self._want_checkpoint(holding)
+            self.checkpoints.want(holding)
         self._wake.set()
 
     def _buffer(self, records: int, nbytes: int) -> None:
@@ -289,53 +263,17 @@ class Processor:
         self.scheduler.finish(entry)
         if holding.tracker.complete(entry.ordinal):
             self._let_go(holding)
-            self._want_checkpoint(holding)
+            self.checkpoints.want(holding)
 
     # -- checkpoints --------------------------------------------------------------------------
 
-    def _want_checkpoint(self, holding: Holding, now: bool = False) -> None:
-        if holding.gone or holding.writing:
-            return  # a write under way looks again when it lands
-        target = holding.tracker.target()
-        if target is None:
-            return
-        due = holding.last_write + self.options.checkpoint_interval_s
-        if now or self.phase is RunPhase.DRAINING or target.span.batch.ends_shard or self._loop.time() >= due:
-            if holding.timer is not None:
-                holding.timer.cancel()
-                holding.timer = None
-            holding.writing = True
-            task = asyncio.create_task(self._write(holding, target))
-            self._writes.add(task)
-            task.add_done_callback(self._writes.discard)
-        elif holding.timer is None:
-            holding.timer = self._loop.call_later(due - self._loop.time(), self._timer_fired, holding)
-
-    def _timer_fired(self, holding: Holding) -> None:
-        holding.timer = None
-        self._want_checkpoint(holding)
-
-    async def _write(self, holding: Holding, target: Target[Batch]) -> None:
-        batch = target.span.batch
-        try:
-            await batch.checkpoint(None if target.whole else batch.records[target.rows - 1])
-        except LeaseLostError:
-            holding.writing = False
-            self._drop(holding)
-            return
-        except Exception as error:  # noqa: BLE001 - DynamoDB retries exhausted: stop, as a checkpoint of the plain loop would
-            holding.writing = False
-            self._fail(error)
-            return
-        holding.writing = False
-        holding.last_write = self._loop.time()
-        holding.tracker.written(target)
+    def _written(self, holding: Holding, target: Target[Batch]) -> None:
         self.metrics.checkpoints += 1
         self._let_go(holding)
-        if target.whole and batch.ends_shard:
+        if target.whole and target.span.batch.ends_shard:
             self._forget(holding)  # SHARD_END is written: the holding is over
         else:
-            self._want_checkpoint(holding)
+            self.checkpoints.want(holding)
         self._wake.set()
 
     def _let_go(self, holding: Holding) -> None:
@@ -356,7 +294,7 @@ class Processor:
                 self.metrics.abandoned += len(self.scheduler.drop(holding.key))
             if holding.running == 0 and not holding.writing:
                 if holding.tracker.target() is not None:
-                    self._want_checkpoint(holding, now=True)
+                    self.checkpoints.want(holding, now=True)
                 else:
                     self._forget(holding)
 
@@ -369,9 +307,7 @@ class Processor:
         if holding.gone:
             return
         holding.phase = HoldingPhase.GONE
-        if holding.timer is not None:
-            holding.timer.cancel()
-            holding.timer = None
+        holding.cancel_timer()
         spans = holding.tracker.spans
         self._buffer(-sum(s.count for s in spans), -sum(s.nbytes for s in spans))
         self.holdings.pop(holding.key, None)
@@ -382,25 +318,24 @@ class Processor:
         """The consumer stopped: start nothing new, give running records ``drain_timeout_s``, then
         checkpoint the done prefix of every holding; everything else is redelivered later."""
         self.phase = RunPhase.DRAINING
+        self.checkpoints.at_once = True
         for holding in list(self.holdings.values()):
             self.metrics.abandoned += len(self.scheduler.drop(holding.key))
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=self.options.drain_timeout_s)
         await self._cancel(self._tasks)
-        for holding in list(self.holdings.values()):
-            self._want_checkpoint(holding, now=True)
-        while self._writes and self._failure is None:
-            await asyncio.gather(*set(self._writes), return_exceptions=True)
+        while self._failure is None:
             for holding in list(self.holdings.values()):
-                self._want_checkpoint(holding, now=True)
+                self.checkpoints.want(holding, now=True)
+            if not await self.checkpoints.settle():
+                break
         log.info("processing stopped: %s", self.metrics.summary())
 
     async def _cancel_all(self) -> None:
         await self._cancel(self._tasks)
-        await self._cancel(self._writes)
+        await self._cancel(self.checkpoints.writes)
         for holding in self.holdings.values():
-            if holding.timer is not None:
-                holding.timer.cancel()
+            holding.cancel_timer()
 
     @staticmethod
     async def _cancel(tasks: set[asyncio.Task[None]]) -> None:
