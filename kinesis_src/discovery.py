@@ -24,6 +24,7 @@ from lineage import LineageError, ShardGraph
 from .aws import KinesisClient
 from .errors import InvalidRequestError, LineageListingError
 from .positions import Position, PositionKind
+from .stream_ref import StreamRef
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class ShardDiscovery:
     kinesis: KinesisClient
-    stream: str
+    stream: str | StreamRef  # a name, or the ref of a stream called by ARN (StreamRef.target)
     graph: ShardGraph = field(default_factory=ShardGraph)
     filter_supported: bool = True
     listings: int = 0

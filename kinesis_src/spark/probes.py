@@ -36,6 +36,7 @@ from ..aws import KinesisClient
 from ..errors import IteratorExpiredError, ShardNotFoundError
 from ..positions import Position
 from ..retrieval.polling import MIN_FETCH_INTERVAL_S, ShardReader
+from ..stream_ref import StreamRef
 
 T = TypeVar("T")
 
@@ -68,7 +69,7 @@ class IdleProber:
     def __init__(
         self,
         kinesis: KinesisClient,
-        stream: str,
+        stream: str | StreamRef,  # a name, or the ref of a stream called by ARN
         interval_s: float,
         workers: int = PROBE_WORKERS,
         budget_s: float = PROBE_BUDGET_S,

@@ -279,6 +279,13 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._committed[name] = offset
 
     def stop(self) -> None:
+        """Close every stream's driver (claims released), even when closing one of them fails."""
         drivers, self._drivers = list(self._drivers.values()), {}
+        failure: BaseException | None = None
         for driver in drivers:
-            driver.close()
+            try:
+                driver.close()
+            except Exception as exc:  # noqa: BLE001  (the others still release their claims; re-raised below)
+                failure = failure or exc
+        if failure is not None:
+            raise failure
