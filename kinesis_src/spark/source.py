@@ -18,7 +18,9 @@ from .rows import SCHEMA, SCHEMA_DDL
 class KinesisDataSource(DataSource):
     """Amazon Kinesis Data Streams, read parent-shard-first through splits and merges.
 
-    Streaming: ``spark.readStream.format("kinesis").option("streamName", ...)``.
+    Streaming: ``spark.readStream.format("kinesis").option("streamName", ...)``
+    (a comma-separated list reads several streams; ``streamARN`` names them by
+    ARN, other accounts included; ``hashKeyRange`` reads one hash-key slice).
     Batch: ``spark.read.format("kinesis")`` between ``initialPosition`` /
     ``startingTimestamp`` and ``endingTimestamp`` / ``endingPosition=latest``.
     Columns: partitionKey, data, stream, shardId, sequenceNumber,

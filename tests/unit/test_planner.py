@@ -443,3 +443,20 @@ def test_batch_reads_list_only_shards_overlapping_the_range_parents_first() -> N
     assert shards_in_order(graph, KeyRange.slice(0, 2)) == [S(0), S(1)]
     assert shards_in_order(graph, KeyRange.slice(1, 2)) == [S(0), S(2), S(3), S(4)]
     assert shards_in_order(graph, KeyRange(TOP // 2, TOP // 2 + 1)) == [S(0), S(1), S(2), S(3)]  # straddles 1|2
+
+
+def test_a_streaming_slice_plans_only_overlapping_shards_and_hands_tasks_its_range() -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from lineage import KeyRange
+
+    reader, kinesis = stream_reader(two_open_shards(), {S(0): [1], S(1): [2]}, {}, hashKeyRange="0/2",
+                                    initialPosition="trim_horizon")
+    initial = reader.initialOffset()
+    first = Plan.from_offset(initial)
+    assert set(first.shards) == {S(0)} and first.drained == {S(1)}  # shard 1 holds only keys of slice 1/2
+    end = reader.latestOffset(initial, ReadAllAvailable())
+    parts = reader.partitions(initial, end)
+    assert [[s.shard_id for s in p.slices] for p in parts] == [[S(0)]]
+    assert all(p.key_range == KeyRange.slice(0, 2) for p in parts)
+    assert S(1) not in {c.shard_id for c in kinesis.calls_to("get_shard_iterator")}  # never probed, never read
