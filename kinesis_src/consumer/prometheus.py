@@ -19,6 +19,10 @@ table. Counters are cumulative since the consumer started; per-shard series
 exist while this worker holds the shard's lease (a shard taken again starts
 its own counts from zero, which ``rate()`` reads as a counter reset).
 
+``process()``'s figures (:class:`~kinesis_src.consumer.processing.ProcessingMetrics`)
+are exported too when its metrics object is handed over (``add(consumer,
+processing=...)``): ``process()`` creates its own otherwise, out of reach.
+
 Metric names and meanings are listed in ``docs/metrics.md``.
 """
 
@@ -31,6 +35,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from .metrics import ConsumerMetrics, ShardMetrics
+from .processing.metrics import ProcessingMetrics
 
 try:
     from prometheus_client import CollectorRegistry, start_http_server
@@ -92,6 +97,28 @@ SHARD_FIGURES: tuple[Figure, ...] = (
 )
 
 
+# Figures of ``process()`` (parallel processing), one series per (application, stream, worker); the
+# stream label names every stream the consumer reads, comma-joined, as one run covers them all.
+PROCESSING_FIGURES: tuple[Figure, ...] = (
+    Figure("processing_in_flight", "Handler calls running now.", "in_flight", counter=False),
+    Figure("processing_buffered_records", "Records held in memory now (waiting, running, retrying, or done but "
+           "not yet below the checkpoint).", "buffered_records", counter=False),
+    Figure("processing_buffered_bytes", "Bytes of the records held in memory now.", "buffered_bytes", counter=False),
+    Figure("processing_deliveries", "Handler calls.", "deliveries"),
+    Figure("processing_redelivered", "Handler calls with a delivery_count above 1.", "redelivered"),
+    Figure("processing_accepted", "Records the handler accepted (returned).", "accepted"),
+    Figure("processing_released", "Records the handler released (raised Release): delivered again later.",
+           "released"),
+    Figure("processing_rejected", "Records the handler rejected (raised Reject): dead-lettered now.", "rejected"),
+    Figure("processing_failed", "Handler calls that raised any other exception (retried with backoff).", "failed"),
+    Figure("processing_dead_lettered", "Records handed to the dead letter (rejected, or out of attempts).",
+           "dead_lettered"),
+    Figure("processing_checkpoints", "Checkpoint writes process() made.", "checkpoints"),
+    Figure("processing_abandoned", "Records dropped unfinished (lease lost or released, or stopping): the next "
+           "owner delivers them again.", "abandoned"),
+)
+
+
 @dataclass(frozen=True)
 class Source:
     """What the collector reads from one consumer: its identity labels and its live metrics object.
@@ -103,19 +130,24 @@ class Source:
     application: str
     stream: str
     metrics: ConsumerMetrics
+    processing: ProcessingMetrics | None = None
 
     @classmethod
-    def of(cls, consumer: Any) -> Source:
+    def of(cls, consumer: Any, processing: ProcessingMetrics | None = None) -> Source:
         """Accept a :class:`Consumer`, a :class:`BlockingConsumer` (its ``.consumer``), or a Source."""
+        if processing is not None and not isinstance(processing, ProcessingMetrics):
+            raise ConfigurationError(
+                f"processing must be the ProcessingMetrics passed to process(metrics=...), got {type(processing).__name__}"
+            )
         if isinstance(consumer, Source):
-            return consumer
+            return consumer if processing is None else replace(consumer, processing=processing)
         inner = getattr(consumer, "consumer", consumer)
         metrics = getattr(inner, "metrics", None)
         if not isinstance(metrics, ConsumerMetrics):
             raise ConfigurationError(
                 f"ConsumerCollector needs a kinesis_src Consumer or BlockingConsumer, got {type(consumer).__name__}"
             )
-        return cls(str(inner.application), _stream_label(inner), metrics)
+        return cls(str(inner.application), _stream_label(inner), metrics, processing)
 
     def labels(self, stream: str) -> list[str]:
         return [self.application, stream, self.metrics.worker_id]
@@ -138,7 +170,9 @@ class ConsumerCollector(Collector):
 
     One collector serves every consumer of a process (a registry refuses two
     collectors exporting the same names): pass them all, or :meth:`add` them
-    as they start.
+    as they start. ``process()``'s figures are exported when its metrics
+    object is given: ``add(consumer, processing=metrics)`` with the
+    :class:`ProcessingMetrics` passed to ``process(..., metrics=metrics)``.
     """
 
     def __init__(self, consumers: Any | Iterable[Any] = ()) -> None:
@@ -147,8 +181,8 @@ class ConsumerCollector(Collector):
         for consumer in _as_list(consumers):
             self.add(consumer)
 
-    def add(self, consumer: Any) -> None:
-        source = Source.of(consumer)
+    def add(self, consumer: Any, processing: ProcessingMetrics | None = None) -> None:
+        source = Source.of(consumer, processing)
         with self._lock:
             self._sources.append(source)
 
@@ -184,7 +218,8 @@ def _family(figure: Figure, labels: tuple[str, ...]) -> Any:
 
 
 def _families() -> list[Any]:
-    return [_family(f, CONSUMER_LABELS) for f in CONSUMER_FIGURES] + [_family(f, SHARD_LABELS) for f in SHARD_FIGURES]
+    return ([_family(f, CONSUMER_LABELS) for f in (*CONSUMER_FIGURES, *PROCESSING_FIGURES)]
+            + [_family(f, SHARD_LABELS) for f in SHARD_FIGURES])
 
 
 def _add_samples(by_name: dict[str, Any], source: Source) -> None:
@@ -200,6 +235,10 @@ def _add_samples(by_name: dict[str, Any], source: Source) -> None:
                 value = getattr(shard, figure.attribute)
                 if value is not None:  # no lag figure before the first page; no end seen yet
                     by_name[f"{PREFIX}_{figure.name}"].add_metric([*labels, shard.shard_id], value)
+    if source.processing is not None:
+        processing = replace(source.processing)
+        for figure in PROCESSING_FIGURES:
+            by_name[f"{PREFIX}_{figure.name}"].add_metric(source.labels(source.stream), getattr(processing, figure.attribute))
 
 
 def _copy(metrics: ConsumerMetrics) -> tuple[ConsumerMetrics, list[ShardMetrics]]:
@@ -230,18 +269,26 @@ class MetricsServer:
 
 
 def serve_metrics(consumers: Any | Iterable[Any], port: int = 9108, address: str = "127.0.0.1",
-                  registry: CollectorRegistry | None = None) -> MetricsServer:
+                  registry: CollectorRegistry | None = None,
+                  processing: ProcessingMetrics | None = None) -> MetricsServer:
     """Serve the consumers' figures at ``http://address:port/metrics`` from a thread; returns the server.
 
     ``port=0`` picks a free port (read it from the result). The default
     address is loopback: pass ``"0.0.0.0"`` to let a Prometheus on another
     host scrape. Without ``registry`` a fresh one holds only the consumers'
     collector, so the page carries exactly these figures; pass the
-    application's to serve both.
+    application's to serve both. ``processing`` (one consumer only) adds
+    the figures of ``process(..., metrics=processing)``.
     """
     if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
         raise ConfigurationError(f"serve_metrics: port must be an integer in 0..65535 (0 picks a free port), got {port!r}")
-    collector = ConsumerCollector(consumers)
+    listed = _as_list(consumers)
+    if processing is not None and len(listed) != 1:
+        raise ConfigurationError(f"serve_metrics: processing= goes with one consumer, got {len(listed)}: use "
+                                 "ConsumerCollector.add(consumer, processing=...) for each")
+    collector = ConsumerCollector()
+    for consumer in listed:
+        collector.add(consumer, processing)
     registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
     registry.register(collector)
     server, thread = start_http_server(port, addr=address, registry=registry)

@@ -17,8 +17,10 @@ from kinesis_src.consumer import (
     ConsumerMetrics,
     ShardMetrics,
 )
+from kinesis_src.consumer.processing import ProcessingMetrics
 from kinesis_src.consumer.prometheus import (
     CONSUMER_FIGURES,
+    PROCESSING_FIGURES,
     SHARD_FIGURES,
     ConsumerCollector,
     Source,
@@ -203,6 +205,40 @@ def test_a_bare_metrics_object_is_labelled_with_the_stream_given() -> None:
     samples = _scrape(Source("billing", "orders", metrics))
     assert samples[(P + "records_total", _labels("w-5"))] == 11
     assert samples[(P + "shard_bytes_total", _labels("w-5", "shardId-000000000003"))] == 64
+
+
+def test_processing_figures_are_exported_when_their_metrics_object_is_handed_over() -> None:
+    consumer = _consumer(stream=["orders", "refunds"])
+    processing = ProcessingMetrics(in_flight=3, buffered_records=40, buffered_bytes=4096, deliveries=120,
+                                   redelivered=9, accepted=100, released=6, rejected=2, failed=12,
+                                   dead_lettered=3, checkpoints=15, abandoned=1)
+    collector = ConsumerCollector()
+    collector.add(consumer, processing=processing)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    samples = _samples(generate_latest(registry).decode())
+    labels = _labels(stream="orders,refunds")  # one process() run covers every stream of the consumer
+    got = {name[len(P + "processing_"):]: value for (name, key), value in samples.items()
+           if name.startswith(P + "processing_") and key == labels}
+    assert got == {
+        "in_flight": 3, "buffered_records": 40, "buffered_bytes": 4096, "deliveries_total": 120,
+        "redelivered_total": 9, "accepted_total": 100, "released_total": 6, "rejected_total": 2,
+        "failed_total": 12, "dead_lettered_total": 3, "checkpoints_total": 15, "abandoned_total": 1,
+    }
+    assert len(PROCESSING_FIGURES) == len(got)
+    processing.in_flight = 0
+    assert _samples(generate_latest(registry).decode())[(P + "processing_in_flight", labels)] == 0  # read live
+
+
+def test_without_processing_metrics_no_processing_series_appear() -> None:
+    assert not [name for (name, _labels) in _scrape(_consumer()) if "processing" in name]
+
+
+def test_processing_metrics_of_the_wrong_kind_or_for_several_consumers_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="processing must be the ProcessingMetrics passed to process"):
+        ConsumerCollector().add(_consumer(), processing={"accepted": 1})  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="processing= goes with one consumer, got 2"):
+        serve_metrics([_consumer("a"), _consumer("b")], port=0, processing=ProcessingMetrics())
 
 
 @given(
