@@ -6,6 +6,17 @@ from dataclasses import dataclass
 
 from ..errors import ConfigurationError
 
+LEASE_ITEM_BYTES = 350  # a lease item with a checkpoint and a throughput estimate, as DynamoDB sizes it
+READ_UNIT_BYTES = 4096  # one strongly consistent read unit
+REFRESH_BUDGET_RCU = 300.0  # per partition key per second: a tenth of a partition, for periodic re-reads
+CHANGE_BUDGET_RCU = 1500.0  # per partition key per second: half a partition, for re-reads after changes
+MAX_REFRESH_FACTOR = 10  # the scaled refresh interval is at most this many configured intervals
+
+
+def fleet_read_units(leases: int, workers: int, partitions: int = 1) -> float:
+    """Read units per partition key when every worker reads every lease once."""
+    return workers * leases * LEASE_ITEM_BYTES / READ_UNIT_BYTES / max(1, partitions)
+
 
 @dataclass(frozen=True)
 class LeaseTiming:
@@ -23,7 +34,9 @@ class LeaseTiming:
     ``sync_interval_s``: shard discovery by the leader (lowest live worker id).
     ``lease_refresh_interval_s``: a scan reads the heartbeats every time but
     the lease items only when a worker announced an ownership change, and at
-    least this often (0: every scan); see :mod:`.view`.
+    least this often (0: every scan); see :mod:`.view`. The interval used
+    grows with leases x workers (:meth:`refresh_s_for`), and so does the
+    least time between two lease reads of one worker (:meth:`lease_read_gap_s`).
     """
 
     failover_s: float = 10.0
@@ -48,6 +61,41 @@ class LeaseTiming:
             raise ConfigurationError(f"lease_refresh_interval_s must be >= 0, got {self.lease_refresh_interval_s}")
         if self.max_steals_per_cycle < 0 or self.sync_interval_s <= 0:
             raise ConfigurationError("max_steals_per_cycle must be >= 0 and sync_interval_s > 0")
+
+    def refresh_s_for(self, leases: int, workers: int, partitions: int = 1) -> float:
+        """The periodic lease re-read interval for this fleet: ``lease_refresh_interval_s``, or longer
+        so the fleet's periodic re-reads take at most :data:`REFRESH_BUDGET_RCU` per second from each
+        partition key; at most :data:`MAX_REFRESH_FACTOR` times the configured interval.
+
+        Every worker re-reads every lease, so the cost grows with leases x
+        workers: 10,000 leases (~850 RCU a read) x 100 workers every 30 s is
+        ~2,800 RCU/s, nearly all of one partition's 3,000 (the lease
+        simulation). Nothing depends on this read for safety; it only bounds
+        how late an unannounced change is seen.
+        """
+        configured = self.lease_refresh_interval_s
+        if configured == 0:
+            return 0.0
+        needed = fleet_read_units(leases, workers, partitions) / REFRESH_BUDGET_RCU
+        return min(max(configured, needed), MAX_REFRESH_FACTOR * configured)
+
+    def lease_read_gap_s(self, leases: int, workers: int, partitions: int = 1) -> float:
+        """The least time between two lease reads of one worker, announced changes included: the fleet's
+        re-reads after announcements take at most :data:`CHANGE_BUDGET_RCU` per second from each
+        partition key (0 while that is within a scan interval; at most ``failover_s``, and no more
+        than the refresh interval).
+
+        At a cold start every take is announced and every worker re-reads
+        all leases at its next scan: 100 workers x 850 RCU every 1.67 s is
+        ~50,000 RCU/s. A worker that plans on an older view only loses a
+        conditional write more often (takes are conditional).
+        """
+        if self.lease_refresh_interval_s == 0:
+            return 0.0
+        needed = fleet_read_units(leases, workers, partitions) / CHANGE_BUDGET_RCU
+        if needed <= self.scan_s:
+            return 0.0  # read at the next scan, as a small fleet always did
+        return min(needed, self.failover_s, self.refresh_s_for(leases, workers, partitions))
 
     @property
     def renew_s(self) -> float:

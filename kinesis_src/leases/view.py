@@ -22,6 +22,16 @@ partition, which returns the heartbeats after the leases: an owner is
 judged by a heartbeat read no earlier than its leases, never taken as dead
 for having registered a moment too late (found by the lease simulation).
 
+How often, at scale: every worker reads every lease, so the cost of the
+fleet's lease reads grows with leases x workers. The periodic re-read
+interval grows with it (:meth:`~.timing.LeaseTiming.refresh_s_for`), and so
+does the least time between two lease reads of one worker, announced
+changes included (:meth:`~.timing.LeaseTiming.lease_read_gap_s`): at 1,000
+leases and 10 workers neither changes anything, at 10,000 and 100 they
+keep a cold start from throttling the lease partitions (the simulation).
+An announcement seen within the gap is not forgotten: the lease read
+follows as soon as the gap has passed.
+
 What can be missed, and why it stays safe: a writer that dies between its
 lease write and the bump, or a worker of an older version (it never
 bumps). Such a change is seen at the next periodic re-read
@@ -39,6 +49,7 @@ from typing import Callable, Mapping
 
 from .model import Lease, TableView, WorkerHeartbeat
 from .table import LeaseTable
+from .timing import LeaseTiming
 
 Fingerprint = frozenset[tuple[str, str, int]]
 
@@ -51,15 +62,19 @@ def fingerprint(workers: Mapping[str, WorkerHeartbeat]) -> Fingerprint:
 class ViewReader:
     """Reads one cycle's :class:`TableView`, with the lease items cached between announced changes.
 
-    ``refresh_s`` bounds how old the cached leases may get (0: read them
-    every cycle, as before this cache existed). Not thread-safe: the
-    coordinator's cycle is its only caller.
+    ``timing`` bounds how old the cached leases may get
+    (``lease_refresh_interval_s``, scaled with the fleet; 0: read them every
+    cycle, as before this cache existed) and how often they are read.
+    ``partitions`` says over how many partition keys the leases are spread.
+    Not thread-safe: the coordinator's cycle is its only caller.
     """
 
-    def __init__(self, table: LeaseTable, refresh_s: float, clock: Callable[[], float]) -> None:
+    def __init__(self, table: LeaseTable, timing: LeaseTiming, clock: Callable[[], float],
+                 partitions: Callable[[], int] = lambda: 1) -> None:
         self.table = table
-        self.refresh_s = refresh_s
+        self.timing = timing
         self.clock = clock
+        self.partitions = partitions
         self._leases: Mapping[str, Lease] = {}
         self._seen: Fingerprint | None = None
         self._read_at = float("-inf")
@@ -83,7 +98,12 @@ class ViewReader:
             invalid, self._invalid = self._invalid, False  # an invalidate() from now on counts for the next read
         workers = self.table.list_workers()
         now, seen = self.clock(), fingerprint(workers)
-        stale = invalid or seen != self._seen or now - self._read_at >= self.refresh_s
+        fleet = (len(self._leases), len(workers), self.partitions())
+        age = now - self._read_at
+        changed = invalid or seen != self._seen
+        stale = age >= self.timing.refresh_s_for(*fleet) or (changed and age >= self.timing.lease_read_gap_s(*fleet))
+        if changed and not stale and invalid:
+            self.invalidate()  # too soon after the last read: read at the first cycle past the gap
         if force or stale:
             try:
                 full = self.table.scan()
