@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable
 
 import pytest
 
-from kinesis_src import Consumer, KinesisClient, LeaseTiming
+from kinesis_src import BlockingConsumer, Consumer, KinesisClient, LeaseTiming
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import ConfigurationError, StreamNotFoundError
@@ -165,3 +166,27 @@ def test_a_missing_stream_in_the_list_fails_the_start_naming_it_before_any_strea
 def test_a_bad_stream_list_fails_at_construction_naming_the_option(dummy_credentials, streams, message) -> None:
     with pytest.raises(ConfigurationError, match=message):
         Consumer(streams, application_name=APP)
+
+
+def test_the_blocking_consumer_reads_a_list_of_streams_too(kinesis, emulator_env) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    streams = [f"ms-blocking-a-{suffix}", f"ms-blocking-b-{suffix}"]
+    producers = {}
+    for stream in streams:
+        make_stream(kinesis, stream, 1)
+        producers[stream] = KeyedProducer(kinesis, stream, keys=4)
+        producers[stream].put_rounds(2)
+    seen: set[tuple[str, str, int]] = set()
+    with BlockingConsumer(streams, application_name=f"{APP}-{suffix}", lease_table_name=default_table_name(APP),
+                          lease_timing=TIMING, idle_interval_s=0.1) as consumer:
+        watchdog = threading.Timer(30, consumer.stop)  # the loop below ends even if records never come
+        watchdog.start()
+        try:
+            for batch in consumer:
+                seen.update((r.stream, *decode(r.data)) for r in batch.records)
+                batch.checkpoint()
+                if seen >= expected(producers):
+                    consumer.stop()
+        finally:
+            watchdog.cancel()
+    assert seen == expected(producers)
