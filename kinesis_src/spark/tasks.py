@@ -2,7 +2,15 @@
 
 Runs in Spark's Python workers, which are reused across tasks, so the
 Kinesis client is cached per process and per endpoint instead of being
-rebuilt (a botocore client costs ~50 ms to create).
+rebuilt (a botocore client costs ~50 ms to create). Its GetRecords bodies
+are decoded straight into Arrow (:mod:`kinesis_src.aws.arrow_decode`): a
+page carries its Arrow columns to :func:`~kinesis_src.arrow.page_to_arrow`,
+which is the Python worker's main cost per record (docs/performance.md).
+
+A partition with a sticky key range (``hashKeyRange``) hands Spark only the
+rows whose hash key is in it (:func:`kinesis_src.key_filter.filter_page`),
+page by page. The read itself, its position, record counts and recorded
+ends are the shard's, unfiltered, so a replay reads the same pages.
 """
 
 from __future__ import annotations
@@ -15,7 +23,9 @@ from typing import Any, Generator, Iterator
 import pyarrow as pa
 
 from ..aws import KinesisClient
+from ..aws.arrow_decode import use_arrow_parser
 from ..errors import DataLossError, MalformedResponseError, ShardNotFoundError
+from ..key_filter import filter_page
 from ..positions import Position
 from ..records import RecordPage
 from ..retrieval.bounded import BoundedRead
@@ -31,7 +41,20 @@ log = logging.getLogger(__name__)
 
 @lru_cache(maxsize=8)
 def kinesis_client(endpoint: Endpoint) -> KinesisClient:
-    return KinesisClient(endpoint.settings())
+    """The process's client for ``endpoint``; its GetRecords pages carry Arrow columns (whole pages all the same)."""
+    kinesis = KinesisClient(endpoint.settings())
+    use_arrow_parser(kinesis.botocore_client)
+    return kinesis
+
+
+def page_batch(page: RecordPage, partition: KinesisPartition, shard_id: str) -> pa.RecordBatch | None:
+    """The rows of ``page`` Spark gets, as one Arrow batch; None when there are none.
+
+    Only the rows in the partition's key range, when it has one.
+    """
+    if partition.key_range is not None and len(page):
+        page = filter_page(page, partition.key_range)
+    return page_to_arrow(page, partition.stream, shard_id) if len(page) else None
 
 
 def read_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
@@ -50,7 +73,7 @@ def stream_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: Sha
     """:func:`read_slice`, page by page, as Arrow batches."""
     reader = shard_reader(kinesis, partition, piece)
     try:
-        reason = yield from arrow_pages(reader.iter_pages(**slice_limits(partition, piece)), partition.stream, piece)
+        reason = yield from arrow_pages(reader.iter_pages(**slice_limits(partition, piece)), partition, piece)
     except ShardNotFoundError as exc:
         reason = vanished(partition, piece, exc).stop_reason  # pages already yielded were read: they stay
     finally:
@@ -62,16 +85,17 @@ def stream_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: Sha
 
 
 def arrow_pages(
-    pages: Generator[RecordPage, None, StopReason], stream: str, piece: ShardSlice
+    pages: Generator[RecordPage, None, StopReason], partition: KinesisPartition, piece: ShardSlice
 ) -> Generator[pa.RecordBatch, None, StopReason]:
-    """Each non-empty page as an Arrow batch; returns the stop reason ``pages`` returned."""
+    """Each page with rows for Spark as an Arrow batch; returns the stop reason ``pages`` returned."""
     while True:
         try:
             page = next(pages)
         except StopIteration as done:
             return done.value
-        if len(page):
-            yield page_to_arrow(page, stream, piece.shard_id)
+        batch = page_batch(page, partition, piece.shard_id)
+        if batch is not None:
+            yield batch
 
 
 def shard_reader(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice) -> BoundedRead:
@@ -170,8 +194,9 @@ def read_stream_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatc
             )
             read = replay_slice(kinesis, partition, piece, winner)
         for page in read.pages:
-            if len(page):
-                yield page_to_arrow(page, partition.stream, piece.shard_id)
+            batch = page_batch(page, partition, piece.shard_id)
+            if batch is not None:
+                yield batch
 
 
 def batch_end(read: ShardRead) -> BatchEnd:
