@@ -53,6 +53,7 @@ def main() -> None:
     config = SimConfig(
         shards=args.shards, workers=args.workers, seed=args.seed, timing=timing,
         memo_decode=args.memo_decode, phase_timeout_s=args.timeout, warm=args.warm,
+        lease_partitions=args.lease_partitions or None,
     )
     k = args.change or max(1, args.workers // 10)
     wall = time.perf_counter()
@@ -116,7 +117,8 @@ def _print(sim: Simulation, args: argparse.Namespace, k: int, wall: float) -> No
           f"{', warm start (table balanced, workers adopt)' if args.warm else ', cold start (all leases free)'}")
     print(f"timing: failover {t.failover_s:g} s, renew {t.renew_s:.2f} s, scan {t.scan_s:.2f} s; "
           f"DynamoDB {sim.config.latency_s[0] * 1000:g}-{sim.config.latency_s[1] * 1000:g} ms, "
-          f"{sim.config.rcu_per_key:g} RCU / {sim.config.wcu_per_key:g} WCU per partition key\n")
+          f"{sim.config.rcu_per_key:g} RCU / {sim.config.wcu_per_key:g} WCU per partition key; "
+          f"leases over {sim.layout.partitions} partition key(s)\n")
     print(f"{'phase':<10}{'W':>4}{'converged':>13}{'sim s':>7}{'req/s':>8}{'RCU/s':>8}{'peak':>7}{'WCU/s':>7}"
           f"{'peak':>7}{'thr/s':>7}{'failed':>7}  moves")
     for p in sim.phases:
@@ -125,6 +127,13 @@ def _print(sim: Simulation, args: argparse.Namespace, k: int, wall: float) -> No
         print(f"{p.name:<10}{p.running_workers:>4}{_conv(p):>13}{p.duration_s:>7.0f}{p.per_s(p.request_total):>8.0f}"
               f"{p.per_s(p.rcu):>8.0f}{p.peak_rcu_per_s:>7.0f}{p.per_s(p.wcu):>7.0f}{p.peak_wcu_per_s:>7.0f}"
               f"{p.per_s(thr):>7.1f}{p.failed_cycles:>7}  {moves or '-'}")
+    print(f"\n{'phase':<10}{'lost takes':>12}{'false deaths':>14}{'hottest key RCU/s':>19}{'WCU/s':>7}")
+    for p in sim.phases:
+        won = p.moves.get("acquired", 0) + p.moves.get("stolen", 0)
+        lost = p.moves.get("lost race", 0)
+        share = f"{lost / (won + lost):.0%}" if won + lost else "-"
+        print(f"{p.name:<10}{f'{lost} ({share})':>12}{_false_deaths(sim, p):>14}"
+              f"{p.per_s(p.hottest_key_rcu):>19.0f}{p.per_s(p.hottest_key_wcu):>7.0f}")
     print("\nrequests per second by operation [throttled, failed condition]:")
     for p in sim.phases:
         parts = [f"{op} {p.per_s(p.requests.get(op, 0)):.1f} [{p.per_s(p.throttled.get(op, 0)):.1f}, "
@@ -152,9 +161,16 @@ def _print(sim: Simulation, args: argparse.Namespace, k: int, wall: float) -> No
     print(f"real decode of one scan ({args.shards} lease items, LeaseCodec.lease): {_decode_ms(sim):.0f} ms CPU")
 
 
+def _false_deaths(sim: Simulation, phase: PhaseResult) -> int:
+    """Workers declared dead in a phase where none crashed or paused: all live, so every one is false."""
+    if phase.name.startswith(("crash", "pause")):
+        return 0
+    return phase.moves.get("declared dead", 0)
+
+
 def _decode_ms(sim: Simulation) -> float:
     codec = LeaseCodec(sim.table_name)
-    items = [i for i in sim.table.items(f"lease#{sim.application}#{sim.stream}") if "shardId" in i]
+    items = [i for p in sim.layout.lease_partitions() for i in sim.table.items(p) if "shardId" in i]
     started = time.process_time()
     for item in items:
         codec.lease(item)
@@ -172,6 +188,8 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=300.0, help="simulated seconds a phase may take")
     parser.add_argument("--phases", default="start,steady,leave,join,crash,pause")
     parser.add_argument("--memo-decode", action="store_true")
+    parser.add_argument("--lease-partitions", type=int, default=0,
+                        help="partition keys of the leases (default: one per 1,000 shards, as a shard sync records)")
     parser.add_argument("--warm", action="store_true",
                         help="start on a table already balanced over the W workers (a restart): they adopt")
     parser.add_argument("--progress", type=float, default=0.0, help="print a line every this many simulated s")

@@ -375,8 +375,10 @@ class DynamoDBClient:
         range_prefix: str | None = None,
         consistent: bool = True,
         projection: Sequence[str] | None = None,
+        limit: int | None = None,
     ) -> list[Item]:
-        """Every item under one partition key (optionally a sort-key prefix), all pages."""
+        """Every item under one partition key (optionally a sort-key prefix), all pages; with
+        ``limit``, at most that many items (one request)."""
         names = {"#h": hash_name}
         values: dict[str, Any] = {":h": {"S": hash_value}}
         condition = "#h = :h"
@@ -391,6 +393,8 @@ class DynamoDBClient:
             "ExpressionAttributeValues": values,
             "ConsistentRead": consistent,
         }
+        if limit is not None:
+            request["Limit"] = limit
         if projection:
             for i, attribute in enumerate(projection):
                 names[f"#p{i}"] = attribute
@@ -400,7 +404,7 @@ class DynamoDBClient:
             out = self._call("Query", table, lambda req=dict(request): self._client.query(**req))
             items.extend(out.get("Items", ()))
             start = out.get("LastEvaluatedKey")
-            if not start:
+            if not start or limit is not None:
                 return items
             request["ExclusiveStartKey"] = start
 

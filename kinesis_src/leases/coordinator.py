@@ -163,7 +163,7 @@ class LeaseCoordinator:
         self._next_sync = float("-inf")
         self._judge = ExpiryJudge(timing.failover_s, clock)
         self._steal_wanted_since: float | None = None
-        self._views = ViewReader(table, timing, clock)
+        self._views = ViewReader(table, timing, clock, table.known_partitions)
         self._last_scan = float("-inf")
         self._scanned_at = float("-inf")  # send time of the last scan that answered
         self._stop = threading.Event()

@@ -106,6 +106,8 @@ class ShardSync:
 
     def _create(self, graph: ShardGraph, current: dict[str, Lease]) -> tuple[str, ...]:
         fresh_table = not current
+        if fresh_table:
+            self.table.ensure_layout(expected_leases=len(graph))  # spread over keys by the stream's size
         consumed = _with_leased_descendant(graph, current)
         start = self._pinned_start()
         created = []

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..aws.dynamodb import DynamoDBClient, Item, WriteResult
 from ..errors import (
+    AccessDeniedError,
     IncompatibleLeaseTableError,
     InvalidPositionError,
     KinesisSourceError,
@@ -27,6 +28,15 @@ from ..errors import (
 )
 from ..names import validate_name, validate_table_name, validate_worker_id
 from ..positions import format_timestamp
+from .layout import (
+    LAYOUT_RANGE_KEY,
+    LEASE_PARTITIONS,
+    MAX_LEASE_PARTITIONS,
+    LeaseLayout,
+    layout_partition,
+    partitions_for,
+    validate_lease_partitions,
+)
 from .model import (
     Checkpoint,
     CheckpointKind,
@@ -90,6 +100,10 @@ class LeaseTable:
     stream: a sticky key range's readers (``KeyRange``) hold their own
     lease per shard, so their checkpoints are per (shard, range). "" is the
     stream's ordinary leases.
+
+    ``lease_partitions``: over how many partition keys a *new* set of leases
+    is spread (:mod:`.layout`); None: one per 1,000 shards at the first shard
+    sync. The layout recorded in the table wins over it.
     """
 
     dynamodb: DynamoDBClient
@@ -98,6 +112,7 @@ class LeaseTable:
     stream: str
     now_ms: Callable[[], int] = field(default=_wall_ms, repr=False)
     scope: str = ""
+    lease_partitions: int | None = None
 
     def __post_init__(self) -> None:
         validate_table_name(self.table_name)
@@ -105,8 +120,66 @@ class LeaseTable:
         validate_name(self.stream, "streamName")
         if self.scope and not _SCOPE.fullmatch(self.scope):
             raise ValueError(f"lease scope {self.scope!r} must be 1-200 characters from A-Z a-z 0-9 _ . -")
+        validate_lease_partitions(self.lease_partitions)
         self.partition = lease_partition(self.application, self.stream, self.scope)
         self.codec = LeaseCodec(self.table_name)
+        self._layout: LeaseLayout | None = None  # once recorded, a layout never changes
+
+    # -- layout (:mod:`.layout`) --------------------------------------------------------
+
+    def layout(self) -> LeaseLayout:
+        """The recorded layout; without a record, the single key (an earlier version's leases there
+        get their P = 1 recorded now, so later calls need no read)."""
+        if self._layout is not None:
+            return self._layout
+        item = self.dynamodb.get_item(self.table_name, self._layout_key())
+        if item is not None:
+            return self._keep(item)
+        if self._legacy_leases():
+            return self._record(1)
+        return LeaseLayout(self.partition)
+
+    def known_partitions(self) -> int:
+        """The recorded partition count, without a request (1 while none is known)."""
+        return 1 if self._layout is None else self._layout.partitions
+
+    def ensure_layout(self, expected_leases: int | None = None) -> LeaseLayout:
+        """The layout, recorded now if missing (before the first lease is created): P = 1 over an
+        earlier version's leases, else ``lease_partitions``, else one per 1,000 expected leases."""
+        layout = self.layout()
+        if layout.recorded:
+            return layout
+        return self._record(self.lease_partitions or partitions_for(expected_leases or 0))
+
+    def _record(self, partitions: int) -> LeaseLayout:
+        item = {**self._layout_key(), LEASE_PARTITIONS: _n(partitions)}
+        try:
+            if self.dynamodb.put_item(self.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY}).ok:
+                self._layout = LeaseLayout(self.partition, partitions, recorded=True)
+                log.info("lease layout of %s: %d partition key(s)", self.partition, partitions)
+                return self._layout
+        except AccessDeniedError as exc:  # a read-only user (the CLI): the earlier version's single key
+            log.debug("could not record the lease layout of %s: %s", self.partition, exc)
+            return LeaseLayout(self.partition)
+        stored = self.dynamodb.get_item(self.table_name, self._layout_key())  # a concurrent first writer's
+        return self._keep(stored) if stored is not None else LeaseLayout(self.partition)
+
+    def _keep(self, item: Item) -> LeaseLayout:
+        partitions = self.codec.number(item, LEASE_PARTITIONS)
+        if not 1 <= partitions <= MAX_LEASE_PARTITIONS:
+            raise self.codec.corrupt(item, LEASE_PARTITIONS, f"an integer in 1..{MAX_LEASE_PARTITIONS}", f"is {partitions}")
+        if self.lease_partitions is not None and partitions != self.lease_partitions:
+            log.warning("lease_partitions=%d ignored: the leases of %s are spread over %d partition key(s) "
+                        "already", self.lease_partitions, self.partition, partitions)
+        self._layout = LeaseLayout(self.partition, partitions, recorded=True)
+        return self._layout
+
+    def _legacy_leases(self) -> bool:
+        return bool(self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, LEASE_PREFIX, limit=1))
+
+    def _layout_key(self) -> Item:
+        return {HASH_KEY: _s(layout_partition(self.application, self.stream, self.scope)),
+                RANGE_KEY: _s(LAYOUT_RANGE_KEY)}
 
     # -- table management ----------------------------------------------------------
 
@@ -142,10 +215,15 @@ class LeaseTable:
     # -- reads ------------------------------------------------------------------------
 
     def scan(self) -> TableView:
-        """Leases and heartbeats of this application+stream: one consistent Query."""
+        """Leases and heartbeats of this application+stream: one consistent Query per partition key,
+        the heartbeats' last (so an owner is judged by a heartbeat read after its leases)."""
+        layout = self.layout()
         leases: dict[str, Lease] = {}
         workers: dict[str, WorkerHeartbeat] = {}
-        for item in self.dynamodb.query(self.table_name, HASH_KEY, self.partition):
+        items = [item for partition in layout.lease_partitions() if partition != self.partition
+                 for item in self.dynamodb.query(self.table_name, HASH_KEY, partition)]
+        items += self.dynamodb.query(self.table_name, HASH_KEY, self.partition)
+        for item in items:
             sk = self.codec.key_part(item, RANGE_KEY)
             if sk.startswith(LEASE_PREFIX):
                 lease = self.codec.lease(item)
@@ -164,8 +242,11 @@ class LeaseTable:
         return {worker.worker_id: worker for worker in workers}
 
     def list_leases(self) -> list[Lease]:
-        items = self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, LEASE_PREFIX)
-        return [self.codec.lease(item) for item in items]
+        return [
+            self.codec.lease(item)
+            for partition in self.layout().lease_partitions()
+            for item in self.dynamodb.query(self.table_name, HASH_KEY, partition, RANGE_KEY, LEASE_PREFIX)
+        ]
 
     def get_lease(self, shard_id: str) -> Lease | None:
         item = self.dynamodb.get_item(self.table_name, self._lease_key(shard_id))
@@ -175,7 +256,8 @@ class LeaseTable:
 
     def create_lease(self, lease: Lease) -> bool:
         """Put-if-absent; False when a lease for the shard already exists (idempotent create)."""
-        item = self.codec.lease_item(self.partition, replace(lease, last_updated_ms=self.now_ms()))
+        partition = self.ensure_layout().partition_of(lease.shard_id)
+        item = self.codec.lease_item(partition, replace(lease, last_updated_ms=self.now_ms()))
         result = self.dynamodb.put_item(
             self.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY}
         )
@@ -255,7 +337,8 @@ class LeaseTable:
     def _child_put(self, child: Lease, now: int) -> dict[str, Any]:
         return {
             "TableName": self.table_name,
-            "Item": self.codec.lease_item(self.partition, replace(child, last_updated_ms=now)),
+            "Item": self.codec.lease_item(self.ensure_layout().partition_of(child.shard_id),
+                                          replace(child, last_updated_ms=now)),
             "ConditionExpression": "attribute_not_exists(#pk)",
             "ExpressionAttributeNames": {"#pk": HASH_KEY},
         }
@@ -390,7 +473,7 @@ class LeaseTable:
         )
 
     def _lease_key(self, shard_id: str) -> Item:
-        return lease_key(self.partition, shard_id)
+        return lease_key(self.layout().partition_of(shard_id), shard_id)
 
     # -- worker heartbeats and the query claim ----------------------------------------
 

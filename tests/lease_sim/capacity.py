@@ -86,6 +86,8 @@ class Second:
     failed_conditions: Counter = field(default_factory=Counter)
     rcu: float = 0.0
     wcu: float = 0.0
+    rcu_by_key: Counter = field(default_factory=Counter)  # units admitted per partition key
+    wcu_by_key: Counter = field(default_factory=Counter)
 
 
 class Ledger:
@@ -108,6 +110,9 @@ class Ledger:
             return False
         for bucket, units in buckets:
             bucket.take(units, now)
+        second = self.seconds[int(now)]
+        second.rcu_by_key.update(reads)
+        second.wcu_by_key.update(writes)
         return True
 
     @staticmethod

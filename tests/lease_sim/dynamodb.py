@@ -142,11 +142,12 @@ class SimDynamoDB:
         page: list[Item] = []
         read = 0
         last: str | None = None
+        limit = req.get("Limit")
         for sk in part.keys[index:]:
             item = part.items[sk]
             if not match(item, names, values):
                 continue
-            if read + part.sizes[sk] > QUERY_PAGE_BYTES and page:
+            if (read + part.sizes[sk] > QUERY_PAGE_BYTES and page) or (limit is not None and len(page) >= limit):
                 last = page[-1][self.range_key]["S"]
                 break
             page.append(item)

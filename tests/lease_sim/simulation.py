@@ -24,6 +24,13 @@ from unittest import mock
 from kinesis_src import retry
 from kinesis_src.aws import boundary
 from kinesis_src.leases.coordinator import CycleReport
+from kinesis_src.leases.layout import (
+    LAYOUT_RANGE_KEY,
+    LEASE_PARTITIONS,
+    LeaseLayout,
+    layout_partition,
+    partitions_for,
+)
 from kinesis_src.leases.model import Checkpoint, Lease
 from kinesis_src.leases.serializer import LeaseCodec, lease_partition
 from kinesis_src.leases.timing import LeaseTiming
@@ -58,6 +65,7 @@ class SimConfig:
     ignore_condition: Callable[[str, Mapping[str, Any]], bool] | None = None
     warm: bool = False  # the table starts balanced over the first ``workers`` worker ids (a restart)
     memo_decode: bool = False  # cache LeaseCodec.lease per stored item version (see Simulation)
+    lease_partitions: int | None = None  # partition keys of the leases (None: as a shard sync sizes it)
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,8 @@ class PhaseResult:
     peak_wcu_per_s: float
     moves: Mapping[str, int]
     failed_cycles: int
+    hottest_key_rcu: float = 0.0  # the most read partition key's units over the phase
+    hottest_key_wcu: float = 0.0
 
     def per_s(self, total: float) -> float:
         return total / self.duration_s if self.duration_s else 0.0
@@ -107,6 +117,8 @@ class Simulation:
         self.table = SimDynamoDB(self.ledger, lambda: self.queue.now, ignore_condition=config.ignore_condition)
         self.network = Network(self.queue, self.table, self.rng, config.latency_s)
         self.partition = lease_partition(self.application, self.stream)
+        partitions = config.lease_partitions or partitions_for(config.shards)
+        self.layout = LeaseLayout(self.partition, partitions, recorded=True)  # as a first shard sync records it
         self.checker = SafetyChecker(
             self._held_ids, self._fresh, lambda: self.queue.now, self._moved, self._registered
         )
@@ -142,20 +154,23 @@ class Simulation:
             worker.kill()
 
     def _populate(self, shards: int, owners: int) -> None:
-        """One lease per shard at TRIM_HORIZON, hash ranges tiling the key space (uncharged).
+        """One lease per shard at TRIM_HORIZON, hash ranges tiling the key space, in the layout a
+        shard sync would have recorded (uncharged).
 
         Unowned, or with ``owners``, dealt round-robin to worker ids 0..owners-1
         (the ids :meth:`add_worker` gives out first): workers restarting on a
         balanced table adopt their own leases instead of racing for free ones.
         """
-        codec, partition = LeaseCodec(self.table_name), lease_partition(self.application, self.stream)
+        codec = LeaseCodec(self.table_name)
+        self.table.load({"pk": {"S": layout_partition(self.application, self.stream)}, "sk": {"S": LAYOUT_RANGE_KEY},
+                         LEASE_PARTITIONS: {"N": str(self.layout.partitions)}})
         width = (MAX_HASH + 1) // shards
         for i in range(shards):
             end = MAX_HASH if i == shards - 1 else (i + 1) * width - 1
             owner = f"worker-{i % owners:04d}" if owners else None
             lease = Lease(f"shardId-{i:012d}", Checkpoint.trim_horizon(), HashRange(i * width, end),
                           counter=1 if owner else 0, owner=owner, last_updated_ms=WALL_EPOCH_MS)
-            self.table.load(codec.lease_item(partition, lease))
+            self.table.load(codec.lease_item(self.layout.partition_of(lease.shard_id), lease))
 
     def add_worker(self) -> SimWorker:
         worker_id = f"worker-{next(self._names):04d}"
@@ -262,7 +277,11 @@ class Simulation:
         requests: Counter = Counter()
         throttled: Counter = Counter()
         failed: Counter = Counter()
+        rcu_by_key: Counter = Counter()
+        wcu_by_key: Counter = Counter()
         for second in seconds:
+            rcu_by_key.update(second.rcu_by_key)
+            wcu_by_key.update(second.wcu_by_key)
             requests.update(second.requests)
             throttled.update(second.throttled)
             failed.update(second.failed_conditions)
@@ -280,6 +299,8 @@ class Simulation:
             peak_wcu_per_s=max((s.wcu for s in seconds), default=0.0),
             moves=dict(self._phase.moves),
             failed_cycles=self.failed_cycles() - self._phase.failed_cycles_at_start,
+            hottest_key_rcu=max(rcu_by_key.values(), default=0.0),
+            hottest_key_wcu=max(wcu_by_key.values(), default=0.0),
         )
 
 

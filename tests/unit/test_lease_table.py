@@ -107,8 +107,11 @@ def test_missing_table_is_named_with_the_fix(dynamodb: DynamoDBClient) -> None:
 def test_access_denied_names_table_and_action(dummy_credentials: None) -> None:
     client = DynamoDBClient(AwsSettings(region="us-east-1", endpoint_url="http://127.0.0.1:1", retry=FAST))
     stub = Stubber(client._client)
-    stub.add_client_error("put_item", service_error_code="AccessDeniedException", http_status_code=400,
-                          service_message="User is not authorized")
+    stub.add_response("get_item", {})  # no lease layout recorded yet (layout.py)
+    stub.add_response("query", {"Items": []})  # and no leases of an earlier version
+    for _ in range(2):  # the layout record, then the lease itself
+        stub.add_client_error("put_item", service_error_code="AccessDeniedException", http_status_code=400,
+                              service_message="User is not authorized")
     leases = LeaseTable(client, TABLE, "app", "orders")
     with stub, pytest.raises(AccessDeniedError) as info:
         leases.create_lease(lease())
@@ -357,6 +360,7 @@ def test_heartbeats_renew_and_detect_takeover(table: LeaseTable) -> None:
 
 
 def test_requests_are_counted_per_operation(table: LeaseTable) -> None:
+    table.ensure_layout()  # recorded once per application+stream (layout.py)
     before = table.dynamodb.request_total()
     table.create_lease(lease())
     table.scan()
@@ -522,6 +526,7 @@ def test_consumed_capacity_is_asked_for_and_summed_only_when_measured(dummy_cred
             client = DynamoDBClient(AwsSettings(region="us-east-1", retry=FAST), measure_capacity=measured)
             leases = LeaseTable(client, TABLE, "app", f"orders{int(measured)}")
             leases.ensure_table()
+            leases.ensure_layout()
             sent: list[str | None] = []
             client._client.meta.events.register(
                 "before-call.dynamodb",
