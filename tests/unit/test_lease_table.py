@@ -568,3 +568,19 @@ def test_a_scoped_table_keeps_its_leases_apart_from_the_streams_ordinary_leases(
     assert lease_partition("app", "s", "0-99") == "lease#app#s#0-99"
     with pytest.raises(ValueError, match="lease scope"):
         LeaseTable(None, "kinesis-src-app", "app", "s", scope="a#b")  # type: ignore[arg-type]
+
+
+def test_the_fast_decode_path_reads_the_same_leases_and_rejects_the_same_items() -> None:
+    # LeaseCodec._typed checks botocore's plain dicts with type() (issue #12: isinstance against
+    # typing.Mapping was most of decoding); any other mapping takes the checked path, same result
+    from types import MappingProxyType
+
+    codec = LeaseCodec(TABLE)
+    item = codec.lease_item("lease#app#orders", lease(owner="w1", counter=3, parent_shard_ids=("shardId-000000000009",)))
+    proxied = MappingProxyType({k: MappingProxyType(v) if k != "parentShardIds" else
+                                MappingProxyType({"L": [MappingProxyType(e) for e in v["L"]]}) for k, v in item.items()})
+    assert codec.lease(proxied) == codec.lease(item)  # type: ignore[arg-type]
+    for attribute, bad in (("leaseCounter", {"N": "3", "S": "3"}), ("leaseCounter", {"S": "3"}),
+                           ("parentShardIds", {"L": [{"S": "a", "N": "1"}]}), ("shardId", ["x"])):
+        with pytest.raises(CorruptLeaseError, match=attribute):
+            codec.lease({**item, attribute: bad})
