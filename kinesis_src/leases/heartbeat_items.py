@@ -1,0 +1,136 @@
+"""Heartbeat items: a worker's liveness (``worker#<id>``) and the Spark query claim, written by the
+lease table (:class:`~.table.LeaseTable` mixes this in). One conditional write per renewal keeps all
+of a worker's leases (:mod:`.coordinator`); expiry is judged by observation (:mod:`.expiry`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable
+
+from ..names import validate_worker_id
+from .model import HeartbeatStatus, WorkerHeartbeat
+from .serializer import (
+    HEARTBEAT,
+    HEARTBEAT_TTL_S,
+    LAST_UPDATED,
+    LEASE_CHANGES,
+    SESSION,
+    TTL_ATTRIBUTE,
+    LeaseCodec,
+    _n,
+    _s,
+    claim_key,
+    worker_key,
+)
+
+if TYPE_CHECKING:
+    from ..aws.dynamodb import DynamoDBClient, Item
+
+
+class HeartbeatItems:
+    """Register, renew, declare dead and remove heartbeats; the same for the query claim."""
+
+    dynamodb: DynamoDBClient
+    table_name: str
+    application: str
+    stream: str
+    partition: str
+    codec: LeaseCodec
+    now_ms: Callable[[], int]
+
+    def register_worker(self, worker_id: str) -> WorkerHeartbeat:
+        """Write this process's heartbeat item (a new session); a previous process with the id loses."""
+        return self._register(self._worker_key(worker_id), validate_worker_id(worker_id))
+
+    def heartbeat(self, worker: WorkerHeartbeat, changed: bool = False) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        """Renew; with ``changed``, also announce that this worker changed lease ownership (:mod:`.view`)."""
+        return self._beat(self._worker_key(worker.worker_id), worker, changed)
+
+    def declare_worker_dead(self, worker: WorkerHeartbeat) -> bool:
+        """Delete a heartbeat observed unchanged for the failover time, if still unchanged."""
+        return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=True)
+
+    def deregister_worker(self, worker: WorkerHeartbeat) -> bool:
+        return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=False)
+
+    def read_claim(self) -> WorkerHeartbeat | None:
+        """The Spark query claim on this application+stream, if any (see :mod:`.claim`)."""
+        item = self.dynamodb.get_item(self.table_name, self._claim_key())
+        return None if item is None else self.codec.claim(item)
+
+    def register_claim(self, holder: str) -> WorkerHeartbeat:
+        return self._register(self._claim_key(), holder)
+
+    def renew_claim(self, claim: WorkerHeartbeat) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        return self._beat(self._claim_key(), claim)
+
+    def take_over_claim(self, claim: WorkerHeartbeat) -> bool:
+        """Delete a claim observed unchanged for the failover time, if still unchanged."""
+        return self._delete_heartbeat(self._claim_key(), claim, check_heartbeat=True)
+
+    def release_claim(self, claim: WorkerHeartbeat) -> bool:
+        return self._delete_heartbeat(self._claim_key(), claim, check_heartbeat=False)
+
+    def _register(self, key: Item, worker_id: str) -> WorkerHeartbeat:
+        worker = WorkerHeartbeat(worker_id, uuid.uuid4().hex[:12], 0, self.now_ms())
+        self.dynamodb.put_item(self.table_name, self.codec.heartbeat_item(key, worker, self._ttl_s()))
+        return worker
+
+    def _beat(self, key: Item, worker: WorkerHeartbeat, changed: bool = False) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        """Add one to the stored heartbeat, conditional on our session only.
+
+        Every write changes the value the others watch, a retry of a write
+        that landed included (it adds one more): a worker that restarts its
+        renewal clock after a RENEWED has always moved its heartbeat. The new
+        value is read from the answer (ALL_NEW), so ours equals the stored one.
+        """
+        now = self.now_ms()
+        names = {"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION}
+        if changed:
+            names["#changes"] = LEASE_CHANGES
+        result = self.dynamodb.update_item(
+            self.table_name,
+            key,
+            "SET #updated = :now, #ttl = :ttl ADD #hb :one" + (", #changes :one" if changed else ""),
+            "#session = :session",
+            names=names,
+            values={":one": _n(1), ":now": _n(now), ":ttl": _n(self._ttl_s()), ":session": _s(worker.session)},
+        )
+        if result.ok and result.item:
+            beat, changes = self.codec.heartbeat_value(result.item), self.codec.changes_value(result.item)
+            return HeartbeatStatus.RENEWED, replace(worker, heartbeat=beat, last_updated_ms=now, changes=changes)
+        if result.item is not None and self.codec.session(result.item) != worker.session:
+            return HeartbeatStatus.REPLACED, worker
+        return HeartbeatStatus.DECLARED_DEAD, worker
+
+    def _delete_heartbeat(self, key: Item, worker: WorkerHeartbeat, check_heartbeat: bool) -> bool:
+        condition = "#session = :session"
+        names = {"#session": SESSION}
+        values = {":session": _s(worker.session)}
+        if check_heartbeat:
+            condition += " AND #hb = :hb"
+            names["#hb"] = HEARTBEAT
+            values[":hb"] = _n(worker.heartbeat)
+        return self.dynamodb.delete_item(self.table_name, key, condition, names=names, values=values).ok
+
+    def _ttl_s(self) -> int:
+        """``ttl`` of a heartbeat or claim item: a day after now, on DynamoDB's clock.
+
+        DynamoDB's TTL sweeper compares ``ttl`` with its own time. A host
+        wall clock that is years behind would write a ttl in the server's
+        past and get live items deleted, so the server's time (the Date
+        header of its last answer, plus the time elapsed here since) bounds
+        it from below. A wall clock that is ahead only delays the clean-up.
+        """
+        server_s = self.dynamodb.server_time_s()
+        now_s = max(self.now_ms() // 1000, 0 if server_s is None else int(server_s))
+        return now_s + HEARTBEAT_TTL_S
+
+    def _worker_key(self, worker_id: str) -> Item:
+        return worker_key(self.partition, worker_id)
+
+    def _claim_key(self) -> Item:
+        return claim_key(self.application, self.stream)
+

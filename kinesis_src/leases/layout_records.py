@@ -1,0 +1,92 @@
+"""Where the lease table records and reads its :class:`~.layout.LeaseLayout` (mixed into
+:class:`~.table.LeaseTable`; the layout itself, pure, is :mod:`.layout`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..errors import AccessDeniedError
+from .layout import (
+    LAYOUT_RANGE_KEY,
+    LEASE_PARTITIONS,
+    MAX_LEASE_PARTITIONS,
+    LeaseLayout,
+    layout_partition,
+    partitions_for,
+)
+from .serializer import HASH_KEY, LEASE_PREFIX, RANGE_KEY, LeaseCodec, _n, _s
+
+if TYPE_CHECKING:
+    from ..aws.dynamodb import DynamoDBClient, Item
+
+log = logging.getLogger(__name__)
+
+
+class LayoutRecords:
+    """Record the layout once (put-if-absent), read it, and keep it once recorded."""
+
+    dynamodb: DynamoDBClient
+    table_name: str
+    application: str
+    stream: str
+    scope: str
+    partition: str
+    codec: LeaseCodec
+    lease_partitions: int | None
+    _layout: LeaseLayout | None
+
+    def layout(self) -> LeaseLayout:
+        """The recorded layout; without a record, the single key (an earlier version's leases there
+        get their P = 1 recorded now, so later calls need no read)."""
+        if self._layout is not None:
+            return self._layout
+        item = self.dynamodb.get_item(self.table_name, self._layout_key())
+        if item is not None:
+            return self._keep(item)
+        if self._legacy_leases():
+            return self._record(1)
+        return LeaseLayout(self.partition)
+
+    def known_partitions(self) -> int:
+        """The recorded partition count, without a request (1 while none is known)."""
+        return 1 if self._layout is None else self._layout.partitions
+
+    def ensure_layout(self, expected_leases: int | None = None) -> LeaseLayout:
+        """The layout, recorded now if missing (before the first lease is created): P = 1 over an
+        earlier version's leases, else ``lease_partitions``, else one per 1,000 expected leases."""
+        layout = self.layout()
+        if layout.recorded:
+            return layout
+        return self._record(self.lease_partitions or partitions_for(expected_leases or 0))
+
+    def _record(self, partitions: int) -> LeaseLayout:
+        item = {**self._layout_key(), LEASE_PARTITIONS: _n(partitions)}
+        try:
+            if self.dynamodb.put_item(self.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY}).ok:
+                self._layout = LeaseLayout(self.partition, partitions, recorded=True)
+                log.info("lease layout of %s: %d partition key(s)", self.partition, partitions)
+                return self._layout
+        except AccessDeniedError as exc:  # a read-only user (the CLI): the earlier version's single key
+            log.debug("could not record the lease layout of %s: %s", self.partition, exc)
+            return LeaseLayout(self.partition)
+        stored = self.dynamodb.get_item(self.table_name, self._layout_key())  # a concurrent first writer's
+        return self._keep(stored) if stored is not None else LeaseLayout(self.partition)
+
+    def _keep(self, item: Item) -> LeaseLayout:
+        partitions = self.codec.number(item, LEASE_PARTITIONS)
+        if not 1 <= partitions <= MAX_LEASE_PARTITIONS:
+            raise self.codec.corrupt(item, LEASE_PARTITIONS, f"an integer in 1..{MAX_LEASE_PARTITIONS}", f"is {partitions}")
+        if self.lease_partitions is not None and partitions != self.lease_partitions:
+            log.warning("lease_partitions=%d ignored: the leases of %s are spread over %d partition key(s) "
+                        "already", self.lease_partitions, self.partition, partitions)
+        self._layout = LeaseLayout(self.partition, partitions, recorded=True)
+        return self._layout
+
+    def _legacy_leases(self) -> bool:
+        return bool(self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, LEASE_PREFIX, limit=1))
+
+    def _layout_key(self) -> Item:
+        return {HASH_KEY: _s(layout_partition(self.application, self.stream, self.scope)),
+                RANGE_KEY: _s(LAYOUT_RANGE_KEY)}
+
