@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from typing import Any
 
@@ -27,6 +28,7 @@ from kinesis_src.consumer.prometheus import (
     serve_metrics,
 )
 from kinesis_src.errors import ConfigurationError
+from kinesis_src.metrics import QueryProgressCollector, source_figures
 
 P = "kinesis_src_consumer_"
 
@@ -259,3 +261,94 @@ def test_exported_values_equal_the_metrics_object(counts: list[int], lags: dict[
     exported_lags = {dict(labels)["shard"]: value for (name, labels), value in samples.items()
                      if name == P + "shard_millis_behind_latest"}
     assert exported_lags == {shard: lag for shard, lag in lags.items() if lag is not None}
+
+
+# -- the Spark source's figures, from a query's progress ---------------------------------------------
+
+# A real progress of a query reading stream "orders" (PySpark 4.3, kinesis-mock), lags edited to differ.
+SPARK_PROGRESS = {
+    "id": "9e7914e4-1739-45e1-980d-6cd47ae442c9", "runId": "e55f1519-df09-4605-bc6c-2369b7c7c11f",
+    "name": "orders_etl", "timestamp": "2026-11-23T21:22:54.000Z", "batchId": 1, "batchDuration": 67,
+    "durationMs": {"latestOffset": 67, "triggerExecution": 67}, "eventTime": {}, "stateOperators": [],
+    "sources": [{
+        "description": "org.apache.spark.sql.execution.datasources.v2.python."
+                       "PythonMicroBatchStreamWithTriggerAvailableNow@443f465",
+        "startOffset": '{"version": 1, "batch": 1, "shards": {}, "stream": {"arn": '
+                       '"arn:aws:kinesis:us-east-1:000000000000:stream/orders", "created": "2026-11-23T21:20:10Z"}}',
+        "endOffset": '{"version": 1, "batch": 1, "shards": {}, "stream": {"arn": '
+                     '"arn:aws:kinesis:us-east-1:000000000000:stream/orders", "created": "2026-11-23T21:20:10Z"}}',
+        "latestOffset": '{"millisBehindLatest": {"shardId-000000000000": 1200, "shardId-000000000001": 0}, '
+                        '"dataLoss": {"trimmedShards": 1, "partlyTrimmedShards": 2}}',
+        "numInputRows": 200, "inputRowsPerSecond": 20.0, "processedRowsPerSecond": 150.5, "metrics": {},
+    }],
+    "sink": {"description": "NoopTable", "numOutputRows": 0, "metrics": {}},
+    "numInputRows": 200, "inputRowsPerSecond": 20.0, "processedRowsPerSecond": 150.5, "observedMetrics": {},
+}
+
+
+def _spark_scrape(*progresses: object) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    collector = QueryProgressCollector()
+    for progress in progresses:
+        collector.update(progress)  # type: ignore[arg-type]
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return _samples(generate_latest(registry).decode())
+
+
+def test_a_query_progress_yields_the_sources_lag_per_shard_and_its_data_loss_counts() -> None:
+    samples = _spark_scrape(json.dumps(SPARK_PROGRESS))  # the listener hands over the JSON text
+    spark = "kinesis_src_spark_"
+    def shard(shard_id: str) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted({"query": "orders_etl", "source": "0", "stream": "orders", "shard": shard_id}.items()))
+
+    per_stream = tuple(sorted({"query": "orders_etl", "source": "0", "stream": "orders"}.items()))
+    query = (("query", "orders_etl"),)
+    assert samples == {
+        (spark + "millis_behind_latest", shard("shardId-000000000000")): 1200,
+        (spark + "millis_behind_latest", shard("shardId-000000000001")): 0,
+        (spark + "trimmed_shards", per_stream): 1,
+        (spark + "partly_trimmed_shards", per_stream): 2,
+        (spark + "source_input_rows", (("query", "orders_etl"), ("source", "0"))): 200,
+        (spark + "batch_id", query): 1, (spark + "batch_duration_ms", query): 67, (spark + "input_rows", query): 200,
+        (spark + "input_rows_per_second", query): 20.0, (spark + "processed_rows_per_second", query): 150.5,
+    }
+
+
+def test_several_streams_in_one_source_are_labelled_by_stream() -> None:
+    source = dict(SPARK_PROGRESS["sources"][0])  # type: ignore[index]
+    source["latestOffset"] = json.dumps({
+        "millisBehindLatest": {"orders": {"shardId-000000000000": 5}, "refunds": {"shardId-000000000000": 7}},
+        "dataLoss": {"orders": {"trimmedShards": 0, "partlyTrimmedShards": 0},
+                     "refunds": {"trimmedShards": 3, "partlyTrimmedShards": 0}},
+    })
+    figures = source_figures(source)
+    assert figures is not None
+    assert dict(figures.lag_ms) == {("orders", "shardId-000000000000"): 5, ("refunds", "shardId-000000000000"): 7}
+    assert dict(figures.trimmed_shards) == {"orders": 0, "refunds": 3}
+
+
+def test_other_sources_and_a_first_progress_without_a_report_are_left_out() -> None:
+    other = {"description": "KafkaV2[Subscribe[orders]]", "latestOffset": '{"orders": {"0": 42}}', "numInputRows": 5}
+    unreported = {"description": "PythonMicroBatchStream@1", "latestOffset": None, "numInputRows": 0}
+    assert source_figures(other) is None and source_figures(unreported) is None
+    progress = {**SPARK_PROGRESS, "sources": [other, SPARK_PROGRESS["sources"][0]]}  # type: ignore[index]
+    sources = {dict(labels).get("source") for (name, labels) in _spark_scrape(progress)
+               if name == "kinesis_src_spark_millis_behind_latest"}
+    assert sources == {"1"}  # labelled by its place in sources[]; the Kafka source has no series
+
+
+def test_the_last_progress_wins_and_a_forgotten_query_vanishes() -> None:
+    later = {**SPARK_PROGRESS, "batchId": 7}
+    collector = QueryProgressCollector()
+    collector.update(SPARK_PROGRESS)
+    collector.update(later)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    assert _samples(generate_latest(registry).decode())[("kinesis_src_spark_batch_id", (("query", "orders_etl"),))] == 7
+    collector.forget(str(SPARK_PROGRESS["id"]))  # by id, as the listener does when the query terminates
+    assert _samples(generate_latest(registry).decode()) == {}
+
+
+def test_something_that_is_not_a_progress_is_refused_naming_what_is_expected() -> None:
+    with pytest.raises(ConfigurationError, match="takes a StreamingQueryProgress"):
+        QueryProgressCollector().update("not json")
