@@ -27,7 +27,7 @@ LOCALSTACK_DIR = Path(__file__).resolve().parents[2] / "localstack"
 LAUNCHER = LOCALSTACK_DIR / "launcher.py"
 sys.path.insert(0, str(LOCALSTACK_DIR))
 
-import launcher  # noqa: E402  (needs the sys.path entry above)
+import launcher  # found through the sys.path entry above
 
 ISOLATED = os.environ.get(launcher.ENV_ISOLATED) == "1"
 LINUX = sys.platform.startswith("linux")
@@ -120,6 +120,18 @@ def test_isolated_has_no_route_off_the_machine() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.skipif(not LINUX, reason="network namespaces are Linux-only")
+def test_isolated_commands_find_the_java_and_node_the_toolchain_chose() -> None:
+    """PySpark and npm inside the namespace run on toolchain.py's choice (the wheels where the machine's are unfit)."""
+    java, node = launcher.toolchain.java(), launcher.toolchain.node()
+    result = _run_launcher("isolated", "--no-install", "--", "sh", "-c",
+                           'command -v node; if [ -n "$JAVA_HOME" ]; then echo "$JAVA_HOME/bin/java"; '
+                           "else command -v java; fi")
+    assert result.returncode == 0, result.stderr
+    expected_java = java.path if java.source == "PATH" and not os.environ.get("JAVA_HOME") else java.home / "bin" / "java"
+    assert result.stdout.split() == [str(node.path), str(expected_java)]
+
+
 # --------------------------------------------------------------------------
 # Lifecycle against real servers
 # --------------------------------------------------------------------------
@@ -133,6 +145,15 @@ def test_ensure_installed_is_a_noop_when_current() -> None:
     assert (node_modules / "kinesis-local" / "main.js").is_file()
     assert launcher.find_dynamodb_dir(node_modules).name.startswith("dynamodb_local_")
     assert time.monotonic() - started < 5.0  # stamp matched: npm was not run
+
+
+@pytest.mark.integration
+@servers
+def test_the_emulators_run_on_the_chosen_node_and_java() -> None:
+    with launcher.Emulators(kinesis=True, dynamodb=True) as emulators:
+        running = {name: Path(f"/proc/{pid}/exe").resolve() for name, pid in emulators.pids.items()}
+    assert running == {"kinesis-mock": launcher.toolchain.node().path.resolve(),
+                       "dynamodb-local": launcher.toolchain.java().path.resolve()}
 
 
 @pytest.mark.integration
