@@ -2,10 +2,14 @@
 
 * :mod:`.model` -- values: :class:`Checkpoint`, :class:`Lease`, worker heartbeats;
 * :mod:`.serializer` -- every item layout and attribute name of the table;
-* :mod:`.table` -- the conditional writes (:class:`LeaseTable`);
+* :mod:`.layout` -- over which partition keys the leases are spread (:mod:`.layout_records` records it);
+* :mod:`.table` -- the conditional writes (:class:`LeaseTable`), with :mod:`.heartbeat_items` and
+  :mod:`.shard_end`;
 * :mod:`.assignment` -- the pure balancer;
 * :mod:`.expiry` -- the one judge of "has this heartbeat stopped";
-* :mod:`.coordinator` -- heartbeat, take, renew, release (:class:`LeaseCoordinator`);
+* :mod:`.coordinator` -- a worker's loops (:class:`LeaseCoordinator`): :mod:`.renewal` (the heartbeat,
+  on its own schedule), :mod:`.view` (what a cycle reads), :mod:`.ownership` (take, steal, release),
+  :mod:`.cycle_report`;
 * :mod:`.shard_sync` -- the table follows the stream's lineage;
 * :mod:`.progress` -- the Spark source's per-batch ends;
 * :mod:`.claim` -- one running Spark query per application.

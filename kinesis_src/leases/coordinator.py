@@ -44,22 +44,7 @@ ownership changes or a checkpoint is written.
   that was paused (GC, SIGSTOP, a frozen VM) stops trusting its leases
   before anyone else may take them.
 
-Balancing (:func:`plan_assignment`, pure) weighs each lease by its shard's
-recent throughput, measured by its holder and written with its checkpoints
-(:mod:`.throughput`); without estimates every lease weighs 1, and each live
-worker gets between floor(N/W) and ceil(N/W) of the N assignable leases:
-leases of dead workers first, then unowned ones. What follows is said in
-counts; with weights, "above ceil" is "at or above the mean load even
-without the lease", and a hand-over needs a load gap of twice the lease's
-weight (hysteresis: no move is ever undone on a stable load). Rebalancing between live workers is graceful: a
-worker above ceil(N/W) sheds its surplus itself, and when a worker is below
-floor(N/W) with nothing free, the most loaded worker hands one lease over
-(release after its listener checkpoints). A forced steal (at most
-``max_steals_per_cycle``, from the most loaded worker) happens only if that
-has not happened within 1.5 renewal intervals, e.g. because the loaded
-worker runs an older view. Forced steals are what make a consumer see a
-record twice (at-least-once), so they are the exception here, where the
-KCL relies on them.
+Balancing, takes, steals and releases: :mod:`.ownership`.
 """
 
 
@@ -67,8 +52,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable
 
 from lineage import shard_sort_key
 
@@ -76,57 +60,34 @@ from ..clock import since_boot
 from ..errors import (
     KinesisSourceError,
     LeaseLostError,
-    LineageListingError,
-    RetriesExhaustedError,
 )
 from ..names import validate_worker_id
 from ..positions import Position
-from ..records import ChildShard
-from .assignment import plan_assignment
+from .cycle_report import CycleReport
+from .cycle_report import transient as _transient
 from .expiry import ExpiryJudge
 from .listener import LeaseListener, NoListener, SyncsShards
 from .model import (
     Checkpoint,
     HeartbeatStatus,
     Lease,
-    ShardEndResult,
-    TableView,
 )
+from .ownership import STEAL_PATIENCE_RENEWALS, OwnershipSteps
 from .renewal import HeartbeatRenewal, RenewalMode
 from .table import LeaseTable
-from .throughput import RateMeter, lease_weights
+from .throughput import RateMeter
 from .timing import LeaseTiming
 from .view import ViewReader
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class CycleReport:
-    """What one :meth:`LeaseCoordinator.run_once` did; the worker loop logs it, tests read it."""
-
-    heartbeat: HeartbeatStatus | None = None
-    live_workers: tuple[str, ...] = ()
-    declared_dead: list[str] = field(default_factory=list)
-    acquired: list[str] = field(default_factory=list)
-    stolen: list[str] = field(default_factory=list)
-    lost_races: list[str] = field(default_factory=list)  # takes and steals whose condition failed
-    released: list[str] = field(default_factory=list)
-    lost: list[str] = field(default_factory=list)
-    synced: object | None = None
-    held: tuple[str, ...] = ()
-    read_leases: bool = False  # the lease items were read, not served from the cache (see .view)
-    announced: bool = False  # a heartbeat announced this worker's ownership changes
-
-
 # -- the coordinator ----------------------------------------------------------------
 
-STALE_AFTER_LOST_RACES = 2  # takes lost in a row before the rest of a cycle's takes wait for a fresh view
-STEAL_PATIENCE_RENEWALS = 1.5  # a wish to steal must last this many renewals before it is acted on
 _FATAL_NOTE = "the lease coordinator stopped; fix the cause and restart the worker"
 
 
-class LeaseCoordinator:
+class LeaseCoordinator(OwnershipSteps):
     """Keeps this worker's share of an application's leases on one stream.
 
     ``start()`` runs a background thread; ``run_once()`` is the same cycle,
@@ -295,54 +256,6 @@ class LeaseCoordinator:
                 self._held[shard_id] = updated
         return updated
 
-    def shard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease]) -> ShardEndResult:
-        """The shard was read to its end: create child leases, mark it SHARD_END, give it up."""
-        lease = self.lease(shard_id)
-        child_leases = [c if isinstance(c, Lease) else Lease.for_child(c) for c in children]
-        self._lease_co_parents(shard_id, child_leases)
-        try:
-            result = self.table.mark_shard_end(lease, child_leases)
-        except LeaseLostError:
-            self._drop(lease, "SHARD_END rejected: lease taken over")
-            self._views.invalidate()  # the table changed unannounced (or unseen yet): read it again
-            raise
-        with self._lock:
-            self._held.pop(shard_id, None)
-            self._meters.pop(shard_id, None)
-        self._note_change()
-        log.info(
-            "worker %s: shard %s reached SHARD_END; children %s (created %s)",
-            self.worker_id, shard_id, ", ".join(result.lease.child_shard_ids) or "none",
-            ", ".join(result.created_children) or "none",
-        )
-        self.wake()
-        return result
-
-    def _lease_co_parents(self, shard_id: str, children: Sequence[Lease]) -> None:
-        """Before a merge child gets its lease, its other parent must have one.
-
-        :func:`~.assignment.is_assignable` counts a parent without a lease as
-        drained (trimmed), so a merge child created while its other parent is
-        still unleased (a split child whose own parent is being read, leased
-        only at the next shard sync) would be read before that parent. A
-        shard sync creates the missing leases, parents first (put-if-absent
-        in shard-id order); it runs only when a co-parent is missing.
-        """
-        co_parents = {p for child in children for p in child.parent_shard_ids if p != shard_id}
-        if not co_parents or self.shard_sync is None:
-            return
-        leases = self.table.list_leases()
-        if co_parents <= {l.shard_id for l in leases}:
-            return
-        self._sync(leases)
-        still = sorted(co_parents - {l.shard_id for l in self.table.list_leases()}, key=shard_sort_key)
-        if still:
-            log.warning(
-                "worker %s: shard %s ends, but merge parent(s) %s of its child have no lease (shard sync "
-                "failed or they were trimmed); the child may start before them", self.worker_id, shard_id,
-                ", ".join(still),
-            )
-
     def release(self, shard_id: str) -> bool:
         """Give one held lease up now (the caller has checkpointed)."""
         return self._release(self.lease(shard_id), "released by the consumer", notify=False)
@@ -440,134 +353,6 @@ class LeaseCoordinator:
         for lease in list(self._snapshot().values()):
             self._drop(lease, "this worker was declared dead", self._cycle_report)
 
-    def _judge_workers(self, view: TableView, report: CycleReport) -> set[str]:
-        """Live workers; expired ones are declared dead (a conditional delete) here."""
-        live = {self.worker_id}
-        self._judge.retain(view.workers)
-        for worker_id, beat in view.workers.items():
-            if worker_id == self.worker_id:
-                continue
-            seen = self._judge.observe(worker_id, (beat.session, beat.heartbeat))
-            if not seen.expired:
-                live.add(worker_id)
-            elif self.table.declare_worker_dead(beat):
-                log.info(
-                    "worker %s declared worker %s dead: heartbeat %d unchanged for %.1fs",
-                    self.worker_id, worker_id, beat.heartbeat, seen.unchanged_s,
-                )
-                report.declared_dead.append(worker_id)
-                self._judge.forget(worker_id)
-            else:
-                live.add(worker_id)  # it renewed after our scan
-        return live
-
-    def _reconcile(self, view: TableView, report: CycleReport) -> None:
-        """Make the held set agree with the table: drop what others own, adopt what names us."""
-        for shard_id, lease in list(self._snapshot().items()):
-            current = view.leases.get(shard_id)
-            if current is None or current.owner != self.worker_id:
-                reason = "lease deleted" if current is None else f"taken by {current.owner or 'nobody'}"
-                self._drop(lease, reason, report)
-            elif current.counter != lease.counter:
-                with self._lock:
-                    self._held[shard_id] = current
-        held = self._snapshot()
-        for shard_id, lease in view.leases.items():
-            if lease.owner == self.worker_id and shard_id not in held and not lease.is_shard_end:
-                self._acquire(lease, "adopted (owned by this worker id)", report)
-
-    def _balance(self, view: TableView, live: set[str], report: CycleReport) -> None:
-        mine = self._snapshot()
-        leases = [mine.get(sid, lease) for sid, lease in view.leases.items()]
-        plan = plan_assignment(
-            self.worker_id, leases, live,
-            preserve_shard_order=self.preserve_shard_order, max_steals=self.timing.max_steals_per_cycle,
-            weights=lease_weights(leases, self.table.now_ms()),
-        )
-        for lease in plan.release:
-            if self._release(lease, f"shedding: above fair share of {plan.assignable} over {plan.workers}"):
-                report.released.append(lease.shard_id)
-        lost_in_a_row = 0
-        for lease in plan.take:
-            how = "unowned" if lease.owner is None else f"from dead worker {lease.owner}"
-            lost_in_a_row = 0 if self._acquire(lease, how, report) else lost_in_a_row + 1
-            if lost_in_a_row >= STALE_AFTER_LOST_RACES:  # others took what this view shows free:
-                self._views.invalidate()  # stop, and plan again next cycle on a fresh read
-                return
-        for lease in self._patient(plan.steal, progressed=bool(report.acquired)):
-            if self._acquire(lease, f"stolen from {lease.owner}", report):
-                report.stolen.append(lease.shard_id)
-
-    def _patient(self, steals: tuple[Lease, ...], progressed: bool) -> tuple[Lease, ...]:
-        """Steal only if the wish outlasts 1.5 renewals: the victim gets a cycle to shed gracefully.
-
-        Patience restarts whenever this cycle took a lease (``progressed``): the
-        others are handing leases over (or freeing them), just more slowly than
-        one per renewal, and a forced steal would only add a duplicate delivery.
-        """
-        if not steals:
-            self._steal_wanted_since = None
-            return ()
-        now = self.clock()
-        if self._steal_wanted_since is None or progressed:
-            self._steal_wanted_since = now
-        if now - self._steal_wanted_since < STEAL_PATIENCE_RENEWALS * self.timing.renew_s:
-            return ()
-        self._steal_wanted_since = None
-        return steals
-
-    def _acquire(self, lease: Lease, how: str, report: CycleReport) -> bool:
-        taken = self.table.take_lease(lease, self.worker_id)
-        if taken is None:
-            log.debug("worker %s lost the race for %s", self.worker_id, lease.shard_id)
-            report.lost_races.append(lease.shard_id)
-            return False
-        with self._lock:
-            self._held[lease.shard_id] = taken
-            self._meters[lease.shard_id] = RateMeter(self.clock())
-        self._note_change()
-        log.info("worker %s took lease on %s (%s) at checkpoint %s", self.worker_id, lease.shard_id, how, taken.checkpoint)
-        report.acquired.append(lease.shard_id)
-        self.listener.on_acquired(taken)
-        return True
-
-    def _release(self, lease: Lease, why: str, notify: bool = True) -> bool:
-        if notify:
-            try:
-                self.listener.before_release(lease)
-            except Exception as exc:  # the release still happens: its checkpoint is simply older
-                log.warning("worker %s: before_release(%s) failed: %s", self.worker_id, lease.shard_id, exc)
-        current = self._snapshot().get(lease.shard_id, lease)
-        with self._lock:
-            self._held.pop(lease.shard_id, None)
-            self._meters.pop(lease.shard_id, None)
-        try:
-            released = self.table.release_lease(current)
-        except KinesisSourceError as exc:
-            log.warning("worker %s: release of %s failed (%s); it will expire", self.worker_id, lease.shard_id, exc)
-            return False
-        if released is not None:
-            self._note_change()
-        log.info("worker %s released lease on %s (%s)", self.worker_id, lease.shard_id, why)
-        return released is not None
-
-    def _note_change(self) -> None:
-        """This worker changed lease ownership: announce it with the next heartbeat (sent at the end
-        of this cycle, or at once by the renewal loop), and read the leases again next cycle whether
-        that announcement lands or not."""
-        self.renewal.note_change()
-        self._views.invalidate()
-
-    def _drop(self, lease: Lease, reason: str, report: CycleReport | None = None) -> None:
-        with self._lock:
-            self._meters.pop(lease.shard_id, None)
-            if self._held.pop(lease.shard_id, None) is None:
-                return
-        log.info("worker %s lost lease on %s: %s", self.worker_id, lease.shard_id, reason)
-        if report is not None:
-            report.lost.append(lease.shard_id)
-        self.listener.on_lost(lease, reason)
-
     def _sync_due(self, live: set[str]) -> bool:
         if self.shard_sync is None or self.clock() < self._next_sync:
             return False
@@ -586,10 +371,6 @@ class LeaseCoordinator:
             log.warning("worker %s: shard sync failed, retrying at the next interval: %s", self.worker_id, exc)
             return None
 
-    def _snapshot(self) -> dict[str, Lease]:
-        with self._lock:
-            return dict(self._held)
-
     def _not_held(self, shard_id: str) -> LeaseLostError:
         return LeaseLostError(
             f"worker {self.worker_id} does not hold the lease on shard {shard_id} of {self._where()} "
@@ -600,14 +381,3 @@ class LeaseCoordinator:
     def _where(self) -> str:
         t = self.table
         return f"stream {t.stream!r} (application {t.application!r}, table {t.table_name!r})"
-
-
-def _transient(error: BaseException) -> bool:
-    """Errors worth another cycle: the retry budget ran out on something retriable, or a
-    listing caught mid-reshard. Corrupt items, missing tables, permissions: fatal."""
-    if isinstance(error, RetriesExhaustedError):
-        return True
-    if isinstance(error, LineageListingError):
-        return True
-    return isinstance(error, KinesisSourceError) and error.retriable
-

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import KinesisSourceError
-from kinesis_src.leases import coordinator as coordinator_module
 from kinesis_src.leases.coordinator import CycleReport, LeaseCoordinator
+from kinesis_src.leases.cycle_report import transient
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.leases.timing import LeaseTiming
 
@@ -159,7 +159,7 @@ class SimWorker:
             try:
                 c.run_once()
             except KinesisSourceError as exc:
-                if not coordinator_module._transient(exc):
+                if not transient(exc):
                     c._fail(exc)
                     self.failure = exc
                     return
