@@ -416,3 +416,86 @@ def test_a_wrong_option_fails_before_anything_is_read_naming_it(options: dict[st
         assert consumer.pulled == 0
 
     run(scenario)
+
+
+# -- the whole loop under random outcomes and completion orders ---------------------------------
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+Plan = tuple[str, int, int]  # (key, yields before finishing, failures before success; -1: reject)
+
+
+@settings(max_examples=40)
+@example([[("c", 0, 3)], [("a", 3, 1), ("c", 0, 3), ("b", 2, 1)], [("a", 2, -1), ("a", 2, -1)], []], "shard")
+@given(st.lists(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 6), st.integers(-1, 3)),
+                         min_size=0, max_size=6), min_size=1, max_size=4),
+       st.sampled_from(["key", "unordered", "shard"]))
+def test_random_outcomes_never_checkpoint_past_an_undone_record_and_end_with_everything_done(
+    batches: list[list[Plan]], ordering: str
+) -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        plan: dict[str, Plan] = {}
+        seq = 0
+        for rows in batches:
+            numbered = []
+            for key, yields, failures in rows:
+                seq += 1
+                plan[f"{seq:05d}"] = (key, yields, failures)
+                numbered.append((key, seq))
+            consumer.put("shard-1", numbered)
+        done: set[str] = set()
+        running_keys: list[str] = []
+        first_start: dict[str, list[int]] = {}
+        letters: list[DeadLetter] = []
+        checked = 0
+
+        def check_checkpoints() -> None:
+            nonlocal checked
+            for _, _, _, cp in consumer.checkpoints[checked:]:
+                if cp != "end":
+                    undone = [s for s in plan if s <= cp and s not in done]
+                    assert not undone, f"checkpoint {cp} covers undone records {undone}"
+            checked = len(consumer.checkpoints)
+
+        async def handler(record: DeliveredRecord) -> None:
+            key, yields, failures = plan[record.sequence_number]
+            if record.delivery_count == 1:
+                first_start.setdefault(key, []).append(int(record.sequence_number))
+            if ordering == "key":
+                assert key not in running_keys
+            running_keys.append(key)
+            try:
+                for _ in range(yields):
+                    await asyncio.sleep(0)
+                    check_checkpoints()
+            finally:
+                running_keys.remove(key)
+            if failures == -1:
+                raise Reject("never")
+            if record.delivery_count <= failures:
+                raise RuntimeError(f"failure {record.delivery_count}")
+            done.add(record.sequence_number)
+
+        def on_letter(letter: DeadLetter) -> None:
+            done.add(letter.record.sequence_number)
+            letters.append(letter)
+
+        proc, metrics = processor(consumer, handler, ordering=ordering, max_delivery_attempts=3)
+        proc.sink = CallableDeadLetter(on_letter)
+        task = asyncio.create_task(proc.run())
+        last = "end" if not batches[-1] else f"{seq:05d}"  # an empty last batch is checkpointed as itself
+        await until(lambda: len(done) == len(plan) and last_checkpoint(consumer, "shard-1") == last,
+                    "every record done and checkpointed")
+        check_checkpoints()
+        consumer.stop()
+        await task
+        expected_letters = {s for s, (_, _, f) in plan.items() if f == -1 or f >= 3}
+        assert {d.record.sequence_number for d in letters} == expected_letters
+        if ordering == "key":
+            for key, seqs in first_start.items():
+                assert seqs == sorted(seqs), f"{key} first started out of order: {seqs}"
+        assert metrics.buffered_records == 0
+
+    run(scenario)
