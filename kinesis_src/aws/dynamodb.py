@@ -27,7 +27,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
@@ -39,119 +38,38 @@ from ..config import AwsSettings
 from ..errors import (
     AccessDeniedError,
     InvalidRequestError,
-    KinesisSourceError,
     LeaseTableNotFoundError,
     ResourceNotFoundError,
     ThrottledError,
 )
 from .boundary import call, client_config, new_session
+from .dynamodb_capacity import CapacityMeter, ask_for_capacity
+from .dynamodb_results import (
+    TRANSACTION_CANCELED,
+    TRANSACTION_IN_PROGRESS,
+    Canceled,
+    Item,
+    TableDescription,
+    TransactOutcome,
+    WriteResult,
+    cancellation,
+    conditional,
+    error_code,
+    expression_args,
+    write_result,
+)
+from .dynamodb_tables import TableAdmin
+
+__all__ = ["CapacityMeter", "DynamoDBClient", "Item", "TableDescription", "TransactOutcome", "WriteResult"]
 
 T = TypeVar("T")
-Item = dict[str, dict[str, Any]]
 log = logging.getLogger(__name__)
 
-_CONDITION_FAILED = "ConditionalCheckFailedException"
-_TRANSACTION_CANCELED = "TransactionCanceledException"
-_TRANSACTION_IN_PROGRESS = "TransactionInProgressException"
-_RETRIABLE_CANCEL_REASONS = frozenset(
-    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
-)
 _BATCH_WRITE_MAX = 25
 _TRANSACT_MAX = 100
 
 
-@dataclass(frozen=True)
-class TableDescription:
-    """What kinesis-src checks about an existing table."""
-
-    name: str
-    status: str
-    key_schema: tuple[tuple[str, str, str], ...]  # (attribute, HASH|RANGE, S|N|B)
-    billing_mode: str | None
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """Outcome of a conditional write.
-
-    ``ok``: the write happened; ``item`` is then the item after it (updates)
-    or None. Not ``ok``: the condition failed; ``item`` is the item as it
-    stood (None if it does not exist).
-    """
-
-    ok: bool
-    item: Item | None = None
-
-
-_READS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
-_CAPACITY_OPERATIONS = _READS | {
-    "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"
-}
-
-
-class CapacityMeter:
-    """Read and write capacity units DynamoDB reports it consumed (``ReturnConsumedCapacity=TOTAL``).
-
-    Off unless the client was built with ``measure_capacity=True``: the
-    benchmarks compare the lease table's load with a partition's limits
-    (3,000 RCU and 1,000 WCU per second), which request counts cannot show
-    because a Query costs by the size it reads. Thread-safe; ``reads`` and
-    ``writes`` are running totals.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.reads = 0.0
-        self.writes = 0.0
-        self.by_operation: Counter[str] = Counter()
-
-    def note(self, event_name: str = "", parsed: Mapping[str, Any] | None = None, **_: Any) -> None:
-        operation = event_name.rsplit(".", 1)[-1]
-        consumed = (parsed or {}).get("ConsumedCapacity")
-        entries = consumed if isinstance(consumed, list) else [consumed] if consumed else []
-        units = sum(float(entry.get("CapacityUnits") or 0.0) for entry in entries)
-        with self._lock:
-            if operation in _READS:
-                self.reads += units
-            else:
-                self.writes += units
-            self.by_operation[operation] += units
-
-    def totals(self) -> tuple[float, float]:
-        """(read units, write units) consumed so far."""
-        with self._lock:
-            return self.reads, self.writes
-
-
-def _ask_for_capacity(params: dict[str, Any], model: Any = None, **_: Any) -> None:
-    if model is not None and model.name in _CAPACITY_OPERATIONS:
-        params.setdefault("ReturnConsumedCapacity", "TOTAL")
-
-
-@dataclass(frozen=True)
-class TransactOutcome:
-    """Outcome of TransactWriteItems: committed, or one reason code per action."""
-
-    committed: bool
-    reasons: tuple[str, ...] = ()
-    items: tuple[Item | None, ...] = ()
-
-    def failed_at(self) -> tuple[int, ...]:
-        return tuple(i for i, code in enumerate(self.reasons) if code not in ("None", ""))
-
-
-@dataclass(frozen=True)
-class _ConditionFailed:
-    item: Item | None
-
-
-@dataclass(frozen=True)
-class _Canceled:
-    reasons: tuple[str, ...]
-    items: tuple[Item | None, ...]
-
-
-class DynamoDBClient:
+class DynamoDBClient(TableAdmin):
     """The only DynamoDB botocore user.
 
     One botocore client, safe to share between threads, not picklable:
@@ -179,7 +97,7 @@ class DynamoDBClient:
         self._client.meta.events.register("after-call.dynamodb", self._note_server_time)
         self.capacity = CapacityMeter()
         if measure_capacity:
-            self._client.meta.events.register("provide-client-params.dynamodb", _ask_for_capacity)
+            self._client.meta.events.register("provide-client-params.dynamodb", ask_for_capacity)
             self._client.meta.events.register("after-call.dynamodb", self.capacity.note)
 
     def _count(self, event_name: str = "", **_: Any) -> None:
@@ -226,114 +144,6 @@ class DynamoDBClient:
             "dynamodbEndpointUrl."
         )
 
-    # -- tables --------------------------------------------------------------------
-
-    def describe_table(self, table: str) -> TableDescription | None:
-        """The table's description, or None when it does not exist."""
-
-        def attempt() -> dict[str, Any] | None:
-            try:
-                return self._client.describe_table(TableName=table)["Table"]
-            except ClientError as exc:
-                if _code(exc) == "ResourceNotFoundException":
-                    return None
-                raise
-
-        raw = self._call("DescribeTable", table, attempt)
-        return None if raw is None else _describe(raw)
-
-    def create_table_if_missing(
-        self,
-        table: str,
-        hash_key: str,
-        range_key: str,
-        timeout_s: float = 120.0,
-    ) -> tuple[TableDescription, bool]:
-        """Create an on-demand table unless it exists; wait until ACTIVE.
-
-        Returns (description, created). Idempotent and safe to race: a
-        ResourceInUseException from a concurrent creator means "exists".
-        TTL is the caller's next step (:meth:`ensure_ttl`), once it has
-        checked that an existing table is its own.
-        """
-        existing = self.describe_table(table)
-        if existing is not None:
-            return self.wait_active(table, timeout_s) if existing.status != "ACTIVE" else existing, False
-
-        def attempt() -> bool:
-            try:
-                self._client.create_table(
-                    TableName=table,
-                    KeySchema=[
-                        {"AttributeName": hash_key, "KeyType": "HASH"},
-                        {"AttributeName": range_key, "KeyType": "RANGE"},
-                    ],
-                    AttributeDefinitions=[
-                        {"AttributeName": hash_key, "AttributeType": "S"},
-                        {"AttributeName": range_key, "AttributeType": "S"},
-                    ],
-                    BillingMode="PAY_PER_REQUEST",
-                )
-                return True
-            except ClientError as exc:
-                if _code(exc) == "ResourceInUseException":
-                    return False
-                raise
-
-        created = self._call("CreateTable", table, attempt)
-        return self.wait_active(table, timeout_s), created
-
-    def ensure_ttl(self, table: str, attribute: str) -> None:
-        """Enable TTL on ``attribute`` unless it is on already; warn when that cannot be done.
-
-        Checked on every start, not only right after CreateTable: a creator
-        that died between CreateTable and UpdateTimeToLive leaves a table
-        whose dead workers' items never expire. TTL is garbage collection
-        only, so a missing permission or a TTL on another attribute (the
-        operator's choice) is a warning, not a failure.
-        """
-        try:
-            found = self._call(
-                "DescribeTimeToLive", table, lambda: self._client.describe_time_to_live(TableName=table)
-            ).get("TimeToLiveDescription") or {}
-            status, current = found.get("TimeToLiveStatus"), found.get("AttributeName")
-            if status in ("ENABLED", "ENABLING") and current == attribute:
-                return
-            if status != "DISABLED":  # on another attribute, or still being disabled: not ours to change
-                log.warning(
-                    "table %r: TTL is %s on attribute %r, not enabled on %r: items of dead workers are "
-                    "not cleaned up", table, status, current, attribute,
-                )
-                return
-            self._call(
-                "UpdateTimeToLive",
-                table,
-                lambda: self._client.update_time_to_live(
-                    TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": attribute}
-                ),
-            )
-            log.info("table %r: enabled TTL on attribute %r", table, attribute)
-        except (AccessDeniedError, InvalidRequestError) as exc:  # denied, or a concurrent starter enabled it
-            log.warning("table %r: could not check or enable TTL on %r: %s", table, attribute, exc)
-
-    def wait_active(self, table: str, timeout_s: float = 120.0, poll_s: float = 0.2) -> TableDescription:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            description = self.describe_table(table)
-            if description is None:
-                raise self.table_missing(table, "DescribeTable")
-            if description.status == "ACTIVE":
-                return description
-            if time.monotonic() > deadline:
-                raise KinesisSourceError(
-                    f"DynamoDB table {table!r} still {description.status} after {timeout_s:.0f}s at "
-                    f"{self.endpoint}"
-                )
-            time.sleep(poll_s)
-
-    def delete_table(self, table: str) -> None:
-        self._call("DeleteTable", table, lambda: self._client.delete_table(TableName=table))
-
     # -- items ---------------------------------------------------------------------
 
     def get_item(self, table: str, key: Item, consistent: bool = True) -> Item | None:
@@ -343,9 +153,9 @@ class DynamoDBClient:
         return out.get("Item")
 
     def put_item(self, table: str, item: Item, condition: str | None = None, **expr: Any) -> WriteResult:
-        args: dict[str, Any] = {"TableName": table, "Item": item, **_expression(condition, **expr)}
-        out = self._call("PutItem", table, _conditional(lambda: self._client.put_item(**args)))
-        return _write_result(out, None)
+        args: dict[str, Any] = {"TableName": table, "Item": item, **expression_args(condition, **expr)}
+        out = self._call("PutItem", table, conditional(lambda: self._client.put_item(**args)))
+        return write_result(out, None)
 
     def update_item(
         self, table: str, key: Item, update: str, condition: str | None = None, **expr: Any
@@ -356,15 +166,15 @@ class DynamoDBClient:
             "Key": key,
             "UpdateExpression": update,
             "ReturnValues": "ALL_NEW",
-            **_expression(condition, **expr),
+            **expression_args(condition, **expr),
         }
-        out = self._call("UpdateItem", table, _conditional(lambda: self._client.update_item(**args)))
-        return _write_result(out, "Attributes")
+        out = self._call("UpdateItem", table, conditional(lambda: self._client.update_item(**args)))
+        return write_result(out, "Attributes")
 
     def delete_item(self, table: str, key: Item, condition: str | None = None, **expr: Any) -> WriteResult:
-        args: dict[str, Any] = {"TableName": table, "Key": key, **_expression(condition, **expr)}
-        out = self._call("DeleteItem", table, _conditional(lambda: self._client.delete_item(**args)))
-        return _write_result(out, None)
+        args: dict[str, Any] = {"TableName": table, "Key": key, **expression_args(condition, **expr)}
+        out = self._call("DeleteItem", table, conditional(lambda: self._client.delete_item(**args)))
+        return write_result(out, None)
 
     def query(
         self,
@@ -417,18 +227,18 @@ class DynamoDBClient:
         token = uuid.uuid4().hex
         request = {"TransactItems": list(actions), "ClientRequestToken": token}
 
-        def attempt() -> dict[str, Any] | _Canceled:
+        def attempt() -> dict[str, Any] | Canceled:
             try:
                 return self._client.transact_write_items(**request)
             except ClientError as exc:
-                if _code(exc) == _TRANSACTION_IN_PROGRESS:  # our own earlier attempt, still running
+                if error_code(exc) == TRANSACTION_IN_PROGRESS:  # our own earlier attempt, still running
                     raise ThrottledError(f"DynamoDB TransactWriteItems on table {table!r}: {exc}") from exc
-                if _code(exc) != _TRANSACTION_CANCELED:
+                if error_code(exc) != TRANSACTION_CANCELED:
                     raise
-                return _cancellation(exc, table)
+                return cancellation(exc, table)
 
         out = self._call("TransactWriteItems", table, attempt)
-        if isinstance(out, _Canceled):
+        if isinstance(out, Canceled):
             return TransactOutcome(False, out.reasons, out.items)
         return TransactOutcome(True, tuple("None" for _ in actions), tuple(None for _ in actions))
 
@@ -456,62 +266,3 @@ class DynamoDBClient:
             f"DynamoDB BatchWriteItem on table {table!r}: {len(pending.get(table, ()))} request(s) "
             f"still unprocessed after {max_rounds} rounds"
         )
-
-
-def _code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
-
-
-def _expression(condition: str | None, names: Mapping[str, str] | None = None,
-                values: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    args: dict[str, Any] = {}
-    if condition:
-        args["ConditionExpression"] = condition
-        args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-    if names:
-        args["ExpressionAttributeNames"] = dict(names)
-    if values:
-        args["ExpressionAttributeValues"] = dict(values)
-    return args
-
-
-def _conditional(fn: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any] | _ConditionFailed]:
-    """Turn ConditionalCheckFailedException into a value before the boundary translates it."""
-
-    def attempt() -> dict[str, Any] | _ConditionFailed:
-        try:
-            return fn()
-        except ClientError as exc:
-            if _code(exc) == _CONDITION_FAILED:
-                return _ConditionFailed(exc.response.get("Item"))
-            raise
-
-    return attempt
-
-
-def _write_result(out: dict[str, Any] | _ConditionFailed, key: str | None) -> WriteResult:
-    if isinstance(out, _ConditionFailed):
-        return WriteResult(False, out.item)
-    return WriteResult(True, out.get(key) if key else None)
-
-
-def _cancellation(error: ClientError, table: str) -> _Canceled:
-    """Reasons per action; contention and throttling become a retriable error."""
-    raw = error.response.get("CancellationReasons") or ()
-    reasons = tuple(str(r.get("Code") or "None") for r in raw)
-    retriable = sorted(set(reasons) & _RETRIABLE_CANCEL_REASONS)
-    if retriable:
-        raise ThrottledError(f"DynamoDB TransactWriteItems on table {table!r} cancelled: {', '.join(retriable)}")
-    if "ValidationError" in reasons:
-        messages = "; ".join(str(r.get("Message", "")) for r in raw if r.get("Code") == "ValidationError")
-        raise InvalidRequestError(f"DynamoDB TransactWriteItems on table {table!r} rejected: {messages}")
-    return _Canceled(reasons, tuple(r.get("Item") for r in raw))
-
-
-def _describe(raw: Mapping[str, Any]) -> TableDescription:
-    types = {d["AttributeName"]: d["AttributeType"] for d in raw.get("AttributeDefinitions", ())}
-    schema = tuple(
-        (k["AttributeName"], k["KeyType"], types.get(k["AttributeName"], "?")) for k in raw.get("KeySchema", ())
-    )
-    billing = (raw.get("BillingModeSummary") or {}).get("BillingMode")
-    return TableDescription(str(raw["TableName"]), str(raw["TableStatus"]), schema, billing)
