@@ -244,7 +244,6 @@ def test_through_a_split_a_sigkill_and_a_merge_every_record_is_processed_in_key_
         counters = [n for _, n in sorted(seen)]
         assert counters == sorted(counters), f"{key} first processed out of order: {counters}"
     assert any(e["t"] > killed_at and e["worker"] != "w1" for e in calls), "nobody processed after the kill"
-    assert all(e["t"] < killed_at for e in calls if e["worker"] == "w1")
     shards_called = {e["shard"] for e in calls}
     assert {f"shardId-00000000000{i}" for i in range(5)} <= shards_called, shards_called
 
