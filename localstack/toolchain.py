@@ -161,13 +161,21 @@ def node_minimum(lock_file: Path = LOCK_FILE) -> tuple[int, ...]:
 def wheel_package_dir(package: str, site_dirs: Sequence[Path] | None = None) -> Path | None:
     """Where a wheel's package is installed: this interpreter's path, else the given site dirs."""
     if site_dirs is None:
-        spec = importlib.util.find_spec(package)
-        if spec is not None and spec.submodule_search_locations:
-            return Path(next(iter(spec.submodule_search_locations)))
+        found = _in_this_interpreter(package)
+        if found is not None:
+            return found
         site_dirs = _venv_site_dirs()
     for site in site_dirs:
         if (site / package).is_dir():
             return site / package
+    return None
+
+
+def _in_this_interpreter(package: str) -> Path | None:
+    """The package's directory if this Python can import it (found, not imported)."""
+    spec = importlib.util.find_spec(package)
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
     return None
 
 

