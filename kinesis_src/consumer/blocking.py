@@ -13,7 +13,7 @@ import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
-from typing import Any, Callable, Coroutine, Iterator, TypeVar
+from typing import Any, Callable, Coroutine, Iterator, Self, TypeVar
 
 from ..records import Record, RecordPage
 from .batch import Batch
@@ -91,7 +91,7 @@ class BlockingConsumer:
     def held_shards(self) -> list[str]:
         return self.consumer.held_shards()
 
-    def __enter__(self) -> BlockingConsumer:
+    def __enter__(self) -> Self:
         self._thread.start()
         self._install_sigterm()  # first: a SIGTERM while starting still ends in a graceful close
         try:
