@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import threading
 from pathlib import Path
 
@@ -10,7 +9,6 @@ import pytest
 
 from kinesis_src import KinesisClient
 from kinesis_src.records import Record
-from kinesis_src.spark import tasks
 from kinesis_src.workload import (
     KeyedProducer,
     check_order,
@@ -189,12 +187,6 @@ def test_a_slice_reads_only_the_shards_overlapping_it_on_every_stream(
     assert S(4) in overlapping(kinesis, stream_name, high)  # the merged shard straddles both halves
 
 
-@pytest.mark.xfail(
-    "key_range" not in inspect.getsource(tasks),
-    strict=True,
-    reason="kinesis_src/spark/tasks.py does not apply key_filter.filter_page with KinesisPartition.key_range yet "
-    "(another helper's file): a straddling shard's records then reach both slices",
-)
 def test_slices_0_of_2_and_1_of_2_together_give_every_record_once_and_each_key_to_one_slice(
     spark, kinesis: KinesisClient, stream_name: str
 ) -> None:
