@@ -19,6 +19,13 @@ reported, in records/s and microseconds per record:
   ``page_to_arrow``; followed by its parts (pyarrow.json alone, base64 alone)
   and ``json.loads`` alone for comparison.
 
+``--task`` measures instead one Spark task's read of a whole shard
+in-process (``kinesis_src.spark.tasks.read_partition``: HTTP, decode, cursor,
+Arrow batches; no Spark) against ``benchmarks/replay_endpoint.py`` in its own
+process, ``--records`` records per shard: with the reference reading
+(botocore's chunked body read, ``json.loads``), with the Arrow decoder, and
+with the Arrow decoder and one body read (what tasks do now).
+
 Times are CPU time of this process (``time.process_time``), the best of
 ``--repeat`` rounds, the paths interleaved round by round, so that other
 jobs on a shared machine disturb every path alike.
@@ -98,12 +105,73 @@ def to_arrow(page) -> object:
     )
 
 
+def task_read(records: int, size: int, repeat: int) -> None:
+    """CPU per record of one task's read, three ways, interleaved round by round."""
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from replay_endpoint import ReplayEndpoint, shard_id
+
+    from kinesis_src.aws.arrow_decode import use_arrow_parser
+    from kinesis_src.aws.decode import FastResponseParserFactory
+    from kinesis_src.aws.whole_body import WholeBodySession, read_bodies_whole
+    from kinesis_src.positions import Position
+    from kinesis_src.spark.partitions import Endpoint, KinesisPartition, ShardSlice
+    from kinesis_src.spark.tasks import kinesis_client, read_partition
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    with ReplayEndpoint(shards=1, records_per_shard=records, size=size, mode="process") as ep:
+        endpoint = Endpoint("us-east-1", ep.endpoint_url, None)
+        start = Position.trim_horizon().to_dict()
+        partition = KinesisPartition(0, ep.stream_name, endpoint, (ShardSlice(shard_id(0), start),), fetch_interval_ms=0)
+        client = kinesis_client(endpoint).botocore_client
+        whole, chunked = client._endpoint.http_session, client._endpoint.http_session
+        if isinstance(whole, WholeBodySession):
+            chunked = whole.inner
+
+        def setup(arrow: bool, one_read: bool) -> None:
+            client._endpoint._response_parser_factory = FastResponseParserFactory()
+            if arrow:
+                use_arrow_parser(client)
+            client._endpoint.http_session = chunked
+            if one_read:
+                read_bodies_whole(client)
+
+        def read(arrow: bool, one_read: bool) -> Callable[[], object]:
+            def run() -> None:
+                setup(arrow, one_read)
+                rows = sum(batch.num_rows for batch in read_partition(partition))
+                assert rows == records, rows
+
+            return run
+
+        paths = {
+            "task read, reference": read(False, False),
+            "task read, Arrow decode": read(True, False),
+            "  + one body read (now)": read(True, True),
+        }
+        read(True, True)()  # warm-up: connection, imports
+        load = os.getloadavg()[0]
+        print(f"one task's read of {records:,} records x {size} B, in-process, best of {repeat} interleaved rounds, "
+              f"CPU time, load {load:.1f}")
+        print(f"{'path':<28}{'s':>10}{'us/record':>11}")
+        baseline = None
+        for name, seconds in interleaved(repeat, paths).items():
+            baseline = baseline or seconds
+            print(f"{name:<28}{seconds:>10.2f}{seconds / records * 1e6:>11.2f}  ({baseline / seconds:.2f}x)")
+
+
 def main() -> None:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--records", type=int, default=10_000)
     args.add_argument("--size", type=int, default=200)
     args.add_argument("--repeat", type=int, default=7)
+    args.add_argument("--task", action="store_true", help="one Spark task's read in-process, three ways")
     opts = args.parse_args()
+    if opts.task:
+        task_read(opts.records, opts.size, opts.repeat)
+        return
 
     body = make_body(opts.records, opts.size)
     shape = botocore.session.get_session().get_service_model("kinesis").operation_model("GetRecords").output_shape

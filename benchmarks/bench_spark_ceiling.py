@@ -15,6 +15,11 @@ Spark's no-op sink, four readers interleaved round by round:
   Python data source API and the noop sink cost with no I/O and no decoding;
 - **batch**: ``spark.read.format("kinesis")`` of the whole stream,
   ``fetchIntervalMs=0``;
+- **batch, reference decode**: the same, with the tasks' GetRecords bodies
+  read and decoded as before the Arrow decoder (botocore's chunked body
+  read, ``json.loads``, then the page's lists to Arrow): a source defined
+  here that puts the reference parser and botocore's own HTTP session back
+  on the task's client for its read (``--no-reference`` leaves it out);
 - **streaming ceiling**: the same source as a stream reader (one
   micro-batch of the same pages), ``trigger(availableNow=True)``;
 - **streaming**: ``spark.readStream.format("kinesis")`` from TRIM_HORIZON,
@@ -143,6 +148,42 @@ class CeilingStreamReader(DataSourceStreamReader):
         pass
 
 
+class ReferenceDecodeReader(DataSourceReader):
+    """The Kinesis batch reader, its tasks decoding with the reference parser (restored after each read)."""
+
+    def __init__(self, inner: DataSourceReader) -> None:
+        self.inner = inner
+
+    def partitions(self) -> Any:
+        return self.inner.partitions()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        from kinesis_src.aws.arrow_decode import use_arrow_parser
+        from kinesis_src.aws.decode import FastResponseParserFactory
+        from kinesis_src.aws.whole_body import WholeBodySession, read_bodies_whole
+        from kinesis_src.spark.tasks import kinesis_client
+
+        client = kinesis_client(partition.endpoint).botocore_client
+        client._endpoint._response_parser_factory = FastResponseParserFactory()
+        if isinstance(client._endpoint.http_session, WholeBodySession):
+            client._endpoint.http_session = client._endpoint.http_session.inner  # botocore's chunked reads
+        try:
+            yield from self.inner.read(partition)
+        finally:  # the worker's cached client serves format("kinesis") tasks next
+            read_bodies_whole(use_arrow_parser(client))
+
+
+class ReferenceDecodeSource(KinesisDataSource):
+    """format("kinesis") as it decoded before kinesis_src.aws.arrow_decode, for the side-by-side row."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kinesis_reference_decode"
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return ReferenceDecodeReader(super().reader(schema))
+
+
 class CeilingSource(DataSource):
     """The no-I/O ceiling: pre-built Arrow batches of kinesis-src's schema, one partition per shard."""
 
@@ -172,6 +213,7 @@ def spark_session() -> Any:
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KinesisDataSource)
     spark.dataSource.register(CeilingSource)
+    spark.dataSource.register(ReferenceDecodeSource)
     return spark
 
 
@@ -204,15 +246,19 @@ class Bench:
     def ceiling_streaming(self) -> float:
         return self.run_stream(self.ceiling_options(self.spark.readStream).load(), f"ceiling-{uuid.uuid4().hex[:8]}")
 
-    def kinesis_options(self, reader: Any) -> Any:
+    def kinesis_options(self, reader: Any, source: str = "kinesis") -> Any:
         return (
-            reader.format("kinesis").option("streamName", self.ep.stream_name)
+            reader.format(source).option("streamName", self.ep.stream_name)
             .option("endpointUrl", self.ep.endpoint_url).option("region", "us-east-1")
             .option("initialPosition", "trim_horizon").option("fetchIntervalMs", "0")
         )
 
     def batch(self) -> float:
         df = self.kinesis_options(self.spark.read).load()
+        return timed(lambda: df.write.format("noop").mode("overwrite").save())
+
+    def batch_reference(self) -> float:
+        df = self.kinesis_options(self.spark.read, "kinesis_reference_decode").load()
         return timed(lambda: df.write.format("noop").mode("overwrite").save())
 
     def streaming(self) -> float:
@@ -280,11 +326,13 @@ def timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def run(bench: Bench, rounds: int) -> None:
+def run(bench: Bench, rounds: int, reference: bool) -> None:
     readers = {
         "ceiling": bench.ceiling, "batch": bench.batch,
         "ceiling_streaming": bench.ceiling_streaming, "streaming": bench.streaming,
     }
+    if reference:
+        readers = {"batch_reference": bench.batch_reference, **readers}
     print("warm-up (not counted): ", end="", flush=True)
     for name, measure in readers.items():
         print(f"{name} {measure():.2f} s  ", end="", flush=True)
@@ -325,12 +373,16 @@ def report(
     labels = {
         "ceiling": "batch ceiling: pre-built Arrow",
         "batch": 'spark.read.format("kinesis")',
+        "batch_reference": "  the same, reference decode",
         "ceiling_streaming": "streaming ceiling: pre-built Arrow",
         "streaming": 'readStream.format("kinesis")',
     }
-    ceilings = {"ceiling": "ceiling", "batch": "ceiling", "ceiling_streaming": "ceiling_streaming",
+    ceilings = {"ceiling": "ceiling", "batch": "ceiling", "batch_reference": "ceiling",
+                "ceiling_streaming": "ceiling_streaming",
                 "streaming": "ceiling_streaming"}
-    for name, took in seconds.items():
+    order = [n for n in ("ceiling", "batch", "batch_reference", "ceiling_streaming", "streaming") if n in seconds]
+    for name in order:
+        took = seconds[name]
         rate = total / statistics.median(took)
         lo, hi = total / max(took), total / min(took)
         cpu = statistics.median(spark_cpu[name])
@@ -361,6 +413,7 @@ def main() -> None:
         help="the streaming read's maxRecordsPerShard; its default, 100,000, ends the first micro-batch exactly "
         "at each shard's last record (not known to be the last), so availableNow runs a second, empty one",
     )
+    parser.add_argument("--no-reference", action="store_true", help="leave out the batch read with the reference decoder")
     opts = parser.parse_args()
     with launcher.Emulators(kinesis=False, dynamodb=True) as emulators:
         os.environ.update(emulators.env())
@@ -374,7 +427,7 @@ def main() -> None:
             try:
                 bench = Bench(spark, ep, emulators.dynamodb_endpoint, opts.shards, opts.records_per_shard, opts.size,
                               opts.max_records_per_shard)
-                run(bench, opts.rounds)
+                run(bench, opts.rounds, reference=not opts.no_reference)
             finally:
                 spark.stop()
 

@@ -401,30 +401,46 @@ ANSWERS = {"GetRecords": "1", "ListShards": "shardId-000000000000", "GetShardIte
            "DescribeStreamSummary": "ACTIVE"}
 
 
+def task_client(settings: AwsSettings) -> KinesisClient:
+    """A Spark task's client: Arrow-backed pages, bodies read in one read (kinesis_src.spark.tasks)."""
+    from kinesis_src.aws.arrow_decode import use_arrow_parser
+    from kinesis_src.aws.whole_body import read_bodies_whole
+
+    kinesis = KinesisClient(settings)
+    read_bodies_whole(use_arrow_parser(kinesis.botocore_client))
+    return kinesis
+
+
+CLIENTS = {"plain": KinesisClient, "task": task_client}
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
 @pytest.mark.parametrize("operation", sorted(SYNC_CALLS))
-def test_a_truncated_body_is_retried_not_parsed(scripted, operation: str) -> None:
+def test_a_truncated_body_is_retried_not_parsed(scripted, operation: str, client: str) -> None:
     """botocore reads with enforce_content_length=False: without our check a cut GetRecords body was a
     non-retriable MalformedResponseError and a cut ListShards body an empty list of shards."""
     endpoint, settings = scripted(**{operation: ["truncate", "truncate"]})
-    assert SYNC_CALLS[operation](KinesisClient(settings)) == ANSWERS[operation]
+    assert SYNC_CALLS[operation](CLIENTS[client](settings)) == ANSWERS[operation]
     assert endpoint.requests[operation] == 3
 
 
-def test_a_body_truncated_every_time_gives_up_naming_the_call(scripted) -> None:
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_a_body_truncated_every_time_gives_up_naming_the_call(scripted, client: str) -> None:
     _, settings = scripted(ListShards=["truncate"] * FAST.max_attempts)
     with pytest.raises(RetriesExhaustedError) as info:
-        KinesisClient(settings).list_shards("orders")
+        CLIENTS[client](settings).list_shards("orders")
     assert isinstance(info.value.last_error, TruncatedResponseError)
     message = str(info.value.last_error)
     assert "ListShards of stream 'orders'" in message and settings.endpoint_url in message
     assert "Content-Length" in message
 
 
-def test_a_whole_success_body_that_is_not_json_is_malformed_not_empty(scripted) -> None:
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_a_whole_success_body_that_is_not_json_is_malformed_not_empty(scripted, client: str) -> None:
     """botocore parses it as {'message': body} and keeps no member: ListShards would say 'no shards'."""
     endpoint, settings = scripted(ListShards=["garbage"])
     with pytest.raises(MalformedResponseError) as info:
-        KinesisClient(settings).list_shards("orders")
+        CLIENTS[client](settings).list_shards("orders")
     assert endpoint.requests["ListShards"] == 1  # not retried: the service answered
     assert "ListShards of stream 'orders'" in str(info.value) and "not JSON" in str(info.value)
     assert CANARY not in "".join(traceback.format_exception(info.value))
@@ -556,3 +572,38 @@ def test_threads_creating_clients_at_once_share_the_session(dummy_credentials: N
         t.join(timeout=60)
     assert not errors and len(made) == 8
     assert len(sessions_built) == 1
+
+
+def test_a_task_client_reads_each_body_in_one_read(scripted, monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore's own read is 64 KiB chunks joined (raw.stream()); the task client never streams a body."""
+    import urllib3.response
+
+    streamed: list[int] = []
+    chunks = urllib3.response.HTTPResponse.stream
+
+    def counting(self, *args, **kwargs):
+        streamed.append(1)
+        return chunks(self, *args, **kwargs)
+
+    _, settings = scripted()
+    kinesis, plain = task_client(settings), KinesisClient(settings)
+    monkeypatch.setattr(urllib3.response.HTTPResponse, "stream", counting)
+    assert SYNC_CALLS["GetRecords"](kinesis) == "1"
+    assert kinesis.list_shards("orders")[0]["ShardId"] == "shardId-000000000000"
+    assert streamed == []
+    assert plain.list_shards("orders")[0]["ShardId"] == "shardId-000000000000"
+    assert streamed == [1]
+
+
+def test_a_task_client_names_a_malformed_page_like_the_plain_one(malformed_endpoint: AwsSettings) -> None:
+    with pytest.raises(MalformedResponseError) as info:
+        task_client(malformed_endpoint).get_records("iterator", 10, "shardId-000000000007", "orders")
+    _assert_names_shard_not_data(info.value)
+
+
+def test_a_task_client_reports_a_dead_endpoint_like_the_plain_one(dummy_credentials: None) -> None:
+    settings = AwsSettings(region="us-east-1", endpoint_url="http://127.0.0.1:9", retry=FAST)
+    for make in CLIENTS.values():
+        with pytest.raises(RetriesExhaustedError) as info:
+            make(settings).list_shards("orders")
+        assert isinstance(info.value.last_error, EndpointUnreachableError)
