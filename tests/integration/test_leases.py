@@ -489,3 +489,45 @@ def test_heartbeats_and_ttl_on_dynamodb_local(dynamodb, table_name) -> None:
     item = raw.get_item(
         TableName=table_name, Key={"pk": {"S": table.partition}, "sk": {"S": "worker#w1"}}, ConsistentRead=True)
     assert int(item["Item"]["ttl"]["N"]) > time.time() + 23 * 3600
+
+
+def test_an_upgrade_keeps_the_earlier_layouts_checkpoints_on_dynamodb_local(dynamodb, table_name) -> None:
+    # issue #12: leases may now be spread over several partition keys (leases/layout.py); a table written by
+    # the earlier version (every lease under lease#app#orders, no layout item) must keep its checkpoints
+    from kinesis_src.leases.serializer import LeaseCodec
+
+    LeaseTable(dynamodb, table_name, "app", "orders").ensure_table()
+    raw = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=dynamodb.endpoint)
+    codec = LeaseCodec(table_name)
+    for i in range(6):
+        old = Lease(f"shardId-{i:012d}", Checkpoint.sequence(str(500 + i)), HashRange(i, i), counter=4, owner="old")
+        raw.put_item(TableName=table_name, Item=codec.lease_item("lease#app#orders", old))
+    clock = [0.0]
+    table = LeaseTable(dynamodb, table_name, "app", "orders", lease_partitions=8)
+    worker = LeaseCoordinator(table, "new", timing=LeaseTiming(failover_s=3.0, renew_interval_s=1.0),
+                              clock=lambda: clock[0])
+    worker.register()
+    worker.run_once()  # "old" has no heartbeat: its leases are free to take
+    held = worker.held()
+    assert {s: l.checkpoint for s, l in held.items()} == {
+        f"shardId-{i:012d}": Checkpoint.sequence(str(500 + i)) for i in range(6)}
+    worker.checkpoint("shardId-000000000000", Checkpoint.sequence("900"))
+    pks = {item["pk"]["S"] for item in raw.scan(TableName=table_name, ConsistentRead=True)["Items"]}
+    assert pks == {"lease#app#orders", "layout#app#orders"}  # same key as before, the layout recorded apart
+    assert LeaseTable(dynamodb, table_name, "app", "orders").get_lease("shardId-000000000000").checkpoint == \
+        Checkpoint.sequence("900")
+    worker.stop()
+
+
+def test_leases_spread_over_partition_keys_on_dynamodb_local(dynamodb, table_name) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders", lease_partitions=4)
+    table.ensure_table()
+    for i in range(30):
+        assert table.create_lease(Lease(f"shardId-{i:012d}", Checkpoint.trim_horizon(), HashRange(i, i)))
+    table.register_worker("w1")
+    raw = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=dynamodb.endpoint)
+    pks = {item["pk"]["S"] for item in raw.scan(TableName=table_name, ConsistentRead=True)["Items"]}
+    assert pks == {"lease#app#orders", "layout#app#orders"} | {f"lease#app#orders/{k}" for k in range(4)}
+    reader = LeaseTable(dynamodb, table_name, "app", "orders")
+    view = reader.scan()
+    assert len(view.leases) == 30 and list(view.workers) == ["w1"] and reader.known_partitions() == 4
