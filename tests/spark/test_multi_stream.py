@@ -200,3 +200,22 @@ def test_slices_0_of_2_and_1_of_2_together_give_every_record_once_and_each_key_t
         assert all(hash_key_of(r.partitionKey) in own for r in rows), f"slice {i}/2 has keys of the other slice"
     keys = [{decode(bytes(r.data))[0] for r in rows} for rows in slices.values()]
     assert keys[0] and keys[1] and not keys[0] & keys[1]
+
+
+def test_streams_given_by_arn_are_read_and_named_by_their_stream_name(
+    spark, kinesis: KinesisClient, stream_name: str
+) -> None:
+    names = [f"{stream_name}-1", f"{stream_name}-2"]
+    producers = {}
+    for name in names:
+        kinesis.create_stream(name, 1)
+    for name in names:
+        kinesis.wait_active(name)
+        producers[name] = KeyedProducer(kinesis, name, keys=5)
+        producers[name].put_rounds(2)
+    arns = ",".join(kinesis.describe_stream(name).arn for name in names)
+    rows = spark.read.format("kinesis").option("streamARN", arns).load().collect()
+    for name, producer in producers.items():
+        report = check_order(records(r for r in rows if r.stream == name), producer.expected())
+        assert report.ok, f"stream {name}:\n{report.summary()}"
+    assert {r.stream for r in rows} == set(names)

@@ -379,3 +379,14 @@ def test_join_and_split_offsets_are_inverse_and_one_stream_stays_as_it_was() -> 
     assert split_offset(json.loads(json.dumps(two)), ["payments"]) == {"orders": one, "payments": one}
     with pytest.raises(ConfigurationError, match="not a kinesis-src offset"):
         split_offset({"version": 3, "streams": ["x"]}, ["orders"])
+
+
+def test_max_records_per_trigger_is_split_between_the_streams_and_lag_is_reported_per_stream() -> None:
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    kinesis = two_streams({"orders": [1, 2, 3, 4], "payments": [5, 6, 7]})
+    reader = reader_of(kinesis, "orders,payments", {})
+    end = reader.latestOffset(reader.initialOffset(), ReadMaxRows(3))
+    quota = {n: Plan.from_offset(o).shards[S(0)].max_records for n, o in end["streams"].items()}
+    assert quota == {"orders": 2, "payments": 1}  # 3 rows: a hard cap over both streams
+    assert set(reader.reportLatestOffset()["millisBehindLatest"]) == {"orders", "payments"}
