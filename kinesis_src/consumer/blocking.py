@@ -13,7 +13,7 @@ import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
-from typing import Any, Callable, Coroutine, Iterator, Self, TypeVar
+from typing import Any, Callable, Coroutine, Iterator, Self, Sequence, TypeVar
 
 from ..records import Record, RecordPage
 from .batch import Batch
@@ -34,6 +34,10 @@ class BlockingBatch:
     @property
     def records(self) -> list[Record]:
         return self.batch.records
+
+    @property
+    def stream(self) -> str:
+        return self.batch.stream
 
     @property
     def shard_id(self) -> str:
@@ -73,7 +77,7 @@ class BlockingConsumer:
     Takes exactly the arguments of :class:`Consumer`.
     """
 
-    def __init__(self, stream_name: str, **options: Any) -> None:
+    def __init__(self, stream_name: str | Sequence[str], **options: Any) -> None:
         self._handle_signals = options.pop("handle_signals", True)
         self.consumer = Consumer(stream_name, handle_signals=False, **options)
         self._loop = asyncio.new_event_loop()

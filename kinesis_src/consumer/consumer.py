@@ -42,7 +42,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Self
 
 from lineage import KeyRange
 
@@ -73,6 +73,9 @@ from .shard_state import HeldShard
 from .stream_list import note_stream_list
 from .stream_reader import StreamReader
 from .writes import WritesUnderWay
+
+if TYPE_CHECKING:
+    from .processing import ProcessingMetrics
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +193,7 @@ class Consumer:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    async def __aenter__(self) -> Consumer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -268,6 +271,18 @@ class Consumer:
         for reader in self.readers.values():
             await asyncio.to_thread(reader.deregister_fan_out)
         log.info("consumer %s stopped: %s", self.worker_id, self.metrics.summary())
+
+    async def process(self, handler: Callable[[Any], Awaitable[Any]], **options: Any) -> ProcessingMetrics:
+        """Process records many at a time, each acknowledged on its own, instead of the ``async for`` loop.
+
+        The handler returning accepts a record; raising :class:`~kinesis_src.Release` redelivers it
+        later; :class:`~kinesis_src.Reject` dead-letters it. Options and guarantees:
+        :func:`kinesis_src.consumer.processing.process` and docs/processing.md. Call it inside
+        ``async with``.
+        """
+        from .processing import process
+
+        return await process(self, handler, **options)
 
     def stop(self) -> None:
         """End the iteration after the current batch; safe from any thread and from signal handlers."""

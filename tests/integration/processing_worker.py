@@ -36,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kinesis_src import Consumer, LeaseTiming
-from kinesis_src.consumer.processing import Backoff, DeliveredRecord, process
+from kinesis_src.consumer.processing import Backoff, DeliveredRecord
 from kinesis_src.errors import KinesisSourceError
 from kinesis_src.workload import decode
 
@@ -67,8 +67,8 @@ async def run(args: argparse.Namespace) -> int:
 
     async with consumer:
         emit("started", pid=os.getpid())
-        metrics = await process(
-            consumer, handler, ordering=args.ordering, max_in_flight=args.max_in_flight,
+        metrics = await consumer.process(
+            handler, ordering=args.ordering, max_in_flight=args.max_in_flight,
             max_delivery_attempts=args.max_attempts, dead_letter=args.dlq or None,
             retry_backoff=Backoff(initial_s=0.02, max_s=0.1), checkpoint_interval_s=args.checkpoint_interval,
             drain_timeout_s=2.0,

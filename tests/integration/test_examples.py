@@ -1,4 +1,4 @@
-"""The consumer examples run as documented (`make demo-consumer`, `make demo-efo`), so they cannot rot unnoticed."""
+"""The examples run as documented (`make demo-consumer`, `make demo-efo`, the processing and key-range examples), so they cannot rot unnoticed."""
 
 from __future__ import annotations
 
@@ -33,3 +33,26 @@ def test_efo_example_reads_with_two_applications_and_deregisters_them(localstack
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "stream consumers while reading: ['audit', 'billing']" in result.stdout
     assert "consumers deregistered: OK" in result.stdout and result.stdout.count("duplicates        0") == 2
+
+
+def run_example(name: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), *args],
+        env={**env, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=240,
+    )
+
+
+def test_parallel_processing_example_dead_letters_the_rejects_and_keeps_key_order(emulator_env: dict[str, str]) -> None:
+    result = run_example("parallel_processing.py", emulator_env, "--records", "400")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "missing           0" in result.stdout
+    assert "per-key order check: OK" in result.stdout
+
+
+def test_key_range_workers_example_delivers_each_record_once_and_each_key_to_one_worker(
+    emulator_env: dict[str, str],
+) -> None:
+    result = run_example("key_range_workers.py", emulator_env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "0 twice; 0 keys seen by more than one worker -> OK" in result.stdout
