@@ -42,7 +42,7 @@ demo: setup
 # The demo as on a machine with only Python: java, node and npm hidden from PATH (JAVA_HOME
 # unset), so the wheels are installed and used. Run in CI by .ci/run.
 demo-python-only: setup
-	$(PY) localstack/toolchain.py without java node npm -- $(MAKE) --no-print-directory toolchain demo
+	$(PY) localstack/hide_tools.py java node npm -- $(MAKE) --no-print-directory toolchain demo
 
 demo-library: setup
 	$(ISOLATED) $(PY) examples/reshard_demo.py

