@@ -8,6 +8,7 @@ exceptions once and every call site shares the same policy.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, TypeVar
@@ -52,6 +53,31 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+class RetryCounts:
+    """Retries this process made, by the class of the error retried (``ThrottledError``: throttles).
+
+    Process-wide because every client shares the one retry helper; the
+    Prometheus exporter reads it (``kinesis_src_retries_total``), so an
+    operator sees throttling before it turns into lag.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_error: dict[str, int] = {}
+
+    def count(self, error: BaseException | None) -> None:
+        name = type(error).__name__ if error is not None else "unknown"
+        with self._lock:
+            self._by_error[name] = self._by_error.get(name, 0) + 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._by_error)
+
+
+RETRIES = RetryCounts()
 
 
 def is_retriable(error: BaseException) -> bool:
@@ -113,6 +139,7 @@ def _exhausted(error: KinesisSourceError, what: str, stats: dict, policy: RetryP
 
 def _log_retry(state: RetryCallState, what: str) -> None:
     error = state.outcome.exception() if state.outcome else None
+    RETRIES.count(error)
     delay = state.next_action.sleep if state.next_action else 0.0
     log.warning(
         "%s failed (attempt %d): %s; retrying in %.2fs", what, state.attempt_number, error, delay

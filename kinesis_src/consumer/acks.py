@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Callable
 
 from ..errors import ConfigurationError, KinesisSourceError, LeaseLostError, RetriesExhaustedError
@@ -120,6 +121,7 @@ class Acknowledger:
 
     async def _write(self, shard: HeldShard, checkpoint: Checkpoint) -> None:
         try:
+            began = time.perf_counter()
             with self.writes.writing():
                 lease = await asyncio.to_thread(self._coordinator().checkpoint, shard.shard_id, checkpoint)
         except LeaseLostError:
@@ -127,6 +129,7 @@ class Acknowledger:
             raise
         shard.lease = lease
         self.metrics.checkpoints += 1
+        self.metrics.checkpoint_write_us += _micros_since(began)
         metrics = self.metrics.shards.get(lease.shard_id)
         if metrics is not None:
             metrics.checkpoint = str(checkpoint)
@@ -149,6 +152,7 @@ class Acknowledger:
     async def _write_end(self, shard: HeldShard, index: int) -> LeaseLostError | None:
         children = shard.state.end.children if shard.state.end else ()
         try:
+            began = time.perf_counter()
             with self.writes.writing():
                 await asyncio.to_thread(self._coordinator().shard_ended, shard.shard_id, children)
         except (LeaseLostError, RetriesExhaustedError) as exc:
@@ -158,6 +162,7 @@ class Acknowledger:
         shard.state.acknowledge(index)
         shard.state.ended()
         self.metrics.checkpoints += 1
+        self.metrics.checkpoint_write_us += _micros_since(began)
         self.metrics.shards_ended += 1
         self.holdings.forget(shard)
         self.on_progress()  # a release waiting for this shard's batch in hand: the shard is over
@@ -266,3 +271,6 @@ def _row_of(batch: Batch, record: Record | None) -> int | None:
         f"this batch of shard {batch.shard_id}; checkpoint it through the batch that delivered it"
     )
 
+
+def _micros_since(began: float) -> int:
+    return round((time.perf_counter() - began) * 1_000_000)

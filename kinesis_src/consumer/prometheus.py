@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..retry import RETRIES
 from .metrics import ConsumerMetrics, ShardMetrics
 from .processing.metrics import ProcessingMetrics
 
@@ -59,6 +60,7 @@ class Figure:
     help: str
     attribute: str
     counter: bool = True
+    scale: float = 1.0  # exported value = attribute x scale (microseconds -> seconds)
 
 
 # Consumer-wide figures, one series per (application, stream, worker): a consumer of several
@@ -68,6 +70,8 @@ CONSUMER_FIGURES: tuple[Figure, ...] = (
     Figure("bytes", "Bytes of record data delivered to the application.", "bytes"),
     Figure("batches", "Batches delivered to the application.", "batches"),
     Figure("checkpoints", "Checkpoint writes that succeeded.", "checkpoints"),
+    Figure("checkpoint_write_seconds", "Time spent in successful checkpoint writes (divide by checkpoints for "
+           "the mean latency).", "checkpoint_write_us", scale=1e-6),
     Figure("leases_taken", "Leases acquired (a shard taken again counts again).", "leases_taken"),
     Figure("leases_lost", "Leases lost involuntarily (taken over, or the coordinator failed).", "leases_lost"),
     Figure("leases_released", "Leases handed off gracefully (rebalancing or shutdown).", "leases_released"),
@@ -195,6 +199,7 @@ class ConsumerCollector(Collector):
     def describe(self) -> Iterator[Any]:
         """The names, without reading any consumer: lets a registry refuse duplicates at register()."""
         yield from _families()
+        yield _retries()
 
     def collect(self) -> Iterator[Any]:
         with self._lock:
@@ -204,6 +209,17 @@ class ConsumerCollector(Collector):
         for source in sources:
             _add_samples(by_name, source)
         yield from families
+        yield _retries()
+
+
+def _retries() -> Any:
+    """The process's retries by error class (``ThrottledError``: throttles); process-wide, as the retry helper is."""
+    family = CounterMetricFamily(
+        "kinesis_src_retries", "AWS calls retried by this process, by the error retried.", labels=("error",)
+    )
+    for error, count in sorted(RETRIES.snapshot().items()):
+        family.add_metric([error], count)
+    return family
 
 
 def _as_list(consumers: Any | Iterable[Any]) -> list[Any]:
@@ -229,7 +245,7 @@ def _add_samples(by_name: dict[str, Any], source: Source) -> None:
         labels = source.labels(stream)
         for figure in CONSUMER_FIGURES:
             value = len(shards) if figure.attribute == "leases_held" else getattr(metrics, figure.attribute)
-            by_name[f"{PREFIX}_{figure.name}"].add_metric(labels, value)
+            by_name[f"{PREFIX}_{figure.name}"].add_metric(labels, value * figure.scale)
         for shard in shards:
             for figure in SHARD_FIGURES:
                 value = getattr(shard, figure.attribute)

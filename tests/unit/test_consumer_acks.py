@@ -100,6 +100,7 @@ def test_batches_arrive_in_order_and_the_last_checkpoint_of_a_closed_shard_ends_
         assert seen == ["00001", "00002", "00003", "00004", "00005"]
         assert coordinator.writes == [(SHARD, "00002"), (SHARD, "00003"), (SHARD, "SHARD_END shardId-000000000003")]
         assert consumer.held_shards() == [] and consumer.metrics.shards_ended == 1
+        assert consumer.metrics.checkpoints == 3 and consumer.metrics.checkpoint_write_us > 0  # the writes' time
 
     run(scenario)
 

@@ -49,6 +49,7 @@ def _fill(metrics: Any) -> None:
     metrics.leases_taken, metrics.leases_lost, metrics.leases_released = 5, 2, 1
     metrics.shards_ended, metrics.shard_ends_failed, metrics.shards_held_past_end = 3, 1, 1
     metrics.checkpoints_expired, metrics.aggregates, metrics.aggregates_malformed = 4, 9, 2
+    metrics.checkpoint_write_us = 2_500_000
     metrics.shards["shardId-000000000001"] = ShardMetrics("shardId-000000000001", millis_behind_latest=1500,
                                                           records=700, bytes=5600, held_past_end_s=42.5)
     metrics.shards["shardId-000000000002"] = ShardMetrics("shardId-000000000002", records=500, bytes=4000)
@@ -85,7 +86,7 @@ def test_every_consumer_figure_is_exported_with_its_value() -> None:
         "leases_taken_total": 5, "leases_lost_total": 2, "leases_released_total": 1,
         "shards_ended_total": 3, "shard_ends_failed_total": 1, "checkpoints_expired_total": 4,
         "aggregates_total": 9, "aggregates_malformed_total": 2, "records_filtered_total": 0, "leases_held": 2,
-        "shards_held_past_end": 1,
+        "shards_held_past_end": 1, "checkpoint_write_seconds_total": 2.5,
     }
     got = {name: samples[(P + name, _labels())] for name in expected}
     assert got == expected
@@ -352,3 +353,21 @@ def test_the_last_progress_wins_and_a_forgotten_query_vanishes() -> None:
 def test_something_that_is_not_a_progress_is_refused_naming_what_is_expected() -> None:
     with pytest.raises(ConfigurationError, match="takes a StreamingQueryProgress"):
         QueryProgressCollector().update("not json")
+
+
+def test_the_process_retries_are_exported_by_the_error_retried() -> None:
+    from kinesis_src.errors import ThrottledError
+    from kinesis_src.retry import RETRIES, RetryPolicy, call_with_retry
+
+    before = RETRIES.snapshot().get("ThrottledError", 0)
+    failures = iter([ThrottledError("GetRecords throttled"), ThrottledError("GetRecords throttled")])
+
+    def flaky() -> str:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return "ok"
+
+    assert call_with_retry(flaky, "GetRecords", RetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0), sleep=lambda _: None) == "ok"
+    samples = _scrape(_consumer())
+    assert samples[("kinesis_src_retries_total", (("error", "ThrottledError"),))] == before + 2
