@@ -138,7 +138,7 @@ def check_endpoint_url(url: str, option: str) -> str:
             f"{option} {url!r} is not an http(s) URL; expected e.g. http://127.0.0.1:4566"
         )
     try:
-        parts.port
+        _ = parts.port  # urlsplit checks the port only when it is read
     except ValueError:
         raise ConfigurationError(f"{option} {url!r} has an invalid port") from None
     return url
