@@ -268,3 +268,25 @@ def test_stale_columns_are_never_used() -> None:
     same_rows = replace(page, next_iterator=None)
     assert same_rows.own_columns() is page.columns
     assert page.slice(5, 2).partition_keys == page_to_arrow(page.slice(5, 2), "o", SHARD).column(0).to_pylist()
+
+
+def test_a_task_hands_spark_only_the_rows_of_its_key_range() -> None:
+    """tasks.page_batch, used by batch and streaming tasks alike: with a key range only its rows, from an
+    Arrow page the same as from the reference page; without one every row."""
+    from kinesis_src.spark.partitions import Endpoint, KinesisPartition
+    from kinesis_src.spark.tasks import page_batch
+    from lineage import hash_key_of
+
+    body = plain_body(60)
+    endpoint = Endpoint("us-east-1", None, None)
+    whole = KinesisPartition(0, "orders", endpoint, ())
+    for index in (0, 1):
+        key_range = KeyRange.slice(index, 2)
+        part = replace(whole, key_range=key_range)
+        ours = page_batch(decode_get_records_arrow(body), part, SHARD)
+        assert ours is not None and ours.equals(page_batch(decode_get_records(body), part, SHARD))
+        keys = ours.column("partitionKey").to_pylist()
+        assert 0 < len(keys) < 60 and all(hash_key_of(k) in key_range for k in keys)
+    assert page_batch(decode_get_records_arrow(body), whole, SHARD).num_rows == 60
+    outside = replace(whole, key_range=KeyRange(0, 0))
+    assert page_batch(decode_get_records_arrow(body), outside, SHARD) is None  # no rows: no batch
