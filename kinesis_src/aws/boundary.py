@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Awaitable, Callable, TypeVar
 
+import botocore.handlers
 import botocore.session
 from botocore.client import BaseClient
 from botocore.config import Config
@@ -110,12 +111,16 @@ def new_session(settings: AwsSettings | None = None) -> botocore.session.Session
     (a forked child builds its own) and the ``AWS_*`` environment, which the
     credential chain and the config files are resolved from, so a changed
     environment gets a new session exactly as it did when every client had
-    its own. The last few sessions are kept.
+    its own. So does the count of botocore's built-in handlers, which a
+    session copies when it is built: a library that registers one later
+    (moto's mock does, on import) then gets a session that has it. The last
+    few sessions are kept.
     """
     key = (
         os.getpid(),
         None if settings is None else (settings.credentials, settings.region),
         tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))),
+        len(botocore.handlers.BUILTIN_HANDLERS),
     )
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(key)

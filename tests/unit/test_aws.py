@@ -540,6 +540,24 @@ def test_other_credentials_or_region_get_their_own_session(
     assert new_session(role) is not other_env
 
 
+def test_a_handler_registered_later_gets_a_session_that_has_it(
+    dummy_credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto registers its stubber in botocore's built-in handlers on import: a session cached before
+    that would send a mocked test's calls to the network."""
+    import botocore.handlers
+
+    from kinesis_src.aws.boundary import new_session
+
+    settings = AwsSettings(region="eu-west-1")
+    before = new_session(settings)
+    late = ("before-send", lambda **kwargs: None)
+    monkeypatch.setattr(botocore.handlers, "BUILTIN_HANDLERS", [*botocore.handlers.BUILTIN_HANDLERS, late])
+    after = new_session(settings)
+    assert after is not before
+    assert new_session(settings) is after
+
+
 def test_a_forked_process_builds_its_own_session(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """A session (its credential refresh lock, its cached providers) is not carried across fork()."""
     import os
