@@ -20,6 +20,7 @@ from ..aws import KinesisClient
 from ..errors import ConfigurationError, IteratorExpiredError, MalformedResponseError
 from ..positions import Position
 from ..records import RecordPage
+from ..stream_ref import StreamRef
 from .bounded import MAX_RECORDS_PER_FETCH, BoundedRead, ShardRead
 from .cursor import NO_END, ReadEnd, ShardCursor, Step, StopReason
 
@@ -43,7 +44,7 @@ class ShardReader(BoundedRead):
     def __init__(
         self,
         kinesis: KinesisClient,
-        stream: str,
+        stream: str | StreamRef,
         shard_id: str,
         start: Position,
         *,

@@ -117,7 +117,7 @@ def shard_reader(kinesis: KinesisClient, partition: KinesisPartition, piece: Sha
         )
     return ShardReader(
         kinesis,
-        partition.stream,
+        partition.reference,  # a stream given by ARN is called by ARN (cross-account); rows and logs keep the name
         piece.shard_id,
         piece.start_position,
         max_records_per_fetch=partition.max_records_per_fetch,

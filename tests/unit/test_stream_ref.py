@@ -101,3 +101,22 @@ def test_a_missing_stream_given_by_arn_is_named_by_its_arn() -> None:
     with stub, pytest.raises(StreamNotFoundError) as missing:
         kinesis.describe_stream(StreamRef.parse_arn(ARN))
     assert ARN in str(missing.value)
+
+
+def test_a_spark_task_reads_a_stream_given_by_arn_by_its_arn() -> None:
+    """Cross-account streams are only reachable by ARN: the task's calls must carry StreamARN, not the name."""
+    from kinesis_src.spark.partitions import Endpoint, KinesisPartition, ShardSlice
+    from kinesis_src.spark.tasks import shard_reader
+
+    kinesis, stub = stubbed()
+    piece = ShardSlice("shardId-000000000000", Position.trim_horizon().to_dict())
+    partition = KinesisPartition(
+        0, "payments", Endpoint("eu-west-1", "http://127.0.0.1:1", None), (piece,), stream_ref=StreamRef.parse_arn(ARN)
+    )
+    stub.add_response(
+        "get_shard_iterator", {"ShardIterator": "it"},
+        {"StreamARN": ARN, "ShardId": "shardId-000000000000", "ShardIteratorType": "TRIM_HORIZON"},
+    )
+    with stub:
+        assert shard_reader(kinesis, partition, piece)._new_iterator() == "it"
+    stub.assert_no_pending_responses()
