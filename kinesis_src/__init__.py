@@ -22,6 +22,13 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time
     from .aws import KinesisClient
     from .config import AwsSettings, CredentialSource
     from .consumer import BlockingConsumer, Consumer, ConsumerMetrics
+    from .consumer.processing import (
+        DeadLetter,
+        DeliveredRecord,
+        ProcessingMetrics,
+        Reject,
+        Release,
+    )
     from .drain import drain_stream
     from .errors import KinesisSourceError
     from .leases.coordinator import LeaseCoordinator, LeaseListener, LeaseTiming
@@ -44,6 +51,8 @@ _EXPORTS: dict[str, str] = {
     "Consumer": "kinesis_src.consumer",
     "ConsumerMetrics": "kinesis_src.consumer",
     "CredentialSource": "kinesis_src.config",
+    "DeadLetter": "kinesis_src.consumer.processing",
+    "DeliveredRecord": "kinesis_src.consumer.processing",
     "KeyRange": "lineage",
     "KinesisClient": "kinesis_src.aws.kinesis",
     "KinesisDataSource": "kinesis_src.spark",
@@ -54,9 +63,12 @@ _EXPORTS: dict[str, str] = {
     "LeaseTable": "kinesis_src.leases.table",
     "LeaseTiming": "kinesis_src.leases.coordinator",
     "Position": "kinesis_src.positions",
+    "ProcessingMetrics": "kinesis_src.consumer.processing",
     "ProgressStore": "kinesis_src.leases.progress",
     "Record": "kinesis_src.records",
     "RecordPage": "kinesis_src.records",
+    "Reject": "kinesis_src.consumer.processing",
+    "Release": "kinesis_src.consumer.processing",
     "RetryPolicy": "kinesis_src.retry",
     "ShardProgress": "kinesis_src.leases.progress",
     "ShardRead": "kinesis_src.retrieval.polling",
@@ -75,6 +87,8 @@ __all__ = [
     "Consumer",
     "ConsumerMetrics",
     "CredentialSource",
+    "DeadLetter",
+    "DeliveredRecord",
     "KeyRange",
     "KinesisClient",
     "KinesisDataSource",
@@ -85,9 +99,12 @@ __all__ = [
     "LeaseTable",
     "LeaseTiming",
     "Position",
+    "ProcessingMetrics",
     "ProgressStore",
     "Record",
     "RecordPage",
+    "Reject",
+    "Release",
     "RetryPolicy",
     "ShardProgress",
     "ShardRead",
