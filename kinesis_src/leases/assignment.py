@@ -107,9 +107,10 @@ def plan_assignment(
     surplus = _surplus(mine, scale)
     if surplus:
         return AssignmentPlan(release=tuple(blocked + surplus), assignable=len(ready), workers=len(workers))
-    free = _by_preference(me, workers, [l for l in ready if l.owner is not None and l.owner not in workers])
-    free += _by_preference(me, workers, [l for l in ready if l.owner is None])  # dead owners' first
     loads = {w: scale.total(ls) for w, ls in load.items()}
+    takers = {w for w in workers if loads[w] < scale.mean_load - 1e-9} | {me}  # who will want free leases
+    free = _by_preference(me, takers, [l for l in ready if l.owner is not None and l.owner not in workers])
+    free += _by_preference(me, takers, [l for l in ready if l.owner is None])  # dead owners' first
     starving = sorted((x for x in workers if scale.starving(loads[x])), key=lambda x: (loads[x], x))
     take = _takes(free, loads[me], scale, strict=bool(starving) and me not in starving)
     held = loads[me] + scale.total(take)
@@ -134,8 +135,10 @@ def _by_preference(me: str, workers: Collection[str], free: Sequence[Lease]) -> 
 
     Every worker used to try the same free leases in shard order: at a cold
     start ~80 % of takes lost their condition race (the lease simulation).
-    Each free lease now has a home, one of the live workers (a stable hash of
-    its shard id); a worker takes its own homed leases first, in shard order,
+    Each free lease now has a home, one of the ``workers`` that will take
+    (those below the mean load: all of them at a cold start, the newcomers
+    when workers join; a stable hash of its shard id); a worker takes its
+    own homed leases first, in shard order,
     then the others' from the tail, starting with the next worker's: with one
     view of the live workers, what a home keeps beyond its fair share is what
     the others take, and two workers meet only at the edges. Workers that

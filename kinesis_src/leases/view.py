@@ -44,6 +44,7 @@ checkpoint is rejected). Fencing never depended on the view.
 
 from __future__ import annotations
 
+import random
 import threading
 from typing import Callable, Mapping
 
@@ -52,6 +53,7 @@ from .table import LeaseTable
 from .timing import LeaseTiming
 
 Fingerprint = frozenset[tuple[str, str, int]]
+REFRESH_JITTER = 0.25  # a periodic re-read comes 0-25 % early: workers started together do not read together
 
 
 def fingerprint(workers: Mapping[str, WorkerHeartbeat]) -> Fingerprint:
@@ -80,6 +82,7 @@ class ViewReader:
         self._read_at = float("-inf")
         self._lock = threading.Lock()
         self._invalid = True
+        self._spread = 1.0  # this round's share of the refresh interval (jittered after every read)
         self.lease_reads = 0
 
     def read(self, force: bool = False) -> tuple[TableView, bool]:
@@ -101,7 +104,8 @@ class ViewReader:
         fleet = (len(self._leases), len(workers), self.partitions())
         age = now - self._read_at
         changed = invalid or seen != self._seen
-        stale = age >= self.timing.refresh_s_for(*fleet) or (changed and age >= self.timing.lease_read_gap_s(*fleet))
+        refresh = self.timing.refresh_s_for(*fleet) * self._spread
+        stale = age >= refresh or (changed and age >= self.timing.lease_read_gap_s(*fleet))
         if changed and not stale and invalid:
             self.invalidate()  # too soon after the last read: read at the first cycle past the gap
         if force or stale:
@@ -112,6 +116,7 @@ class ViewReader:
                 raise
             self._leases, workers = full.leases, dict(full.workers)
             self._seen, self._read_at = seen, now
+            self._spread = 1.0 - REFRESH_JITTER * random.random()
             self.lease_reads += 1
         return TableView(self._leases, workers), force or stale
 

@@ -327,3 +327,16 @@ def test_workers_sharing_one_view_plan_mostly_different_takes(shards: int, worke
     planned = Counter(l.shard_id for me in names for l in plan_assignment(me, free, names).take)
     assert sum(planned.values()) >= shards  # together they plan to take every lease
     assert sum(n - 1 for n in planned.values() if n > 1) <= shards // 10  # and seldom the same one
+
+
+def test_workers_joining_a_balanced_fleet_plan_mostly_different_takes() -> None:
+    # the 10,000/100 simulation's join: 90 workers at their fair share, 10 new ones, 1,000 leases free;
+    # homes over every live worker sent the newcomers' non-home takes onto each other (adjacent ids);
+    # homes are now over the workers that will take (below the mean load)
+    old = [f"worker-{i:04d}" for i in range(90)]
+    new = [f"worker-{i:04d}" for i in range(90, 100)]
+    leases = [Lease(f"shardId-{i:012d}", Checkpoint.trim_horizon(), HashRange(0, 1),
+                    owner=old[i % 90] if i < 9000 else None) for i in range(10_000)]
+    planned = Counter(l.shard_id for me in new for l in plan_assignment(me, leases, old + new).take)
+    assert sum(planned.values()) >= 1000
+    assert sum(n - 1 for n in planned.values() if n > 1) <= 50
