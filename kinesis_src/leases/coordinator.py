@@ -119,6 +119,7 @@ class LeaseCoordinator(OwnershipSteps):
         self._lock = threading.RLock()
         self._held: dict[str, Lease] = {}
         self._meters: dict[str, RateMeter] = {}  # per held shard: what the consumer delivered
+        self._acquired_at: dict[str, float] = {}  # per held shard: when this worker took it (local clock)
         self.renewal = HeartbeatRenewal(table, self.worker_id, timing, clock, self._declared_dead, self._where)
         self._cycle_report: CycleReport | None = None  # the cycle running now (in-cycle renewals report to it)
         self._next_sync = float("-inf")

@@ -70,6 +70,7 @@ class OwnershipSteps:
     _lock: threading.RLock
     _held: dict[str, Lease]
     _meters: dict[str, RateMeter]
+    _acquired_at: dict[str, float]
     _judge: ExpiryJudge
     _views: ViewReader
     _steal_wanted_since: float | None
@@ -148,6 +149,8 @@ class OwnershipSteps:
         """Make the held set agree with the table: drop what others own, adopt what names us."""
         for shard_id, lease in list(self._snapshot().items()):
             current = view.leases.get(shard_id)
+            if self._older_than_mine(current, lease, view):
+                continue  # a cached view from before this worker's own write: it knows better
             if current is None or current.owner != self.worker_id:
                 reason = "lease deleted" if current is None else f"taken by {current.owner or 'nobody'}"
                 self._drop(lease, reason, report)
@@ -158,6 +161,22 @@ class OwnershipSteps:
         for shard_id, lease in view.leases.items():
             if lease.owner == self.worker_id and shard_id not in held and not lease.is_shard_end:
                 self._acquire(lease, "adopted (owned by this worker id)", report)
+
+    def _older_than_mine(self, current: Lease | None, held: Lease, view: TableView) -> bool:
+        """The view predates this worker's own write to the lease (a take, adopted or not).
+
+        Lease reads are at least ``lease_read_gap_s`` apart at scale, so a
+        cycle may reconcile against leases read before its own takes: a
+        counter below ours is older (counters only grow), and a lease missing
+        from a view read before we acquired it was created after that read.
+        Dropping it would throw away a lease just won (found by the
+        simulation at 10,000 shards: every lease taken twice).
+        """
+        if current is not None:
+            return current.counter < held.counter
+        with self._lock:
+            acquired = self._acquired_at.get(held.shard_id, float("-inf"))
+        return self._views.read_at <= acquired
 
     def _balance(self, view: TableView, live: set[str], report: CycleReport) -> None:
         mine = self._snapshot()
@@ -208,6 +227,7 @@ class OwnershipSteps:
         with self._lock:
             self._held[lease.shard_id] = taken
             self._meters[lease.shard_id] = RateMeter(self.clock())
+            self._acquired_at[lease.shard_id] = self.clock()
         self._note_change()
         log.info("worker %s took lease on %s (%s) at checkpoint %s", self.worker_id, lease.shard_id, how, taken.checkpoint)
         report.acquired.append(lease.shard_id)
@@ -224,6 +244,7 @@ class OwnershipSteps:
         with self._lock:
             self._held.pop(lease.shard_id, None)
             self._meters.pop(lease.shard_id, None)
+            self._acquired_at.pop(lease.shard_id, None)
         try:
             released = self.table.release_lease(current)
         except KinesisSourceError as exc:
@@ -244,6 +265,7 @@ class OwnershipSteps:
     def _drop(self, lease: Lease, reason: str, report: CycleReport | None = None) -> None:
         with self._lock:
             self._meters.pop(lease.shard_id, None)
+            self._acquired_at.pop(lease.shard_id, None)
             if self._held.pop(lease.shard_id, None) is None:
                 return
         log.info("worker %s lost lease on %s: %s", self.worker_id, lease.shard_id, reason)

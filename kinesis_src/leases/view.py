@@ -120,6 +120,11 @@ class ViewReader:
             self.lease_reads += 1
         return TableView(self._leases, workers), force or stale
 
+    @property
+    def read_at(self) -> float:
+        """When the cached lease items were read (local clock)."""
+        return self._read_at
+
     def invalidate(self) -> None:
         """The caller changed leases itself (any thread): read them again next cycle, whether its
         announcement lands or not."""

@@ -473,3 +473,25 @@ def test_steal_patience_restarts_while_hand_overs_progress(dynamodb: DynamoDBCli
         clock.advance(TIMING.renew_s)
     assert stolen == []
     assert len(handed) == 2 and len(d.held()) == 2
+
+
+class SlowReads(LeaseTiming):
+    """Lease reads at least 100 s apart, as lease_read_gap_s makes them at 10,000 leases x 100 workers."""
+
+    def lease_read_gap_s(self, leases: int, workers: int, partitions: int = 1) -> float:
+        return 100.0
+
+
+def test_a_cached_view_from_before_its_own_takes_does_not_drop_them(dynamodb: DynamoDBClient) -> None:
+    # issue #12: with lease reads spaced out at scale, a cycle reconciled its held set against leases
+    # read before its own takes, saw them unowned and dropped every one (the simulation at 10,000/100
+    # counted each lease taken twice); a view older than the worker's own write now counts for nothing
+    seed(dynamodb, 4)
+    clock = Clock()
+    a = worker(dynamodb, "a", clock, timing=SlowReads(failover_s=3.0, renew_interval_s=1.0))
+    assert len(a.run_once().acquired) == 4
+    clock.advance(1.0)
+    report = a.run_once()
+    assert not report.read_leases  # the cached view still shows the four leases unowned
+    assert report.lost == [] and report.acquired == [] and len(a.held()) == 4
+    assert a.checkpoint(sid(0), Checkpoint.sequence("5")).owner == "a"  # still fenced on its own counter
