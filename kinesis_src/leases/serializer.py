@@ -6,16 +6,21 @@ namespaced by its partition key (hash key ``pk``, range key ``sk``, both S):
 ==========================================  ============================  ===========
 pk                                          sk                            item
 ==========================================  ============================  ===========
-``lease#<application>#<stream>``            ``shard#<shardId>``           shard lease
+``lease#<application>#<stream>[/<k>]``      ``shard#<shardId>``           shard lease (``/<k>``: spread, layout.py)
 ``lease#<application>#<stream>``            ``worker#<workerId>``         heartbeat
+``layout#<application>#<stream>``           ``layout``                    over how many keys leases are spread
 ``claim#<application>#<stream>``            ``query``                     Spark query claim
 ``stream#<application>#<stream>``           ``identity``                  stream the leases belong to
 ``progress#<app>#<stream>#<run>#<batch>``   ``shard#<shardId>``           per-batch progress
+``streams#<application>``                   ``streams``                   a consumer's last stream list
+``ranges#<application>#<stream>``           ``claim#<workerId>``          sticky key-range claim
+``processing#<application>#<stream>``       ``ordering``                  ordering mode of process()
 ==========================================  ============================  ===========
 
-Leases and heartbeats of one application+stream share a partition, so one
-consistent Query reads the whole coordination state (one request per 1 MB,
-about 3,000 leases). The Spark query claim is a heartbeat too, but under a
+Leases and heartbeats of one application+stream share a partition (or, at
+scale, P partitions recorded in the layout item), so one consistent Query per
+key reads the whole coordination state (one request per 1 MB, about 3,000
+leases). The Spark query claim is a heartbeat too, but under a
 partition of its own: in the lease partition, a plain-Python consumer that
 shares the applicationName would count it as a live worker and leave its
 share of the leases unowned. Heartbeat and claim items carry ``ttl``
