@@ -7,9 +7,12 @@ the field is always ``{}``). The source reports its figures through
 ``sources[].latestOffset``::
 
     {"millisBehindLatest": {"shardId-000000000000": 0, ...},
-     "dataLoss": {"trimmedShards": 0, "partlyTrimmedShards": 0}}
+     "dataLoss": {"trimmedShards": 0, "partlyTrimmedShards": 0},
+     "recordsRead": {"shardId-000000000000": 1200, ...}}
 
-(with several streams, each of the two maps is keyed by stream first).
+(with several streams, each map is keyed by stream first; ``recordsRead``
+counts each shard's records over the batches planned since the driver
+started, and is absent in reports of earlier versions).
 :func:`source_figures` reads that text; :class:`QueryProgressCollector` keeps
 the last progress of each query and exports it; :func:`watch_queries`
 registers a ``StreamingQueryListener`` that feeds the collector on the
@@ -43,6 +46,7 @@ class SourceFigures:
     """What one Kinesis source reported in one progress: lag per (stream, shard) and data-loss counts per stream."""
 
     lag_ms: Mapping[tuple[str, str], int]
+    records_read: Mapping[tuple[str, str], int]
     trimmed_shards: Mapping[str, int]
     partly_trimmed_shards: Mapping[str, int]
     input_rows: int
@@ -54,15 +58,19 @@ def source_figures(source: Mapping[str, Any]) -> SourceFigures | None:
     if not isinstance(report, dict) or "millisBehindLatest" not in report:
         return None
     lags, losses = report.get("millisBehindLatest") or {}, report.get("dataLoss") or {}
+    records = report.get("recordsRead") or {}
     if all(isinstance(v, dict) for v in lags.values()) and lags:  # several streams: keyed by stream first
-        per_stream_lag, per_stream_loss = lags, losses
+        per_stream_lag, per_stream_loss, per_stream_records = lags, losses, records
     else:
         stream = _stream_name(_json(source.get("endOffset")))
-        per_stream_lag, per_stream_loss = {stream: lags}, {stream: losses}
+        per_stream_lag, per_stream_loss, per_stream_records = {stream: lags}, {stream: losses}, {stream: records}
     lag_ms = {(stream, shard): int(ms) for stream, shards in per_stream_lag.items()
               for shard, ms in shards.items() if ms is not None}
+    records_read = {(stream, shard): int(n) for stream, shards in per_stream_records.items()
+                    for shard, n in shards.items()}
     return SourceFigures(
         lag_ms,
+        records_read,
         {stream: int(loss.get("trimmedShards", 0)) for stream, loss in per_stream_loss.items()},
         {stream: int(loss.get("partlyTrimmedShards", 0)) for stream, loss in per_stream_loss.items()},
         int(source.get("numInputRows") or 0),
@@ -135,6 +143,8 @@ def _families() -> dict[str, Any]:
         "source_input_rows": ("Rows the last micro-batch read from this Kinesis source.", ["query", "source"]),
         "millis_behind_latest": ("Kinesis' MillisBehindLatest of the shard's last read, as the source reported it.",
                                  ["query", "source", "stream", "shard"]),
+        "shard_records_read": ("Records the source read from the shard over the batches planned since the driver "
+                               "started.", ["query", "source", "stream", "shard"]),
         "trimmed_shards": (("Shards skipped whole because retention trimmed them (failOnDataLoss=false), since the "
                            "driver started."), ["query", "source", "stream"]),
         "partly_trimmed_shards": (("Shards whose checkpointed position retention passed (records lost), since the "
@@ -157,6 +167,8 @@ def _add_query(families: dict[str, Any], query: str, progress: Mapping[str, Any]
         families["source_input_rows"].add_metric([query, label], figures.input_rows)
         for (stream, shard), lag in sorted(figures.lag_ms.items()):
             families["millis_behind_latest"].add_metric([query, label, stream, shard], lag)
+        for (stream, shard), count in sorted(figures.records_read.items()):
+            families["shard_records_read"].add_metric([query, label, stream, shard], count)
         for stream, count in sorted(figures.trimmed_shards.items()):
             families["trimmed_shards"].add_metric([query, label, stream], count)
         for stream, count in sorted(figures.partly_trimmed_shards.items()):

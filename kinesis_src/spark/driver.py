@@ -93,6 +93,7 @@ class StreamDriver:
         self.fan_out = self._register_fan_out()
         self.progress = progress
         self.lag: dict[str, int] = {}
+        self.records_read: dict[str, int] = {}  # per shard, the batches' recorded counts since this driver started
         self.trimmed: set[str] = set()  # shards skipped whole (failOnDataLoss=false), for reportLatestOffset
         self.partly_trimmed: set[tuple[str, str]] = set()  # (shard, checkpointed sequence number) skipped past
         self._ends: dict[tuple[str, int], dict[str, BatchEnd]] = {}
@@ -270,9 +271,11 @@ class StreamDriver:
         if plan.batch == 0 or not plan.read:
             return {}
         key = (plan.run, plan.batch)
-        if key not in self._ends:
+        if key not in self._ends:  # once per batch, however often Spark asks: counted once
             self._ends[key] = self.progress.ends(plan.run, plan.batch)
             self.prober.read_by_task(self._ends[key])
+            for sid, end in self._ends[key].items():
+                self.records_read[sid] = self.records_read.get(sid, 0) + end.record_count
         return self._ends[key]
 
     def forget_before(self, committed: Mapping[str, Any]) -> None:

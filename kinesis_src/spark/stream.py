@@ -185,11 +185,14 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not self._drivers:
             return None
         if len(self.options.streams) == 1 and self._driver is not None:
-            return {"millisBehindLatest": dict(sorted(self._driver.lag.items())), "dataLoss": self._driver.data_loss()}
+            driver = self._driver
+            return {"millisBehindLatest": dict(sorted(driver.lag.items())), "dataLoss": driver.data_loss(),
+                    "recordsRead": dict(sorted(driver.records_read.items()))}
         drivers = sorted(self._drivers.items())
         return {
             "millisBehindLatest": {name: dict(sorted(d.lag.items())) for name, d in drivers},
             "dataLoss": {name: d.data_loss() for name, d in drivers},
+            "recordsRead": {name: dict(sorted(d.records_read.items())) for name, d in drivers},
         }
 
     def _same_stream(self, driver: StreamDriver, plan: Plan) -> Plan:

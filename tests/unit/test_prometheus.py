@@ -280,7 +280,8 @@ SPARK_PROGRESS = {
         "endOffset": '{"version": 1, "batch": 1, "shards": {}, "stream": {"arn": '
                      '"arn:aws:kinesis:us-east-1:000000000000:stream/orders", "created": "2026-11-23T21:20:10Z"}}',
         "latestOffset": '{"millisBehindLatest": {"shardId-000000000000": 1200, "shardId-000000000001": 0}, '
-                        '"dataLoss": {"trimmedShards": 1, "partlyTrimmedShards": 2}}',
+                        '"dataLoss": {"trimmedShards": 1, "partlyTrimmedShards": 2}, '
+                        '"recordsRead": {"shardId-000000000000": 150, "shardId-000000000001": 50}}',
         "numInputRows": 200, "inputRowsPerSecond": 20.0, "processedRowsPerSecond": 150.5, "metrics": {},
     }],
     "sink": {"description": "NoopTable", "numOutputRows": 0, "metrics": {}},
@@ -308,6 +309,8 @@ def test_a_query_progress_yields_the_sources_lag_per_shard_and_its_data_loss_cou
     assert samples == {
         (spark + "millis_behind_latest", shard("shardId-000000000000")): 1200,
         (spark + "millis_behind_latest", shard("shardId-000000000001")): 0,
+        (spark + "shard_records_read", shard("shardId-000000000000")): 150,
+        (spark + "shard_records_read", shard("shardId-000000000001")): 50,
         (spark + "trimmed_shards", per_stream): 1,
         (spark + "partly_trimmed_shards", per_stream): 2,
         (spark + "source_input_rows", (("query", "orders_etl"), ("source", "0"))): 200,

@@ -402,3 +402,16 @@ def test_available_now_checks_every_position_before_it_plans() -> None:
     previous = Plan(previous.run, previous.batch, previous.shards, pending=frozenset(previous.shards))
     first = latest(reader, previous)
     assert len(probes(kinesis)) == 8 and first.read == [S(i) for i in range(8)]
+
+
+def test_records_read_per_shard_are_reported_once_per_batch_however_often_spark_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(driver_module, "DISCOVERY_INTERVAL_S", 0.0)
+    kinesis = fake_stream(MERGE, {S(1): [7, 8, 9], S(2): [20]})
+    p1 = plan(1, {S(1): Position.trim_horizon()}, drained=frozenset({S(0)}))
+    progress = FakeProgress({1: {S(1): BatchEnd(after(7), 5, False, "record_limit", 0)}})
+    reader = reader_for(kinesis, progress)
+    latest(reader, p1)
+    latest(reader, p1)  # Spark asks again for the same start: batch 1's records are not counted twice
+    assert reader.reportLatestOffset()["recordsRead"] == {S(1): 5}
