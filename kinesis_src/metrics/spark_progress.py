@@ -143,8 +143,8 @@ def _families() -> dict[str, Any]:
         "source_input_rows": ("Rows the last micro-batch read from this Kinesis source.", ["query", "source"]),
         "millis_behind_latest": ("Kinesis' MillisBehindLatest of the shard's last read, as the source reported it.",
                                  ["query", "source", "stream", "shard"]),
-        "shard_records_read": ("Records the source read from the shard over the batches planned since the driver "
-                               "started.", ["query", "source", "stream", "shard"]),
+        "shard_records_read": (("Records the source read from the shard over the batches planned since the "
+                                "driver started."), ["query", "source", "stream", "shard"]),
         "trimmed_shards": (("Shards skipped whole because retention trimmed them (failOnDataLoss=false), since the "
                            "driver started."), ["query", "source", "stream"]),
         "partly_trimmed_shards": (("Shards whose checkpointed position retention passed (records lost), since the "
