@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
-import json
 import os
 import signal
 import subprocess
@@ -49,6 +48,7 @@ from typing import Any
 
 import pytest
 import waiting  # tests/waiting.py
+from worker_process import WorkerProcess, spawned  # tests/worker_process.py
 
 from kinesis_src import BlockingConsumer, Consumer, KinesisClient, LeaseTiming, Position
 from kinesis_src.aws.dynamodb import DynamoDBClient
@@ -101,88 +101,24 @@ def table(dynamodb: DynamoDBClient, stream_name: str) -> LeaseTable:
 # -- worker processes ---------------------------------------------------------------------
 
 
-class WorkerProc:
+class WorkerProc(WorkerProcess):
     """One consumer_worker.py process; a reader thread collects its events."""
 
     def __init__(self, worker_id: str, stream: str, env: dict[str, str], log_dir: Path, *extra: str) -> None:
-        self.worker_id = worker_id
-        self.stderr_path = log_dir / f"{worker_id}.stderr"
-        self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed in kill()
-        self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), "--stream", stream, "--application", APP, "--worker-id", worker_id,
-             "--failover", str(FAILOVER), "--renew", str(RENEW), "--scan", str(SCAN), *extra],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True, bufsize=1,
-            start_new_session=True,
-        )
-        self.events: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:  # type: ignore[union-attr]
-            event = json.loads(line)
-            event["arrived"] = time.monotonic()
-            with self._lock:
-                self.events.append(event)
-
-    def of(self, kind: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return [e for e in self.events if e["event"] == kind]
-
-    def started(self) -> bool:
-        return bool(self.of("started"))
+        argv = [sys.executable, str(WORKER), "--stream", stream, "--application", APP, "--worker-id", worker_id,
+                "--failover", str(FAILOVER), "--renew", str(RENEW), "--scan", str(SCAN), *extra]
+        super().__init__(worker_id, argv, env, log_dir)
 
     def held(self) -> set[str]:
         held = self.of("held")
         return set(held[-1]["shards"]) if held else set()
 
-    def sigterm(self) -> float:
-        sent = time.monotonic()
-        os.kill(self.proc.pid, signal.SIGTERM)
-        return sent
-
-    def sigkill(self) -> float:
-        sent = time.monotonic()
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        return sent
-
-    def wait_exit(self, timeout_s: float) -> int:
-        code = self.proc.wait(timeout=timeout_s)
-        self._reader.join(10)  # every line the process wrote is collected
-        return code
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        self._stderr.close()
-
-    def stderr_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.stderr_path.read_text().splitlines()[-lines:])
-
 
 @pytest.fixture
 def spawn(emulator_env: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest):
     env = {**os.environ, **emulator_env, "PYTHONPATH": str(REPO_ROOT), "CONSUMER_WORKER_LOG": "INFO"}
-    started: list[WorkerProc] = []
-    failures_before = request.session.testsfailed
-
-    def start(worker_id: str, stream: str, *extra: str) -> WorkerProc:
-        worker = WorkerProc(worker_id, stream, env, tmp_path, *extra)
-        started.append(worker)
-        return worker
-
-    try:
+    with spawned(request, lambda worker_id, stream, *extra: WorkerProc(worker_id, stream, env, tmp_path, *extra)) as start:
         yield start
-    finally:
-        failed = request.session.testsfailed > failures_before
-        for worker in started:
-            try:
-                worker.kill()
-            finally:
-                if failed:
-                    print(f"--- {worker.worker_id} stderr ---\n{worker.stderr_tail()}")
 
 
 # -- what the workers reported ----------------------------------------------------------------

@@ -30,6 +30,7 @@ from test_consumer import (  # worker processes
     deliveries,
     make_stream,
 )
+from worker_process import spawned  # tests/worker_process.py
 
 from kinesis_src import Consumer, KeyRange
 from kinesis_src.aws.dynamodb import DynamoDBClient
@@ -49,21 +50,8 @@ SLICES = 3
 @pytest.fixture
 def workers(emulator_env, tmp_path, request):
     env = {**os.environ, **emulator_env, "PYTHONPATH": str(REPO_ROOT), "CONSUMER_WORKER_LOG": "INFO"}
-    started: list[WorkerProc] = []
-    failures_before = request.session.testsfailed
-
-    def start(worker_id: str, stream: str, *extra: str) -> WorkerProc:
-        worker = WorkerProc(worker_id, stream, env, tmp_path, *extra)
-        started.append(worker)
-        return worker
-
-    try:
+    with spawned(request, lambda worker_id, stream, *extra: WorkerProc(worker_id, stream, env, tmp_path, *extra)) as start:
         yield start
-    finally:
-        for worker in started:
-            worker.kill()
-            if request.session.testsfailed > failures_before:
-                print(f"--- {worker.worker_id} stderr ---\n{worker.stderr_tail()}")
 
 
 def test_slices_deliver_each_record_once_and_each_key_to_one_worker_through_split_and_merge(

@@ -28,7 +28,6 @@ import base64
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -39,6 +38,7 @@ from typing import Any
 
 import pytest
 import waiting  # tests/waiting.py
+from worker_process import WorkerProcess, spawned  # tests/worker_process.py
 
 from kinesis_src import (
     BlockingConsumer,
@@ -82,68 +82,19 @@ def dynamodb(emulator_env: dict[str, str]) -> DynamoDBClient:
     return DynamoDBClient(AwsSettings.from_env(retry=RETRY))
 
 
-class WorkerProc:
+class WorkerProc(WorkerProcess):
     """One processing_worker.py process; a reader thread collects its events."""
 
     def __init__(self, worker_id: str, stream: str, env: dict[str, str], log_dir: Path, *extra: str) -> None:
-        self.worker_id = worker_id
-        self.stderr_path = log_dir / f"{worker_id}.stderr"
-        self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed in kill()
-        self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), "--stream", stream, "--application", APP, "--worker-id", worker_id, *extra],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True, bufsize=1,
-            start_new_session=True,
-        )
-        self.events: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:  # type: ignore[union-attr]
-            with self._lock:
-                self.events.append(json.loads(line))
-
-    def of(self, kind: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return [e for e in self.events if e["event"] == kind]
-
-    def wait_exit(self, timeout_s: float) -> int:
-        code = self.proc.wait(timeout=timeout_s)
-        self._reader.join(10)
-        return code
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        self._stderr.close()
-
-    def stderr_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.stderr_path.read_text().splitlines()[-lines:])
+        argv = [sys.executable, str(WORKER), "--stream", stream, "--application", APP, "--worker-id", worker_id, *extra]
+        super().__init__(worker_id, argv, env, log_dir)
 
 
 @pytest.fixture
 def spawn(emulator_env: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest):
     env = {**os.environ, **emulator_env, "PYTHONPATH": str(REPO_ROOT), "PROCESSING_WORKER_LOG": "INFO"}
-    started: list[WorkerProc] = []
-    failures_before = request.session.testsfailed
-
-    def start(worker_id: str, stream: str, *extra: str) -> WorkerProc:
-        worker = WorkerProc(worker_id, stream, env, tmp_path, *extra)
-        started.append(worker)
-        return worker
-
-    try:
+    with spawned(request, lambda worker_id, stream, *extra: WorkerProc(worker_id, stream, env, tmp_path, *extra)) as start:
         yield start
-    finally:
-        failed = request.session.testsfailed > failures_before
-        for worker in started:
-            try:
-                worker.kill()
-            finally:
-                if failed:
-                    print(f"--- {worker.worker_id} stderr ---\n{worker.stderr_tail()}")
 
 
 def calls_of(workers: list[WorkerProc]) -> list[dict[str, Any]]:
