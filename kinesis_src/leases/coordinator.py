@@ -151,9 +151,15 @@ class LeaseCoordinator(OwnershipSteps):
             target=self._renewal_loop, name=f"lease-renewal-{self.worker_id}", daemon=True
         )
         self._renewal_thread.start()
-        if sync_now and self.shard_sync is not None:
-            self._sync()
-        self.run_once()
+        try:
+            if sync_now and self.shard_sync is not None:
+                self._sync()
+            self.run_once()
+        except BaseException:
+            # nobody will call stop() on a coordinator whose start() raised: end the renewal here,
+            # or it heartbeats (and holds whatever the cycle took) for the rest of the process
+            self.stop(release=True)
+            raise
         self._thread = threading.Thread(target=self._loop, name=f"leases-{self.worker_id}", daemon=True)
         self._thread.start()
         return self

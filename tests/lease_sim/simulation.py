@@ -14,7 +14,6 @@ simulation's sleep), and the worker fibers are unwound on exit.
 
 from __future__ import annotations
 
-import functools
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -130,9 +129,7 @@ class Simulation:
         self.phases: list[PhaseResult] = []
         self._phase = _PhaseCounters()
         self._names = iter(range(10**9))
-        self._patch = mock.patch.object(
-            boundary, "call_with_retry", functools.partial(retry.call_with_retry, sleep=self._sleep)
-        )
+        self._patch = mock.patch.object(boundary, "call_with_retry", self._call_with_retry)
         self._decode_patch = mock.patch.object(LeaseCodec, "lease", _memo_lease(LeaseCodec.lease))
         self.progress: Callable[[Simulation], None] | None = None  # called every 0.5 simulated s
         self._populate(config.shards, config.workers if config.warm else 0)
@@ -183,10 +180,16 @@ class Simulation:
 
     # -- hooks -----------------------------------------------------------------------------------
 
-    def _sleep(self, seconds: float) -> None:
-        if self.current is None:
-            raise RuntimeError("a retry slept outside any worker's fiber")
-        self.current.sleep(seconds)
+    def _call_with_retry(self, *args: Any, **kwargs: Any) -> Any:
+        """The real retry path; on a worker's fiber its backoff is simulated time.
+
+        The patch is process-wide, so a thread that is no fiber of the running
+        worker (another test's leftover, a library's) retries as if unpatched:
+        its sleep must never suspend a fiber it does not run on.
+        """
+        if self.current is None or not self.current.runs_on_this_thread():
+            return retry.call_with_retry(*args, **kwargs)
+        return retry.call_with_retry(*args, sleep=self.current.sleep, **kwargs)
 
     def after_step(self, worker: SimWorker) -> None:
         if worker.fiber.finished or worker.state == "crashed":

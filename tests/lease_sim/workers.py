@@ -139,6 +139,10 @@ class SimWorker:
 
     # -- the fibers' side ----------------------------------------------------------------------
 
+    def runs_on_this_thread(self) -> bool:
+        """The calling thread is one of this worker's fibers."""
+        return self.fiber.is_current() or self.renewal_fiber.is_current()
+
     def _current(self) -> Fiber:
         return self.renewal_fiber if self.renewal_fiber.is_current() else self.fiber
 

@@ -9,6 +9,7 @@ from moto import mock_aws
 
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
+from kinesis_src.errors import AccessDeniedError
 from kinesis_src.leases.coordinator import LeaseCoordinator
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease
 from kinesis_src.leases.renewal import RenewalMode
@@ -84,3 +85,26 @@ def test_run_once_without_a_thread_renews_in_the_cycle_and_reports_it(dynamodb: 
     assert coordinator.run_once().heartbeat is HeartbeatStatus.RENEWED
     assert coordinator.renewal.mode is RenewalMode.IN_CYCLE
     assert coordinator.run_once().heartbeat is None  # not due yet
+
+
+class FailingScan(LeaseTable):
+    """A lease table whose lease reads are refused, as a role without dynamodb:Query is."""
+
+    def scan(self):
+        raise AccessDeniedError("not allowed to call dynamodb:Query (test)")
+
+
+def renewal_threads(worker_id: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"lease-renewal-{worker_id}" and t.is_alive()]
+
+
+def test_a_start_that_fails_leaves_no_renewal_running_and_no_heartbeat(dynamodb: DynamoDBClient) -> None:
+    """Found by CI: a Consumer whose first lease cycle failed (no dynamodb:Query) left its renewal
+    thread heartbeating for the rest of the process, retrying against a server long gone."""
+    table = FailingScan(dynamodb, "leases-renewal", "app", "orders")
+    observer = LeaseTable(dynamodb, "leases-renewal", "app", "orders")
+    coordinator = LeaseCoordinator(table, "w-fails", timing=TIMING)
+    with pytest.raises(AccessDeniedError):
+        coordinator.start(sync_now=False)
+    wait_for(lambda: not renewal_threads("w-fails"), 5, "the renewal thread to end")
+    assert "w-fails" not in observer.list_workers()

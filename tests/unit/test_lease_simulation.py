@@ -121,3 +121,43 @@ def test_at_a_cold_start_most_takes_win_their_race():
         assert start.converged_after_s is not None
         assert start.moves["lost race"] / (won + start.moves["lost race"]) < 0.25
         _no_unsafe_overlap(sim)
+
+
+def test_a_thread_outside_the_simulation_that_retries_neither_sleeps_in_it_nor_breaks_it():
+    """Found by CI: another test's leftover thread retried a DynamoDB call while a simulation ran.
+    The simulation's patched retry put that thread's backoff into the running worker's fiber, which
+    then got None for its UpdateItem answer. A foreign thread must back off in real time, untouched."""
+    import threading
+
+    from kinesis_src.aws import boundary
+    from kinesis_src.errors import ThrottledError
+    from kinesis_src.retry import RetryPolicy
+
+    stop = threading.Event()
+    calls = {"retried": 0}
+
+    def foreign() -> None:
+        policy = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002)
+        while not stop.is_set():
+            attempts = iter([ThrottledError("throttled (test)"), None])
+
+            def call(attempts=attempts) -> str:
+                error = next(attempts)
+                if error is not None:
+                    raise error
+                return "ok"
+
+            assert boundary.call_with_retry(call, "a foreign call", policy) == "ok"
+            calls["retried"] += 1
+
+    with Simulation(SimConfig(shards=40, workers=4, seed=3)) as sim:
+        thread = threading.Thread(target=foreign, daemon=True)
+        thread.start()
+        try:
+            start = sim.phase("start", lambda: sim.start_workers(4))
+        finally:
+            stop.set()
+            thread.join(10)
+        assert start.converged_after_s is not None
+        _no_unsafe_overlap(sim)
+    assert calls["retried"] > 0 and not thread.is_alive()
