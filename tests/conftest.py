@@ -32,6 +32,7 @@ import launcher  # noqa: E402  (localstack/ has no __init__.py on purpose)
 from kinesis_src import AwsSettings, KinesisClient  # noqa: E402
 from kinesis_src.retry import RetryPolicy  # noqa: E402
 from moto_iam import iam_moto, moto_iam_server  # noqa: E402, F401  (fixtures: moto with IAM enforced, tests/moto_iam.py)
+from thread_leaks import no_leaked_lease_threads  # noqa: E402, F401  (autouse: a test may not leave lease threads running)
 
 _names = itertools.count()
 
