@@ -72,14 +72,16 @@ class ViewReader:
     """
 
     def __init__(self, table: LeaseTable, timing: LeaseTiming, clock: Callable[[], float],
-                 partitions: Callable[[], int] = lambda: 1) -> None:
+                 partitions: Callable[[], int] = lambda: 1, me: str = "") -> None:
         self.table = table
+        self.me = me
         self.timing = timing
         self.clock = clock
         self.partitions = partitions
         self._leases: Mapping[str, Lease] = {}
         self._seen: Fingerprint | None = None
         self._read_at = float("-inf")
+        self._current_at = float("-inf")
         self._lock = threading.Lock()
         self._invalid = True
         self._spread = 1.0  # this round's share of the refresh interval (jittered after every read)
@@ -99,6 +101,7 @@ class ViewReader:
         """
         with self._lock:
             invalid, self._invalid = self._invalid, False  # an invalidate() from now on counts for the next read
+        started = self.clock()
         workers = self.table.list_workers()
         now, seen = self.clock(), fingerprint(workers)
         fleet = (len(self._leases), len(workers), self.partitions())
@@ -118,7 +121,29 @@ class ViewReader:
             self._seen, self._read_at = seen, now
             self._spread = 1.0 - REFRESH_JITTER * random.random()
             self.lease_reads += 1
+        if force or stale or not self._others_changed(seen):
+            self._current_at = started
         return TableView(self._leases, workers), force or stale
+
+    def _others_changed(self, seen: Fingerprint) -> bool:
+        """Another worker announced a change (or appeared, or went away) since the last lease read.
+
+        This worker's own bumps do not count: it made those changes itself.
+        """
+        if self._seen is None:
+            return True
+        return {f for f in seen if f[0] != self.me} != {f for f in self._seen if f[0] != self.me}
+
+    @property
+    def current_at(self) -> float:
+        """When the last read started whose view reflects every change others announced (local clock).
+
+        A read that saw no new announcement, or that read the leases, counts;
+        one that saw an announcement and deferred the lease read
+        (``lease_read_gap_s``) does not: an unread steal may be behind it.
+        :meth:`~.coordinator.LeaseCoordinator.view_is_fresh` dates the view by this.
+        """
+        return self._current_at
 
     @property
     def read_at(self) -> float:
