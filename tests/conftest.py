@@ -1,4 +1,11 @@
-"""Shared fixtures: dummy credentials, and real emulator servers (started once per session, stopped by PID).
+"""Shared fixtures: dummy credentials, and the emulator fixtures, which rest on our own testing kit.
+
+``emulators``, ``emulator_env`` and ``kinesis`` are thin adapters over the
+kit's ``kinesis_test_endpoints``, ``kinesis_test_env`` and
+``kinesis_test_client`` (:mod:`kinesis_src.testing.plugin`, loaded through
+its ``pytest11`` entry point): one kinesis-mock + DynamoDB Local pair per
+session, started and stopped by the kit, so every emulator test exercises
+the kit's endpoint path too.
 
 The emulators bind all interfaces (neither kinesis-mock nor DynamoDB Local has
 a host option), so tests that use them run only inside the private network
@@ -12,6 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -31,6 +39,7 @@ import launcher  # noqa: E402  (localstack/ has no __init__.py on purpose)
 
 from kinesis_src import AwsSettings, KinesisClient  # noqa: E402
 from kinesis_src.retry import RetryPolicy  # noqa: E402
+from kinesis_src.testing import Endpoints  # noqa: E402
 from moto_iam import iam_moto, moto_iam_server  # noqa: E402, F401  (fixtures: moto with IAM enforced, tests/moto_iam.py)
 from thread_leaks import no_leaked_lease_threads  # noqa: E402, F401  (autouse: a test may not leave lease threads running)
 
@@ -45,11 +54,39 @@ def _require_isolation() -> None:
         )
 
 
+@dataclass(frozen=True)
+class SessionEmulators:
+    """The kit's session endpoints under the launcher's names (``kinesis_endpoint``, ``dynamodb_endpoint``, ``env()``).
+
+    What tests written against ``launcher.Emulators`` read from the
+    ``emulators`` fixture, so they run unchanged on the kit's endpoints.
+    """
+
+    endpoints: Endpoints
+
+    @property
+    def kinesis_endpoint(self) -> str:
+        return self.endpoints.kinesis
+
+    @property
+    def dynamodb_endpoint(self) -> str:
+        return self.endpoints.dynamodb
+
+    def env(self) -> dict[str, str]:
+        """Endpoints, region and dummy credentials, as ``launcher.Emulators.env()`` gives them."""
+        return self.endpoints.env()
+
+
 @pytest.fixture(scope="session")
-def emulators() -> Iterator["launcher.Emulators"]:
+def emulators(request: pytest.FixtureRequest) -> SessionEmulators:
+    """The kit's ``kinesis_test_endpoints`` (its emulators, started once per session), isolation checked first.
+
+    Requested by name after the check, so outside ``launcher.py isolated`` these
+    tests skip with the launcher's instruction instead of failing on the kit's
+    ``kinesis_require_endpoints`` (setup.cfg).
+    """
     _require_isolation()
-    with launcher.Emulators(kinesis=True, dynamodb=True) as running:
-        yield running
+    return SessionEmulators(request.getfixturevalue("kinesis_test_endpoints"))
 
 
 @pytest.fixture(scope="session")
@@ -85,17 +122,15 @@ def localstack_kinesis(localstack: str, monkeypatch: pytest.MonkeyPatch) -> Kine
 
 
 @pytest.fixture
-def emulator_env(emulators: "launcher.Emulators", monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    env = emulators.env()
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return env
+def emulator_env(emulators: SessionEmulators, kinesis_test_env: dict[str, str]) -> dict[str, str]:
+    """The kit's ``kinesis_test_env``: endpoints, region and dummy credentials, set in ``os.environ`` for the test."""
+    return kinesis_test_env
 
 
 @pytest.fixture
-def kinesis(emulator_env: dict[str, str]) -> KinesisClient:
-    settings = AwsSettings.from_env(retry=RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=1.0))
-    return KinesisClient(settings)
+def kinesis(emulator_env: dict[str, str], kinesis_test_client: KinesisClient) -> KinesisClient:
+    """The kit's ``kinesis_test_client``: the session's Kinesis, retries kept short."""
+    return kinesis_test_client
 
 
 @pytest.fixture
