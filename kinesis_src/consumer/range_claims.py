@@ -18,11 +18,10 @@ heartbeat changes within the failover time on the observer's own clock, and
 dead when it does not; a dead claim is deleted (conditional on the value
 observed) and no longer counts. Wall clocks are never compared.
 
-Mixing is refused too: a worker without a key range reads every key through
-the stream's ordinary leases, so it would deliver the claimed keys a second
-time. A sticky worker fails at start when live workers without a range hold
-heartbeats on the stream, and a worker without a range fails when it finds a
-live claim (docs/consumer.md, "Sticky key ranges").
+The version item also holds the unit map (:mod:`.unit_registry`): a claim
+that cuts a unit records the split it needs in the same transaction, and
+workers without a range read the units no live claim overlaps
+(:mod:`.units`, :mod:`.unit_readers`).
 """
 
 from __future__ import annotations
@@ -39,6 +38,8 @@ from ..aws import DynamoDBClient
 from ..aws.dynamodb import Item
 from ..clock import since_boot
 from ..errors import KeyRangeInUseError, KinesisSourceError
+from . import unit_registry
+from .units import UnitMap
 
 log = logging.getLogger(__name__)
 
@@ -82,28 +83,33 @@ class RangeClaims:
 
     def read(self) -> tuple[int, list[RangeClaim]]:
         """The registration version and every claim (live or not), in claim order."""
-        version, claims = 0, []
+        version, _, claims = self.read_all()
+        return version, claims
+
+    def read_all(self) -> tuple[int, UnitMap, list[RangeClaim]]:
+        """The registration version, the unit map and every claim (live or not), in claim order."""
+        version, units, claims = 0, UnitMap(), []
         for item in self.dynamodb.query(self.table_name, HASH_KEY, self.partition):
             sort_key = item[RANGE_KEY]["S"]
             if sort_key == VERSION_KEY:
-                version = int(item["version"]["N"])
+                version, units = int(item["version"]["N"]), unit_registry.decode(item)
             elif sort_key.startswith(CLAIM_PREFIX):
                 claims.append(_claim_of(item))
-        return version, sorted(claims, key=lambda c: c.order)
+        return version, units, sorted(claims, key=lambda c: c.order)
 
     # -- this worker's claim ----------------------------------------------------------------
 
     def claim(self, worker_id: str, key_range: KeyRange) -> RangeClaim:
         """Claim ``key_range``; KeyRangeInUseError naming the first live overlapping claim of another range."""
         for _ in range(MAX_ROUNDS):
-            version, claims = self.read()
+            version, units, claims = self.read_all()
             rivals = [c for c in claims if c.worker_id != worker_id and c.key_range != key_range
                       and c.key_range.overlaps(key_range)]
             if rivals:
                 self._refuse_live(rivals, key_range)  # raises, or deleted them all as dead: read again
                 continue
             mine = RangeClaim(worker_id, key_range, uuid.uuid4().hex[:12], 0, version + 1)
-            if self._register(mine, version):
+            if self._register(mine, version, units.with_claim(key_range, worker_id)):
                 self.mine = mine
                 log.info("%s on stream %r (application %r)", mine.describe(), self.stream, self.application)
                 return mine
@@ -112,21 +118,16 @@ class RangeClaims:
             f"for {MAX_ROUNDS} rounds; retry"
         )
 
-    def _register(self, claim: RangeClaim, version: int) -> bool:
-        condition = "attribute_not_exists(#pk)" if version == 0 else "#v = :cur"
-        values = {":next": {"N": str(version + 1)}}
-        if version:
-            values[":cur"] = {"N": str(version)}
-        names = {"#v": "version"} if version else {"#pk": HASH_KEY, "#v": "version"}
-        bump = {
-            "Update": {
-                "TableName": self.table_name, "Key": self._key(VERSION_KEY), "UpdateExpression": "SET #v = :next",
-                "ConditionExpression": condition, "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-            }
-        }
+    def _register(self, claim: RangeClaim, version: int, units: UnitMap) -> bool:
+        """Put the claim, and the unit map with the claim's splits recorded, with ``version + 1``."""
+        bump = unit_registry.version_update(self.table_name, self._key(VERSION_KEY), version, units)
         put = {"Put": {"TableName": self.table_name, "Item": self._item(claim)}}
         return self.dynamodb.transact_write(self.table_name, [bump, put]).committed
+
+    def record_units(self, version: int, units: UnitMap) -> bool:
+        """Store ``units`` with ``version + 1`` if the version is still ``version`` (a split finished)."""
+        bump = unit_registry.version_update(self.table_name, self._key(VERSION_KEY), version, units)
+        return self.dynamodb.transact_write(self.table_name, [bump]).committed
 
     def _refuse_live(self, rivals: list[RangeClaim], key_range: KeyRange) -> None:
         live = observe_live({c.worker_id: c for c in rivals}, self._heartbeats, self.failover_s, self.clock)

@@ -36,6 +36,7 @@ from kinesis_src import Consumer, KeyRange
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer.range_claims import RangeClaim, RangeClaims
+from kinesis_src.consumer.units import UnitMap
 from kinesis_src.errors import KeyRangeInUseError
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.names import default_table_name
@@ -159,7 +160,7 @@ def test_two_claims_made_at_once_are_serialized_the_later_fails_naming_the_earli
     lower, straddling = KeyRange.slice(0, 2), KeyRange(KeyRange.slice(0, 2).end - 5, KeyRange.slice(1, 2).end)
     first = early.claim("early", lower)
     assert first.order == version + 1
-    assert not late._register(RangeClaim("late", straddling, "s", 0, version + 1), version)  # the race lost
+    assert not late._register(RangeClaim("late", straddling, "s", 0, version + 1), version, UnitMap())  # the race lost
     stop = asyncio.Event()
 
     async def renew_and_claim() -> None:
