@@ -1,53 +1,33 @@
 """Enhanced fan-out on aiobotocore: :class:`AsyncFanOut`, the Consumer's twin of :class:`.fanout.FanOut`.
 
-The same calls, errors and event decoding as the botocore version (every
-pure part lives in :mod:`.fanout`); only the awaiting differs.
+The same calls, errors and event decoding as the botocore version (the
+values live in :mod:`.fanout_model`, the error mapping in
+:mod:`.fanout_errors`, the consumer calls' plans in :mod:`.fanout_calls`);
+only the awaiting differs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
-
-from botocore.exceptions import ClientError
 
 from ..errors import ResourceNotFoundError
 from ..positions import Position
 from .async_kinesis import AsyncKinesisClient
 from .boundary import acall
-from .fanout import (
+from .fanout_calls import ActiveWait, Call, adrive, listing_plan, register_plan
+from .fanout_errors import event_stream, mapped_errors
+from .fanout_model import (
     ConsumerDescription,
     FanOutEvent,
-    _code,
-    _limit_or_rate,
-    _not_active_yet,
-    _stream_error,
-    _wait_timeout,
     consumer_from,
     decoded_event,
-    fanout_error,
     is_error_message,
     subscribe_policy,
     subscribe_request,
 )
 
 T = TypeVar("T")
-
-
-def _aguarded(
-    what: str, endpoint: str, fn: Callable[[], Awaitable[T]], subscribing: bool = False
-) -> Callable[[], Awaitable[T]]:
-    async def attempt() -> T:
-        try:
-            return await fn()
-        except Exception as exc:
-            mapped = fanout_error(exc, what, endpoint, subscribing=subscribing)
-            if mapped is None:
-                raise
-            raise mapped from exc
-
-    return attempt
 
 
 class AsyncFanOut:
@@ -61,44 +41,31 @@ class AsyncFanOut:
         policy = self._kinesis.settings.retry
         if subscribing:
             policy = subscribe_policy(policy)
-        return await acall(what, self.endpoint, policy, _aguarded(what, self.endpoint, fn, subscribing))
+
+        async def attempt() -> T:
+            with mapped_errors(what, self.endpoint, subscribing=subscribing):
+                return await fn()
+
+        return await acall(what, self.endpoint, policy, attempt)
+
+    def _client_call(self, request: Call) -> Awaitable[Any]:
+        return request.on(self._kinesis.botocore_client)
 
     async def register_consumer(self, stream_arn: str, name: str, *, timeout_s: float = 60.0) -> ConsumerDescription:
         """See :meth:`FanOut.register_consumer`."""
         what = f"RegisterStreamConsumer {name!r} on {stream_arn}"
-        client = self._kinesis.botocore_client
-
-        async def register() -> dict[str, Any]:
-            try:
-                return (await client.register_stream_consumer(StreamARN=stream_arn, ConsumerName=name))["Consumer"]
-            except ClientError as exc:
-                if _code(exc) == "ResourceInUseException":
-                    try:
-                        out = await client.describe_stream_consumer(StreamARN=stream_arn, ConsumerName=name)
-                    except ClientError as missing:
-                        if _code(missing) == "ResourceNotFoundException":
-                            raise _not_active_yet(what) from exc
-                        raise
-                    return out["ConsumerDescription"]
-                if _code(exc) == "LimitExceededException":
-                    listed = await client.list_stream_consumers(StreamARN=stream_arn, MaxResults=100)
-                    raise _limit_or_rate(what, stream_arn, listed.get("Consumers", [])) from exc
-                raise
-
-        consumer = consumer_from(await self._call(what, register))
-        return await self.wait_active(consumer.arn, timeout_s=timeout_s)
+        raw = await self._call(what, lambda: adrive(register_plan(stream_arn, name, what), self._client_call))
+        return await self.wait_active(consumer_from(raw).arn, timeout_s=timeout_s)
 
     async def wait_active(
         self, consumer_arn: str, *, timeout_s: float = 60.0, poll_s: float = 0.5
     ) -> ConsumerDescription:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            consumer = await self.describe_consumer(consumer_arn)
-            if consumer.status == "ACTIVE":
-                return consumer
-            if time.monotonic() > deadline:
-                raise _wait_timeout(consumer, timeout_s, self.endpoint)
+        wait = ActiveWait.starting_now(self.endpoint, timeout_s)
+        consumer = await self.describe_consumer(consumer_arn)
+        while not wait.done(consumer):
             await asyncio.sleep(poll_s)
+            consumer = await self.describe_consumer(consumer_arn)
+        return consumer
 
     async def describe_consumer(self, consumer_arn: str) -> ConsumerDescription:
         what = f"DescribeStreamConsumer {consumer_arn}"
@@ -116,21 +83,8 @@ class AsyncFanOut:
         return True
 
     async def list_consumers(self, stream_arn: str) -> list[ConsumerDescription]:
-        client = self._kinesis.botocore_client
-        consumers: list[ConsumerDescription] = []
-        request: dict[str, Any] = {"StreamARN": stream_arn, "MaxResults": 100}
-        seen: set[str] = set()
-        while True:
-            out = await self._call(
-                f"ListStreamConsumers of {stream_arn}", lambda req=request: client.list_stream_consumers(**req)
-            )
-            page = [consumer_from(c) for c in out.get("Consumers", ())]
-            consumers.extend(page)
-            token = out.get("NextToken")
-            if not token or not page or token in seen:
-                return consumers
-            seen.add(token)
-            request = {"StreamARN": stream_arn, "NextToken": token, "MaxResults": 100}
+        what = f"ListStreamConsumers of {stream_arn}"
+        return await adrive(listing_plan(stream_arn), lambda page: self._call(what, lambda: self._client_call(page)))
 
     async def subscribe(
         self, consumer_arn: str, shard_id: str, position: Position, *, stream_arn: str | None = None
@@ -139,25 +93,15 @@ class AsyncFanOut:
         what, request = subscribe_request(consumer_arn, shard_id, position, stream_arn)
         client = self._kinesis.botocore_client
         out = await self._call(what, lambda: client.subscribe_to_shard(**request), subscribing=True)
-        stream = out["EventStream"]
-        try:
-            messages = stream._event_generator  # below aiobotocore's parse: see decoded_event
-            while True:
-                try:
-                    message = await messages.__anext__()
-                    event = decoded_event(message)
-                    if event is None and is_error_message(message):
-                        await stream._parse_event(message)  # an error message: aiobotocore raises it
-                except StopAsyncIteration:
-                    return
-                except Exception as exc:  # translated, never swallowed
-                    raise _stream_error(exc, what, self.endpoint) from exc
-                if event is not None:
+        with event_stream(out["EventStream"], what, self.endpoint) as stream:
+            async for message in stream._event_generator:  # below aiobotocore's parse: see decoded_event
+                event = decoded_event(message)
+                if event is None and is_error_message(message):
+                    await stream._parse_event(message)  # an error message: aiobotocore raises it
+                elif event is not None:
                     yield event
                     if event.shard_ended:
                         return
-        finally:
-            stream.close()
 
 
 __all__ = ["AsyncFanOut"]

@@ -6,10 +6,11 @@ The Consumer's counterpart of :class:`.async_polling.ShardFetcher` for
 ``on_end``, and a resume whose checkpointed record was trimmed is reported
 to ``on_expired``. What differs is the transport: SubscribeToShard pushes
 events, each subscription lasts at most 5 minutes, and the next one starts
-where the cursor stands (:func:`.fanout.resubscribe_position`). Refused
-subscriptions are retried by the AWS layer (at least 1 s apart); outages
-and broken event streams are waited out here, so a shard slows down
-without stopping the consumer. Errors no retry can fix propagate.
+where the cursor stands (:class:`.subscriptions.ShardSubscriptions`, shared
+with the sync driver). Refused subscriptions are retried by the AWS layer
+(at least 1 s apart); outages and broken event streams are waited out
+here, so a shard slows down without stopping the consumer. Errors no retry
+can fix propagate.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..errors import EndpointUnreachableError, RetriesExhaustedError
 from ..positions import Position
 from ..records import RecordPage
 from .cursor import ShardCursor
-from .fanout import resubscribe_position
+from .subscriptions import ShardSubscriptions
 
 log = logging.getLogger(__name__)
 
@@ -48,24 +49,15 @@ class FanOutFetcher:
         on_deaggregated: Callable[[int, int], None] | None = None,
     ) -> None:
         self.fanout = fanout
-        self.consumer_arn = consumer_arn
-        self.stream = stream
-        self.stream_arn = stream_arn
-        self.shard_id = shard_id
         self.start = start
-        self.cursor = ShardCursor(
-            stream, shard_id, start, strict_aggregation=strict_aggregation, on_deaggregated=on_deaggregated
-        )
-        self.deliver = deliver
-        self.on_end = on_end
-        self.on_expired = on_expired
-        self.subscriptions = 0
-        self.events = 0
-        self._continuation: str | None = None
+        cursor = ShardCursor(stream, shard_id, start, strict_aggregation=strict_aggregation,
+                             on_deaggregated=on_deaggregated)
+        self.shard = ShardSubscriptions(consumer_arn, shard_id, cursor, stream_arn=stream_arn)
+        self.deliver, self.on_end, self.on_expired = deliver, on_end, on_expired
 
     @property
-    def position(self) -> Position:
-        return self.cursor.position
+    def subscriptions(self) -> int:
+        return self.shard.subscriptions
 
     async def run(self) -> None:
         while True:
@@ -73,30 +65,26 @@ class FanOutFetcher:
                 if await self._subscription():
                     return
             except RetriesExhaustedError as exc:
-                log.warning("shard %s: %s; subscribing again in %.0fs", self.shard_id, exc, OUTAGE_PAUSE_S)
+                log.warning("shard %s: %s; subscribing again in %.0fs", self.shard.shard_id, exc, OUTAGE_PAUSE_S)
                 await asyncio.sleep(OUTAGE_PAUSE_S)
             except EndpointUnreachableError as exc:
-                log.info("shard %s: %s; resubscribing at %s", self.shard_id, exc, self.position)
+                self.shard.broke_off()
+                log.info("shard %s: %s; resubscribing at %s", self.shard.shard_id, exc, self.shard.position)
                 await asyncio.sleep(BROKEN_PAUSE_S)
 
     async def _subscription(self) -> bool:
         """Read one subscription to its end; True when the shard ended."""
-        position = resubscribe_position(self.position, self._continuation)
-        self.subscriptions += 1
-        log.debug("shard %s: subscribing at %s (subscription %d)", self.shard_id, position, self.subscriptions)
-        events = self.fanout.subscribe(self.consumer_arn, self.shard_id, position, stream_arn=self.stream_arn)
+        events = self.shard.subscribe(self.fanout)
         try:
             async for event in events:
-                self.events += 1
-                self._continuation = event.continuation_sequence_number
-                step = self.cursor.accept(event.page)
+                step = self.shard.accept(event)
                 if step.resumed_past is not None and self.on_expired is not None:
-                    await self.on_expired(self.shard_id, self.start.sequence_number or "", step.resumed_past)
-                if self.cursor.ended:
+                    await self.on_expired(self.shard.shard_id, self.start.sequence_number or "", step.resumed_past)
+                if self.shard.cursor.ended:
                     await self.on_end(step.page)
                     return True
                 if len(step.page) or event.page.millis_behind_latest is not None:
                     await self.deliver(step.page)  # an empty event: only the lag figure is news
         finally:
-            await events.aclose()  # type: ignore[attr-defined]
+            await events.aclose()
         return False  # the service ended it (every 5 minutes): the caller opens the next

@@ -3,16 +3,12 @@
 Used by Spark tasks (``consumerMode=efo``). Each event's page goes through
 the same cursor as a GetRecords page, so de-aggregation, the cuts at a
 recorded end (replay), the record cap and SHARD_END behave exactly as with
-polling. What is the driver's own:
-
-* **subscriptions.** One is opened at the cursor's position on the first
-  step, and again whenever one ends (AWS ends each after 5 minutes), a page
-  was cut short (the subscription is past what was kept), or the event
-  stream broke off. A bounded read closes its subscription when it stops.
-* **where to resubscribe** (:func:`resubscribe_position`): after the last
-  record delivered; from LATEST, the continuation is adopted once the
-  service names one, so records put between two subscriptions are not
-  skipped.
+polling. Where and when to resubscribe is shared with the async driver
+(:class:`.subscriptions.ShardSubscriptions`): a subscription is opened at
+the cursor's position on the first step, and again whenever one ends, a
+page was cut short, or the event stream broke off. What is this driver's
+own: a bounded read closes its subscription when it stops, and gives up
+after :data:`BROKEN_SUBSCRIPTIONS` broken streams in a row.
 
 There is no pacing: the service pushes at most 2 MB/s per shard to each
 consumer, and no Kinesis-side call limit applies between events.
@@ -26,9 +22,10 @@ from typing import Callable, Iterator
 
 from ..aws.fanout import FanOut, FanOutEvent
 from ..errors import ConfigurationError, EndpointUnreachableError
-from ..positions import Position, PositionKind
+from ..positions import Position
 from .bounded import MAX_RECORDS_PER_FETCH, BoundedRead, ShardRead
 from .cursor import NO_END, ReadEnd, ShardCursor, Step
+from .subscriptions import ShardSubscriptions, resubscribe_position
 
 log = logging.getLogger(__name__)
 
@@ -36,20 +33,6 @@ BROKEN_SUBSCRIPTIONS = 5  # event streams breaking off in a row, with no event b
 BROKEN_BACKOFF_S = 1.0
 
 __all__ = ["FanOutReader", "ShardRead", "resubscribe_position"]
-
-
-def resubscribe_position(position: Position, continuation: str | None) -> Position:
-    """Where the next subscription starts: the cursor's position, but LATEST becomes the continuation.
-
-    A cursor that has delivered nothing is still at its start. For
-    TRIM_HORIZON and AT_TIMESTAMP that start is still right; for LATEST it
-    would skip whatever arrived while no subscription was open, so the
-    service's continuation (the point it had reached) takes its place.
-    ``"0"`` is no position: LocalStack names it before the first record.
-    """
-    if position.kind is PositionKind.LATEST and continuation and continuation.strip("0"):
-        return Position.after_sequence(continuation)
-    return position
 
 
 class FanOutReader(BoundedRead):
@@ -76,27 +59,25 @@ class FanOutReader(BoundedRead):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.fanout = fanout
-        self.consumer_arn = consumer_arn
         self.stream = stream
-        self.stream_arn = stream_arn
         self.shard_id = shard_id
         self.cursor = ShardCursor(stream, shard_id, start, strict_aggregation=strict_aggregation)
+        self.shard = ShardSubscriptions(consumer_arn, shard_id, self.cursor, stream_arn=stream_arn)
         self.max_records_per_fetch = max_records_per_fetch
         self._clock = clock
         self._sleep = sleep
         self._events: Iterator[FanOutEvent] | None = None
-        self._continuation: str | None = None
-        self._broken = 0
-        self.subscriptions = 0
+
+    @property
+    def subscriptions(self) -> int:
+        return self.shard.subscriptions
 
     def step(self, limit: int | None = None, end: ReadEnd = NO_END, max_records: int | None = None) -> Step:
         """The next event, as the cursor judged it (``limit`` is GetRecords'; events have none)."""
         if self.cursor.ended:
             raise ConfigurationError(f"shard {self.shard_id} already reached SHARD_END; nothing more to read")
-        event = self._next_event()
-        self._continuation = event.continuation_sequence_number
-        step = self.cursor.accept(event.page, end, max_records)
-        if step.reacquire or self.cursor.ended:
+        step = self.shard.accept(self._next_event(), end, max_records)
+        if self.shard.subscription_done(step):
             self.close()
         return step
 
@@ -115,25 +96,15 @@ class FanOutReader(BoundedRead):
     def _next_event(self) -> FanOutEvent:
         while True:
             if self._events is None:
-                self._events = self._subscribe()
+                self._events = self.shard.subscribe(self.fanout)
             try:
-                event = next(self._events)
+                return next(self._events)
             except StopIteration:  # the service ended the subscription (5 minutes): open the next one
                 self._events = None
-                continue
             except EndpointUnreachableError as exc:
                 self._events = None
-                self._broken += 1
-                if self._broken >= BROKEN_SUBSCRIPTIONS:
+                broken = self.shard.broke_off()
+                if broken >= BROKEN_SUBSCRIPTIONS:
                     raise
                 log.info("shard %s: event stream broke off (%s); resubscribing at %s", self.shard_id, exc, self.position)
-                self._sleep(BROKEN_BACKOFF_S * self._broken)
-                continue
-            self._broken = 0
-            return event
-
-    def _subscribe(self) -> Iterator[FanOutEvent]:
-        position = resubscribe_position(self.position, self._continuation)
-        self.subscriptions += 1
-        log.debug("shard %s: subscribing at %s (subscription %d)", self.shard_id, position, self.subscriptions)
-        return self.fanout.subscribe(self.consumer_arn, self.shard_id, position, stream_arn=self.stream_arn)
+                self._sleep(BROKEN_BACKOFF_S * broken)

@@ -1,0 +1,88 @@
+"""One shard's fan-out subscriptions, with no I/O: what both fan-out drivers share.
+
+A fan-out driver opens a subscription, feeds each event's page to the
+shard cursor, and opens the next subscription when one ends (AWS ends each
+after 5 minutes), a page was cut short, or the event stream broke off.
+:class:`ShardSubscriptions` holds everything of that but the waiting: the
+:class:`.cursor.ShardCursor`, the last continuation the service named,
+where the next subscription starts (:func:`resubscribe_position`), and the
+counts (subscriptions, events, broken streams in a row). The sync driver
+(:class:`.fanout.FanOutReader`, Spark tasks) and the async one
+(:class:`.async_fanout.FanOutFetcher`, the Consumer) keep only their loops
+and their answer to a broken stream: a bounded Spark read gives up after a
+few, a Consumer waits them out.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from ..aws.fanout_model import FanOutEvent
+from ..positions import Position, PositionKind
+from .cursor import NO_END, ReadEnd, ShardCursor, Step
+
+log = logging.getLogger(__name__)
+
+
+class Subscriber(Protocol):
+    """:class:`~kinesis_src.aws.FanOut` or :class:`~kinesis_src.aws.AsyncFanOut`: ``subscribe`` returns a
+    generator of events (sync or async) whose call is made on the first ``next``."""
+
+    def subscribe(self, consumer_arn: str, shard_id: str, position: Position, *, stream_arn: str | None = None) -> Any:
+        ...
+
+
+def resubscribe_position(position: Position, continuation: str | None) -> Position:
+    """Where the next subscription starts: the cursor's position, but LATEST becomes the continuation.
+
+    A cursor that has delivered nothing is still at its start. For
+    TRIM_HORIZON and AT_TIMESTAMP that start is still right; for LATEST it
+    would skip whatever arrived while no subscription was open, so the
+    service's continuation (the point it had reached) takes its place.
+    ``"0"`` is no position: LocalStack names it before the first record.
+    """
+    if position.kind is PositionKind.LATEST and continuation and continuation.strip("0"):
+        return Position.after_sequence(continuation)
+    return position
+
+
+class ShardSubscriptions:
+    """A shard cursor moved by fan-out events; one per shard and driver, not thread-safe."""
+
+    def __init__(self, consumer_arn: str, shard_id: str, cursor: ShardCursor, *, stream_arn: str | None) -> None:
+        self.consumer_arn = consumer_arn
+        self.stream_arn = stream_arn
+        self.shard_id = shard_id
+        self.cursor = cursor
+        self.subscriptions = 0
+        self.events = 0
+        self.broken = 0  # event streams broken off in a row, with no event between
+        self._continuation: str | None = None
+
+    @property
+    def position(self) -> Position:
+        return self.cursor.position
+
+    def subscribe(self, fanout: Subscriber) -> Any:
+        """The next subscription's events, from where the cursor stands (no call is made yet)."""
+        position = resubscribe_position(self.position, self._continuation)
+        self.subscriptions += 1
+        log.debug("shard %s: subscribing at %s (subscription %d)", self.shard_id, position, self.subscriptions)
+        return fanout.subscribe(self.consumer_arn, self.shard_id, position, stream_arn=self.stream_arn)
+
+    def accept(self, event: FanOutEvent, end: ReadEnd = NO_END, max_records: int | None = None) -> Step:
+        """The event's page, as the cursor judged it; its continuation is where a LATEST start resubscribes."""
+        self.events += 1
+        self.broken = 0
+        self._continuation = event.continuation_sequence_number
+        return self.cursor.accept(event.page, end, max_records)
+
+    def broke_off(self) -> int:
+        """Count an event stream that broke off; how many did in a row."""
+        self.broken += 1
+        return self.broken
+
+    def subscription_done(self, step: Step) -> bool:
+        """The subscription cannot go on: its page was cut short (it points past the cursor) or the shard ended."""
+        return step.reacquire or self.cursor.ended
