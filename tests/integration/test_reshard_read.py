@@ -1,8 +1,14 @@
-"""The read path against real kinesis-mock: lineage order through live splits and merges."""
+"""The read path against real kinesis-mock: lineage order through live splits and merges.
+
+Streams, reshards and keyed data come from our testing kit's fixtures
+(``kinesis_stream_factory``, ``kinesis_resharder``, ``kinesis_keyed_producer``,
+:mod:`kinesis_src.testing`), so the kit users get is what these tests run on.
+"""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -15,23 +21,15 @@ from kinesis_src.errors import (
     StreamNotFoundError,
 )
 from kinesis_src.retrieval.polling import ShardReader, StopReason
+from kinesis_src.testing import DeliveryError, Resharder, StreamFactory, verify_delivery
 from kinesis_src.workload import KeyedProducer, check_order
 
 pytestmark = pytest.mark.integration
 
+Producers = Callable[..., KeyedProducer]
 
 
-def make_stream(kinesis: KinesisClient, name: str, shards: int) -> None:
-    kinesis.create_stream(name, shards)
-    kinesis.wait_active(name)
-
-
-def hash_range(shard: dict) -> tuple[int, int]:
-    r = shard["HashKeyRange"]
-    return int(r["StartingHashKey"]), int(r["EndingHashKey"])
-
-
-def split_and_merge_while_producing(kinesis: KinesisClient, stream: str, producer: KeyedProducer) -> None:
+def split_and_merge_while_producing(resharder: Resharder, stream: str, producer: KeyedProducer) -> None:
     """Split shard 0, merge its upper child into shard 1, then split the merged shard; producer runs throughout."""
     producer.put_rounds(3)
     worker = threading.Thread(target=producer.run_until_stopped, args=(1000,), daemon=True)
@@ -43,17 +41,14 @@ def split_and_merge_while_producing(kinesis: KinesisClient, stream: str, produce
 
     try:
         rounds_pass(2)
-        lo, hi = hash_range(kinesis.list_shards(stream)[0])
-        kinesis.split_shard(stream, "shardId-000000000000", (lo + hi + 1) // 2)
-        kinesis.wait_active(stream)
+        split = resharder.split(stream, "shardId-000000000000")  # at the middle: children 2 (lower), 3 (upper)
+        assert split.children == ("shardId-000000000002", "shardId-000000000003")
         rounds_pass(2)
-        kinesis.merge_shards(stream, "shardId-000000000003", "shardId-000000000001")
-        kinesis.wait_active(stream)
+        merge = resharder.merge(stream, "shardId-000000000003", "shardId-000000000001")
+        assert merge.children == ("shardId-000000000004",)
         rounds_pass(2)
-        merged = {s["ShardId"]: s for s in kinesis.list_shards(stream)}["shardId-000000000004"]
-        lo, hi = hash_range(merged)
-        kinesis.split_shard(stream, "shardId-000000000004", lo + (hi - lo) // 3)
-        kinesis.wait_active(stream)
+        merged = next(s for s in resharder.open_shards(stream) if s.shard_id == "shardId-000000000004")
+        resharder.split(stream, merged.shard_id, merged.start + (merged.end - merged.start) // 3)
         rounds_pass(2)
     finally:
         producer.stop()
@@ -62,10 +57,13 @@ def split_and_merge_while_producing(kinesis: KinesisClient, stream: str, produce
     producer.put_rounds(2)
 
 
-def test_drain_in_lineage_order_through_split_and_merge(kinesis: KinesisClient, stream_name: str) -> None:
-    make_stream(kinesis, stream_name, 2)
-    producer = KeyedProducer(kinesis, stream_name, keys=40)
-    split_and_merge_while_producing(kinesis, stream_name, producer)
+def test_drain_in_lineage_order_through_split_and_merge(
+    kinesis: KinesisClient, kinesis_stream_factory: StreamFactory, kinesis_resharder: Resharder,
+    kinesis_keyed_producer: Producers,
+) -> None:
+    stream_name = kinesis_stream_factory(shards=2)
+    producer = kinesis_keyed_producer(stream_name, keys=40)
+    split_and_merge_while_producing(kinesis_resharder, stream_name, producer)
 
     order: list[str] = []
     records = []
@@ -74,9 +72,10 @@ def test_drain_in_lineage_order_through_split_and_merge(kinesis: KinesisClient, 
         if chunk.shard_id not in order:
             order.append(chunk.shard_id)
 
-    report = check_order(records, producer.expected())
+    delivery = verify_delivery(records, producer)  # exactly once, per-key order (raises with its report)
+    assert delivery.delivered == producer.acknowledged
+    report = check_order(records, producer.expected())  # the workload's own check agrees, and counts per shard
     assert report.ok, report.summary()
-    assert report.records == producer.acknowledged
     # Every shard of the lineage was read, and each after its parents.
     graph = ShardDiscovery(kinesis, stream_name)
     graph.refresh()
@@ -88,13 +87,15 @@ def test_drain_in_lineage_order_through_split_and_merge(kinesis: KinesisClient, 
     assert len([s for s, n in report.shards.items() if n]) >= 5
 
 
-def test_the_order_check_catches_children_read_before_parents(kinesis: KinesisClient, stream_name: str) -> None:
-    """Negative control: the same data read newest shard first must fail the check."""
-    make_stream(kinesis, stream_name, 1)
-    producer = KeyedProducer(kinesis, stream_name, keys=10)
+def test_the_order_check_catches_children_read_before_parents(
+    kinesis: KinesisClient, kinesis_stream_factory: StreamFactory, kinesis_resharder: Resharder,
+    kinesis_keyed_producer: Producers,
+) -> None:
+    """Negative control: the same data read newest shard first must fail both checks."""
+    stream_name = kinesis_stream_factory(shards=1)
+    producer = kinesis_keyed_producer(stream_name, keys=10)
     producer.put_rounds(3)
-    kinesis.split_shard(stream_name, "shardId-000000000000", 2**127)
-    kinesis.wait_active(stream_name)
+    kinesis_resharder.split(stream_name, "shardId-000000000000", at=2**127)
     producer.put_rounds(3)
     records = []
     for shard_id in ["shardId-000000000002", "shardId-000000000001", "shardId-000000000000"]:
@@ -102,13 +103,19 @@ def test_the_order_check_catches_children_read_before_parents(kinesis: KinesisCl
         records.extend(reader.read(max_records=10_000, until_caught_up=True).records())
     report = check_order(records, producer.expected())
     assert not report.ok and len(report.out_of_order) == 10
+    with pytest.raises(DeliveryError) as caught:
+        verify_delivery(records, producer)
+    # the kit names every late counter: the parent's 3 rounds of each of the 10 keys came after the child's
+    assert len(caught.value.report.out_of_order) == 30 and not caught.value.report.missing
 
 
-def test_closed_shard_ends_with_child_shards(kinesis: KinesisClient, stream_name: str) -> None:
-    make_stream(kinesis, stream_name, 1)
-    KeyedProducer(kinesis, stream_name, keys=5).put_rounds(2)
-    kinesis.split_shard(stream_name, "shardId-000000000000", 2**127)
-    kinesis.wait_active(stream_name)
+def test_closed_shard_ends_with_child_shards(
+    kinesis: KinesisClient, kinesis_stream_factory: StreamFactory, kinesis_resharder: Resharder,
+    kinesis_keyed_producer: Producers,
+) -> None:
+    stream_name = kinesis_stream_factory(shards=1)
+    kinesis_keyed_producer(stream_name, keys=5).put_rounds(2)
+    kinesis_resharder.split(stream_name, "shardId-000000000000", at=2**127)
     reader = ShardReader(kinesis, stream_name, "shardId-000000000000", Position.trim_horizon(), fetch_interval_s=0)
     read = reader.read(max_records=1000)
     assert read.stop_reason is StopReason.SHARD_END
@@ -116,8 +123,10 @@ def test_closed_shard_ends_with_child_shards(kinesis: KinesisClient, stream_name
     assert sorted(c.shard_id for c in read.child_shards) == ["shardId-000000000001", "shardId-000000000002"]
 
 
-def test_incremental_discovery_lists_only_new_shards_and_closes_parents(kinesis: KinesisClient, stream_name: str) -> None:
-    make_stream(kinesis, stream_name, 2)
+def test_incremental_discovery_lists_only_new_shards_and_closes_parents(
+    kinesis: KinesisClient, kinesis_stream_factory: StreamFactory
+) -> None:
+    stream_name = kinesis_stream_factory(shards=2)
     listed: list[list[str]] = []
     real_list = kinesis.list_shards
 
@@ -140,24 +149,27 @@ def test_incremental_discovery_lists_only_new_shards_and_closes_parents(kinesis:
     assert listed[-1] == []
 
 
-def test_update_shard_count_is_followed(kinesis: KinesisClient, stream_name: str) -> None:
-    make_stream(kinesis, stream_name, 2)
-    producer = KeyedProducer(kinesis, stream_name, keys=20)
+def test_update_shard_count_is_followed(
+    kinesis: KinesisClient, kinesis_stream_factory: StreamFactory, kinesis_resharder: Resharder,
+    kinesis_keyed_producer: Producers,
+) -> None:
+    stream_name = kinesis_stream_factory(shards=2)
+    producer = kinesis_keyed_producer(stream_name, keys=20)
     producer.put_rounds(2)
-    kinesis.update_shard_count(stream_name, 4)
-    kinesis.wait_active(stream_name)
+    kinesis_resharder.scale_to(stream_name, 4, method="update_shard_count")
     producer.put_rounds(2)
     records = [r for chunk in drain_stream(kinesis, stream_name, fetch_interval_s=0) for r in chunk.records()]
-    report = check_order(records, producer.expected())
-    assert report.ok, report.summary()
+    verify_delivery(records, producer)
     discovery = ShardDiscovery(kinesis, stream_name)
     discovery.refresh()
     assert len(discovery.graph.open_shards()) == 4
 
 
-def test_start_positions_latest_and_at_timestamp(kinesis: KinesisClient, stream_name: str) -> None:
-    make_stream(kinesis, stream_name, 1)
-    producer = KeyedProducer(kinesis, stream_name, keys=5)
+def test_start_positions_latest_and_at_timestamp(
+    kinesis: KinesisClient, kinesis_stream_factory: StreamFactory, kinesis_keyed_producer: Producers
+) -> None:
+    stream_name = kinesis_stream_factory(shards=1)
+    producer = kinesis_keyed_producer(stream_name, keys=5)
     producer.put_rounds(2)
     shard = "shardId-000000000000"
     latest = ShardReader(kinesis, stream_name, shard, Position.latest(), fetch_interval_s=0)
@@ -175,11 +187,13 @@ def test_start_positions_latest_and_at_timestamp(kinesis: KinesisClient, stream_
     assert resumed.read(until_caught_up=True).record_count == 3
 
 
-def test_bad_input_names_the_stream_shard_and_endpoint(kinesis: KinesisClient, stream_name: str) -> None:
+def test_bad_input_names_the_stream_shard_and_endpoint(
+    kinesis: KinesisClient, kinesis_stream_factory: StreamFactory
+) -> None:
     with pytest.raises(StreamNotFoundError) as info:
         list(drain_stream(kinesis, "no-such-stream"))
     assert "'no-such-stream'" in str(info.value) and kinesis.endpoint in str(info.value)
-    make_stream(kinesis, stream_name, 1)
+    stream_name = kinesis_stream_factory(shards=1)
     reader = ShardReader(kinesis, stream_name, "shardId-000000000042", Position.trim_horizon())
     with pytest.raises(ShardNotFoundError, match="shardId-000000000042"):
         reader.read(max_records=1)
