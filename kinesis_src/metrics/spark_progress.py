@@ -8,11 +8,16 @@ the field is always ``{}``). The source reports its figures through
 
     {"millisBehindLatest": {"shardId-000000000000": 0, ...},
      "dataLoss": {"trimmedShards": 0, "partlyTrimmedShards": 0},
-     "recordsRead": {"shardId-000000000000": 1200, ...}}
+     "recordsRead": {"shardId-000000000000": 1200, ...},
+     "bytesRead": {"shardId-000000000000": 96000, ...},
+     "throttles": {"shardId-000000000000": 0, ...},
+     "retries": {"shardId-000000000000": 1, ...}}
 
-(with several streams, each map is keyed by stream first; ``recordsRead``
-counts each shard's records over the batches planned since the driver
-started, and is absent in reports of earlier versions).
+(with several streams, each map is keyed by stream first). ``recordsRead``,
+``bytesRead`` (record data), ``throttles`` and ``retries`` count each shard's
+reads over the batches planned since the driver started, as the executor
+tasks recorded them (:mod:`kinesis_src.spark.task_figures`); reports of
+earlier versions lack them.
 :func:`source_figures` reads that text; :class:`QueryProgressCollector` keeps
 the last progress of each query and exports it; :func:`watch_queries`
 registers a ``StreamingQueryListener`` that feeds the collector on the
@@ -27,7 +32,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -43,13 +48,24 @@ PREFIX = "kinesis_src_spark"
 
 @dataclass(frozen=True)
 class SourceFigures:
-    """What one Kinesis source reported in one progress: lag per (stream, shard) and data-loss counts per stream."""
+    """What one Kinesis source reported in one progress.
+
+    Per (stream, shard): lag, and over the batches planned since the driver
+    started, records, record data bytes, throttles and retries of the tasks'
+    reads. Per stream: data-loss counts.
+    """
 
     lag_ms: Mapping[tuple[str, str], int]
     records_read: Mapping[tuple[str, str], int]
     trimmed_shards: Mapping[str, int]
     partly_trimmed_shards: Mapping[str, int]
     input_rows: int
+    bytes_read: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    throttles: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    retries: Mapping[tuple[str, str], int] = field(default_factory=dict)
+
+
+SHARD_MAPS = ("recordsRead", "bytesRead", "throttles", "retries")  # per-shard counts in a report, besides the lag
 
 
 def source_figures(source: Mapping[str, Any]) -> SourceFigures | None:
@@ -57,24 +73,30 @@ def source_figures(source: Mapping[str, Any]) -> SourceFigures | None:
     report = _json(source.get("latestOffset"))
     if not isinstance(report, dict) or "millisBehindLatest" not in report:
         return None
-    lags, losses = report.get("millisBehindLatest") or {}, report.get("dataLoss") or {}
-    records = report.get("recordsRead") or {}
+    lags = report.get("millisBehindLatest") or {}
     if all(isinstance(v, dict) for v in lags.values()) and lags:  # several streams: keyed by stream first
-        per_stream_lag, per_stream_loss, per_stream_records = lags, losses, records
+        per_stream = {key: report.get(key) or {} for key in ("millisBehindLatest", "dataLoss", *SHARD_MAPS)}
     else:
         stream = _stream_name(_json(source.get("endOffset")))
-        per_stream_lag, per_stream_loss, per_stream_records = {stream: lags}, {stream: losses}, {stream: records}
-    lag_ms = {(stream, shard): int(ms) for stream, shards in per_stream_lag.items()
-              for shard, ms in shards.items() if ms is not None}
-    records_read = {(stream, shard): int(n) for stream, shards in per_stream_records.items()
-                    for shard, n in shards.items()}
+        per_stream = {key: {stream: report.get(key) or {}} for key in ("millisBehindLatest", "dataLoss", *SHARD_MAPS)}
+    counts = {key: _by_shard(per_stream[key]) for key in SHARD_MAPS}
+    per_stream_loss = per_stream["dataLoss"]
     return SourceFigures(
-        lag_ms,
-        records_read,
+        _by_shard(per_stream["millisBehindLatest"]),
+        counts["recordsRead"],
         {stream: int(loss.get("trimmedShards", 0)) for stream, loss in per_stream_loss.items()},
         {stream: int(loss.get("partlyTrimmedShards", 0)) for stream, loss in per_stream_loss.items()},
         int(source.get("numInputRows") or 0),
+        bytes_read=counts["bytesRead"],
+        throttles=counts["throttles"],
+        retries=counts["retries"],
     )
+
+
+def _by_shard(per_stream: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    """``{stream: {shard: n}}`` as ``{(stream, shard): n}``; a null figure (no lag known yet) is left out."""
+    return {(stream, shard): int(n) for stream, shards in per_stream.items() for shard, n in shards.items()
+            if n is not None}
 
 
 def _json(value: Any) -> Any:
@@ -145,6 +167,12 @@ def _families() -> dict[str, Any]:
                                  ["query", "source", "stream", "shard"]),
         "shard_records_read": (("Records the source read from the shard over the batches planned since the "
                                 "driver started."), ["query", "source", "stream", "shard"]),
+        "shard_bytes_read": (("Bytes of record data the source read from the shard over the batches planned since "
+                              "the driver started."), ["query", "source", "stream", "shard"]),
+        "shard_throttles": (("Throttled requests the source's tasks retried while reading the shard, over the "
+                             "batches planned since the driver started."), ["query", "source", "stream", "shard"]),
+        "shard_retries": (("Requests the source's tasks retried (throttles included) while reading the shard, over "
+                           "the batches planned since the driver started."), ["query", "source", "stream", "shard"]),
         "trimmed_shards": (("Shards skipped whole because retention trimmed them (failOnDataLoss=false), since the "
                            "driver started."), ["query", "source", "stream"]),
         "partly_trimmed_shards": (("Shards whose checkpointed position retention passed (records lost), since the "
@@ -167,8 +195,10 @@ def _add_query(families: dict[str, Any], query: str, progress: Mapping[str, Any]
         families["source_input_rows"].add_metric([query, label], figures.input_rows)
         for (stream, shard), lag in sorted(figures.lag_ms.items()):
             families["millis_behind_latest"].add_metric([query, label, stream, shard], lag)
-        for (stream, shard), count in sorted(figures.records_read.items()):
-            families["shard_records_read"].add_metric([query, label, stream, shard], count)
+        for name, counts in (("shard_records_read", figures.records_read), ("shard_bytes_read", figures.bytes_read),
+                             ("shard_throttles", figures.throttles), ("shard_retries", figures.retries)):
+            for (stream, shard), count in sorted(counts.items()):
+                families[name].add_metric([query, label, stream, shard], count)
         for stream, count in sorted(figures.trimmed_shards.items()):
             families["trimmed_shards"].add_metric([query, label, stream], count)
         for stream, count in sorted(figures.partly_trimmed_shards.items()):

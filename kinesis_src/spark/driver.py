@@ -22,7 +22,6 @@ from ..discovery import ShardDiscovery
 from ..errors import IteratorExpiredError, LineageListingError, ShardNotFoundError
 from ..identity import StreamIdentity
 from ..leases.claim import QueryClaim
-from ..leases.progress import ProgressStore
 from ..positions import Position
 from ..retrieval.registration import ConsumerMode, FanOutTarget, deregister, register
 from ..stream_ref import StreamRef
@@ -45,7 +44,8 @@ from .planner import (
     trimmed_message,
 )
 from .probes import IdleProber
-from .progress_log import ProgressLog, open_lease_table
+from .progress_log import ProgressLog, driver_progress_log, open_lease_table
+from .task_figures import ShardTotals
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class StreamDriver:
                 options.aws_settings(), options.lease_table_name, options.application_name, self.name
             )
             claim = claim or QueryClaim(leases)
-            progress = progress or ProgressLog(ProgressStore.of(leases))
+            progress = progress or driver_progress_log(leases)
             plans = plans or PlanStore.of(leases)
         self.plans = PlanBook(plans)  # offsets <-> plans: large plans are stored, the offset names them
         self.claim = claim
@@ -94,6 +94,7 @@ class StreamDriver:
         self.progress = progress
         self.lag: dict[str, int] = {}
         self.records_read: dict[str, int] = {}  # per shard, the batches' recorded counts since this driver started
+        self.read_totals = ShardTotals.empty()  # per shard, the same batches' recorded bytes, throttles, retries
         self.trimmed: set[str] = set()  # shards skipped whole (failOnDataLoss=false), for reportLatestOffset
         self.partly_trimmed: set[tuple[str, str]] = set()  # (shard, checkpointed sequence number) skipped past
         self._ends: dict[tuple[str, int], dict[str, BatchEnd]] = {}
@@ -276,6 +277,7 @@ class StreamDriver:
             self.prober.read_by_task(self._ends[key])
             for sid, end in self._ends[key].items():
                 self.records_read[sid] = self.records_read.get(sid, 0) + end.record_count
+                self.read_totals.add(sid, end)
         return self._ends[key]
 
     def forget_before(self, committed: Mapping[str, Any]) -> None:

@@ -40,6 +40,11 @@ class BatchEnd:
     shard_end: bool
     stop_reason: str
     millis_behind_latest: int | None = None
+    # what the read cost, for the query progress only (planning ignores them): record data bytes, and the
+    # retries the task's read made, throttles among them (kinesis_src.spark.task_figures)
+    byte_count: int = 0
+    throttles: int = 0
+    retries: int = 0
 
 
 @dataclass(frozen=True)

@@ -187,12 +187,14 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if len(self.options.streams) == 1 and self._driver is not None:
             driver = self._driver
             return {"millisBehindLatest": dict(sorted(driver.lag.items())), "dataLoss": driver.data_loss(),
-                    "recordsRead": dict(sorted(driver.records_read.items()))}
+                    "recordsRead": dict(sorted(driver.records_read.items())), **driver.read_totals.report()}
         drivers = sorted(self._drivers.items())
+        costs = {name: d.read_totals.report() for name, d in drivers}
         return {
             "millisBehindLatest": {name: dict(sorted(d.lag.items())) for name, d in drivers},
             "dataLoss": {name: d.data_loss() for name, d in drivers},
             "recordsRead": {name: dict(sorted(d.records_read.items())) for name, d in drivers},
+            **{key: {name: cost[key] for name, cost in costs.items()} for key in ("bytesRead", "throttles", "retries")},
         }
 
     def _same_stream(self, driver: StreamDriver, plan: Plan) -> Plan:

@@ -38,6 +38,7 @@ from .partitions import Endpoint, KinesisPartition, ShardSlice
 from .planner import SKIP_HINT, TRIMMED_STOP, BatchEnd
 from .progress_log import task_progress_log
 from .rows import page_to_arrow
+from .task_figures import NO_RETRIES, RetryTally, counted
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,11 @@ def read_slice(kinesis: KinesisClient, partition: KinesisPartition, piece: Shard
     return read
 
 
+def read_counted(kinesis: KinesisClient, partition: KinesisPartition, piece: ShardSlice) -> tuple[ShardRead, RetryTally]:
+    """:func:`read_slice` and the retries it made (one task per Python worker at a time: see :mod:`.task_figures`)."""
+    return counted(lambda: read_slice(kinesis, partition, piece))
+
+
 def slice_limits(partition: KinesisPartition, piece: ShardSlice) -> dict[str, Any]:
     """Where a task's read of one shard stops: the first of the partition's and the slice's limits."""
     duration = partition.max_fetch_duration_ms / 1000 if partition.max_fetch_duration_ms else None
@@ -180,8 +186,9 @@ def read_stream_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatc
     again to exactly that end. That is what makes a replayed batch identical.
     """
     kinesis = kinesis_client(partition.endpoint)
-    reads = {piece.shard_id: read_slice(kinesis, partition, piece) for piece in partition.slices}
-    ours = {sid: batch_end(read) for sid, read in reads.items()}
+    counted_reads = {piece.shard_id: read_counted(kinesis, partition, piece) for piece in partition.slices}
+    reads = {sid: read for sid, (read, _) in counted_reads.items()}
+    ours = {sid: batch_end(read, tally) for sid, (read, tally) in counted_reads.items()}
     for sid, read in reads.items():
         if read.shard_ended and not read.pages:  # only vanished() ends a shard without a single page
             ours[sid] = replace(ours[sid], stop_reason=TRIMMED_STOP)
@@ -203,13 +210,17 @@ def read_stream_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatc
                 yield batch
 
 
-def batch_end(read: ShardRead) -> BatchEnd:
+def batch_end(read: ShardRead, tally: RetryTally = NO_RETRIES) -> BatchEnd:
+    """The end to record for ``read``, with what it cost (bytes of record data, the retries it made)."""
     return BatchEnd(
         next_position=read.next_position,
         record_count=read.record_count,
         shard_end=read.shard_ended,
         stop_reason=read.stop_reason.value,
         millis_behind_latest=read.millis_behind_latest,
+        byte_count=sum(page.byte_count for page in read.pages),
+        throttles=tally.throttles,
+        retries=tally.retries,
     )
 
 

@@ -168,3 +168,98 @@ def test_stop_reason_and_lag_round_trip(dummy_credentials) -> None:
         back = store.read_batch("run1", 4)
         assert back["shardId-000000000001"] == limited
         assert back["shardId-000000000002"] == idle
+
+
+# -- the Spark source's items: what each shard's read cost (kinesis_src.spark.progress_log, .task_figures) ------
+
+
+def spark_task_log(leases: LeaseTable):  # -> ProgressLog (the Spark modules are imported lazily here)
+    from kinesis_src.spark.progress_log import ProgressLog, SparkProgressStore
+
+    return ProgressLog(SparkProgressStore(leases.dynamodb, leases.table_name, leases.application, leases.stream))
+
+
+def test_spark_items_carry_the_reads_bytes_throttles_and_retries_first_writer_wins(leases: LeaseTable) -> None:
+    from kinesis_src.spark.planner import BatchEnd
+    from kinesis_src.spark.progress_log import driver_progress_log
+
+    end = BatchEnd(Position.after_sequence("42"), 3, False, "caught_up", 0, byte_count=300, throttles=2, retries=5)
+    assert spark_task_log(leases).record_many(RUN, 3, {sid(0): end}) == {sid(0): end}
+    assert driver_progress_log(leases).ends(RUN, 3) == {sid(0): end}
+    # A re-run of the batch reads the first writer's end back, cost included: each batch is counted once.
+    rerun = BatchEnd(Position.after_sequence("42"), 3, False, "caught_up", 0, byte_count=300, throttles=0, retries=0)
+    assert spark_task_log(leases).record_many(RUN, 3, {sid(0): rerun}) == {sid(0): end}
+
+
+def test_an_item_without_the_read_cost_reads_as_zeros(store: ProgressStore, leases: LeaseTable) -> None:
+    from kinesis_src.spark.progress_log import driver_progress_log
+
+    store.record(RUN, 4, at(1, 50))  # a plain ShardProgress: what an earlier version's task wrote
+    (end,) = driver_progress_log(leases).ends(RUN, 4).values()
+    assert (end.record_count, end.byte_count, end.throttles, end.retries) == (50 % 7, 0, 0, 0)
+
+
+class RecordingProgressLog:
+    def __init__(self) -> None:
+        self.recorded: dict = {}
+
+    def record_many(self, run: str, batch: int, ends: dict) -> dict:
+        self.recorded.update(ends)
+        return dict(ends)
+
+
+def test_a_task_records_each_shards_bytes_and_the_throttles_and_retries_of_its_own_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stubbed read per shard that is throttled (and once unavailable) before it succeeds, retried by the
+    real retry helper: each shard's end counts its own read's retries, not the other shard's."""
+    from kinesis_src.errors import ServiceUnavailableError, ThrottledError
+    from kinesis_src.records import RecordPage
+    from kinesis_src.retrieval.bounded import ShardRead
+    from kinesis_src.retrieval.cursor import StopReason
+    from kinesis_src.retry import call_with_retry
+    from kinesis_src.spark import tasks
+    from kinesis_src.spark.partitions import Endpoint, KinesisPartition, ShardSlice
+
+    failures = {sid(0): [ThrottledError("slow down"), ServiceUnavailableError("503"), ThrottledError("slow down")],
+                sid(1): [ThrottledError("slow down")]}
+    data = {sid(0): [b"a" * 10, b"b" * 7], sid(1): [b"c" * 3]}
+    policy = RetryPolicy(max_attempts=5, initial_backoff_s=0.001, max_backoff_s=0.002, deadline_s=5)  # 4 for shard 0
+
+    def stub_read(kinesis: object, partition: KinesisPartition, piece: ShardSlice) -> ShardRead:
+        pending = failures[piece.shard_id]
+
+        def get_records() -> RecordPage:
+            if pending:
+                raise pending.pop(0)
+            records = data[piece.shard_id]
+            seqs = [str(n) for n in range(1, len(records) + 1)]
+            return RecordPage(["k"] * len(records), records, seqs, [None] * len(records), [None] * len(records),
+                              "iterator", 0)
+
+        page = call_with_retry(get_records, f"GetRecords on {piece.shard_id}", policy, sleep=lambda s: None)
+        last = Position.after_sequence(page.sequence_numbers[-1])
+        return ShardRead(piece.shard_id, Position.trim_horizon(), last, [page], StopReason.CAUGHT_UP, 0)
+
+    recording = RecordingProgressLog()
+    monkeypatch.setattr(tasks, "kinesis_client", lambda endpoint: object())
+    monkeypatch.setattr(tasks, "read_slice", stub_read)
+    monkeypatch.setattr(tasks, "task_progress_log", lambda *a: recording)
+    monkeypatch.setattr(tasks, "page_batch", lambda *a: None)  # rows are not the point here
+    partition = KinesisPartition(
+        index=0, stream="orders", endpoint=Endpoint("us-east-1", None, None),
+        slices=tuple(ShardSlice(s, Position.trim_horizon().to_dict(), 10) for s in (sid(0), sid(1))),
+        fetch_interval_ms=0, progress={"table": "t", "application": "a", "run": "r", "batch": "4"},
+    )
+
+    assert list(tasks.read_stream_partition(partition)) == []
+    costs = {s: (e.record_count, e.byte_count, e.throttles, e.retries) for s, e in recording.recorded.items()}
+    assert costs == {sid(0): (2, 17, 2, 3), sid(1): (1, 3, 1, 1)}
+
+
+def test_throttles_are_the_retries_of_throttled_errors_and_their_subclasses() -> None:
+    from kinesis_src.spark.task_figures import RetryTally
+
+    before = {"ThrottledError": 4, "ServiceUnavailableError": 1}
+    after = {"ThrottledError": 6, "SubscriptionBusyError": 1, "ServiceUnavailableError": 1, "EndpointUnreachableError": 2}
+    assert RetryTally.between(before, after) == RetryTally(retries=5, throttles=3)
