@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 import pytest
 
@@ -127,6 +128,56 @@ def last_checkpoint(consumer: ScriptedConsumer, shard: str) -> str | None:
     return seqs[-1] if seqs else None
 
 
+@asynccontextmanager
+async def processing(proc: Processor, consumer: ScriptedConsumer) -> AsyncIterator[None]:
+    """The loop runs while the block does; then the consumer stops and the loop ends (an error leaves it to asyncio.run)."""
+    task = asyncio.create_task(proc.run())
+    yield
+    consumer.stop()
+    await task
+
+
+async def process_until_checkpoint(consumer: ScriptedConsumer, handler: Any, shard: str, seq: str,
+                                   **options: Any) -> ProcessingMetrics:
+    """Run the loop until ``shard``'s checkpoint reaches ``seq``, then stop it."""
+    proc, metrics = processor(consumer, handler, **options)
+    async with processing(proc, consumer):
+        await until(lambda: last_checkpoint(consumer, shard) == seq, f"{shard}'s checkpoint at {seq}")
+    return metrics
+
+
+async def process_rows(rows: list[tuple[str, int]], verdict: Callable[[DeliveredRecord], None], until_seq: str,
+                       **options: Any) -> tuple[list[tuple[str, str, int]], list[DeadLetter], ProcessingMetrics]:
+    """``rows`` of shard-1 through a handler that logs each delivery, then lets ``verdict`` raise or not,
+    until the checkpoint reaches ``until_seq``: the deliveries (sequence number, key, count), the dead
+    letters and the metrics."""
+    consumer = ScriptedConsumer()
+    delivered: list[tuple[str, str, int]] = []
+    letters: list[DeadLetter] = []
+
+    async def handler(record: DeliveredRecord) -> None:
+        delivered.append((record.sequence_number, record.partition_key, record.delivery_count))
+        verdict(record)
+
+    consumer.put("shard-1", rows)
+    metrics = await process_until_checkpoint(consumer, handler, "shard-1", until_seq, letters=letters, **options)
+    return delivered, letters, metrics
+
+
+class GatedHandler:
+    """A handler that logs each record's sequence number as it starts, then waits for ``gate`` if ``holds`` it."""
+
+    def __init__(self, holds: Callable[[DeliveredRecord], bool] = lambda record: True) -> None:
+        self.gate = asyncio.Event()
+        self.started: list[str] = []
+        self.holds = holds
+
+    async def __call__(self, record: DeliveredRecord) -> None:
+        self.started.append(record.sequence_number)
+        if self.holds(record):
+            await self.gate.wait()
+
+
 # -- accept -------------------------------------------------------------------------------
 
 
@@ -149,11 +200,9 @@ def test_records_of_different_keys_run_together_each_keys_in_order_and_the_check
         consumer.put("shard-1", [(f"k{n % 4}", n) for n in range(1, 21)])
         consumer.put("shard-2", [(f"k{n % 4}", n) for n in range(101, 111)])
         proc, metrics = processor(consumer, handler)
-        task = asyncio.create_task(proc.run())
-        await until(lambda: metrics.accepted == 30 and last_checkpoint(consumer, "shard-1") == "00020"
-                    and last_checkpoint(consumer, "shard-2") == "00110", "every record accepted and checkpointed")
-        consumer.stop()
-        await task
+        async with processing(proc, consumer):
+            await until(lambda: metrics.accepted == 30 and last_checkpoint(consumer, "shard-1") == "00020"
+                        and last_checkpoint(consumer, "shard-2") == "00110", "every record accepted and checkpointed")
         assert peak > 1, "records never overlapped"
         for key, seqs in order.items():
             assert seqs == sorted(seqs), f"{key} out of order: {seqs}"
@@ -165,22 +214,16 @@ def test_records_of_different_keys_run_together_each_keys_in_order_and_the_check
 def test_a_slow_record_holds_the_checkpoint_back_while_later_records_finish() -> None:
     async def scenario() -> None:
         consumer = ScriptedConsumer()
-        gate = asyncio.Event()
-
-        async def handler(record: DeliveredRecord) -> None:
-            if record.sequence_number == "00002":
-                await gate.wait()
-
+        handler = GatedHandler(lambda record: record.sequence_number == "00002")
+        gate = handler.gate
         consumer.put("shard-1", [("a", 1), ("b", 2), ("c", 3), ("d", 4)])
         proc, metrics = processor(consumer, handler, ordering="unordered")
-        task = asyncio.create_task(proc.run())
-        await until(lambda: metrics.accepted == 3, "the three fast records")
-        await until(lambda: consumer.checkpoints, "the checkpoint before the slow record")
-        assert [c[3] for c in consumer.checkpoints] == ["00001"]  # never past 00002
-        gate.set()
-        await until(lambda: last_checkpoint(consumer, "shard-1") == "00004", "the checkpoint after it")
-        consumer.stop()
-        await task
+        async with processing(proc, consumer):
+            await until(lambda: metrics.accepted == 3, "the three fast records")
+            await until(lambda: consumer.checkpoints, "the checkpoint before the slow record")
+            assert [c[3] for c in consumer.checkpoints] == ["00001"]  # never past 00002
+            gate.set()
+            await until(lambda: last_checkpoint(consumer, "shard-1") == "00004", "the checkpoint after it")
 
     run(scenario)
 
@@ -190,21 +233,13 @@ def test_a_slow_record_holds_the_checkpoint_back_while_later_records_finish() ->
 
 def test_a_failing_record_is_tried_max_delivery_attempts_times_then_dead_lettered_and_counts_as_done() -> None:
     async def scenario() -> None:
-        consumer = ScriptedConsumer()
-        calls: list[tuple[str, int]] = []
-        letters: list[DeadLetter] = []
-
-        async def handler(record: DeliveredRecord) -> None:
-            calls.append((record.sequence_number, record.delivery_count))
+        def verdict(record: DeliveredRecord) -> None:
             if record.partition_key == "poison":
                 raise TimeoutError("backend timed out")
 
-        consumer.put("shard-1", [("poison", 1), ("poison", 2), ("ok", 3)])
-        proc, metrics = processor(consumer, handler, letters=letters, max_delivery_attempts=4)
-        task = asyncio.create_task(proc.run())
-        await until(lambda: last_checkpoint(consumer, "shard-1") == "00003", "the checkpoint past both poison records")
-        consumer.stop()
-        await task
+        delivered, letters, metrics = await process_rows([("poison", 1), ("poison", 2), ("ok", 3)], verdict, "00003",
+                                                         max_delivery_attempts=4)
+        calls = [(seq, count) for seq, _, count in delivered]
         assert [c for c in calls if c[0] == "00001"] == [("00001", n) for n in (1, 2, 3, 4)]
         assert [(d.record.sequence_number, d.delivery_count, d.reason, d.error_type) for d in letters] == [
             ("00001", 4, DeadLetterReason.FAILED, "TimeoutError"), ("00002", 4, DeadLetterReason.FAILED, "TimeoutError")]
@@ -219,12 +254,7 @@ def test_a_failing_record_is_tried_max_delivery_attempts_times_then_dead_lettere
 
 def test_reject_dead_letters_at_once_and_release_redelivers_until_the_last_attempt() -> None:
     async def scenario() -> None:
-        consumer = ScriptedConsumer()
-        calls: list[tuple[str, int]] = []
-        letters: list[DeadLetter] = []
-
-        async def handler(record: DeliveredRecord) -> None:
-            calls.append((record.partition_key, record.delivery_count))
+        def verdict(record: DeliveredRecord) -> None:
             if record.partition_key == "bad":
                 raise Reject("unparseable")
             if record.partition_key == "later" and record.delivery_count < 2:
@@ -232,12 +262,9 @@ def test_reject_dead_letters_at_once_and_release_redelivers_until_the_last_attem
             if record.partition_key == "never":
                 raise Release("never ready")
 
-        consumer.put("shard-1", [("bad", 1), ("later", 2), ("never", 3)])
-        proc, metrics = processor(consumer, handler, letters=letters, max_delivery_attempts=3)
-        task = asyncio.create_task(proc.run())
-        await until(lambda: last_checkpoint(consumer, "shard-1") == "00003", "everything done")
-        consumer.stop()
-        await task
+        delivered, letters, metrics = await process_rows([("bad", 1), ("later", 2), ("never", 3)], verdict, "00003",
+                                                         max_delivery_attempts=3)
+        calls = [(key, count) for _, key, count in delivered]
         assert sorted(calls) == sorted([("bad", 1), ("later", 1), ("later", 2), ("never", 1), ("never", 2), ("never", 3)])
         assert [(d.record.partition_key, d.delivery_count, d.reason, d.error_message) for d in letters] == [
             ("bad", 1, DeadLetterReason.REJECTED, "unparseable"), ("never", 3, DeadLetterReason.RELEASED, "never ready")]
@@ -281,11 +308,9 @@ def test_owner_switches_since_the_checkpoint_count_as_deliveries_and_a_head_reco
         consumer.put("shard-1", [("a", 1)])
         consumer.put("shard-2", [("b", 11), ("c", 12)])
         proc, metrics = processor(consumer, handler, letters=letters, max_delivery_attempts=3)
-        task = asyncio.create_task(proc.run())
-        await until(lambda: last_checkpoint(consumer, "shard-1") == "00001" and last_checkpoint(consumer, "shard-2") == "00012",
-                    "both shards checkpointed")
-        consumer.stop()
-        await task
+        async with processing(proc, consumer):
+            await until(lambda: last_checkpoint(consumer, "shard-1") == "00001" and last_checkpoint(consumer, "shard-2") == "00012",
+                        "both shards checkpointed")
         assert counts["00001"] == 3
         assert [(d.record.sequence_number, d.reason, d.delivery_count) for d in letters] == [
             ("00011", DeadLetterReason.OWNER_SWITCHES, 5)]  # the head; never given to the handler
@@ -301,25 +326,17 @@ def test_owner_switches_since_the_checkpoint_count_as_deliveries_and_a_head_reco
 def test_a_lost_lease_abandons_its_records_writes_no_checkpoint_and_the_other_shard_goes_on() -> None:
     async def scenario() -> None:
         consumer = ScriptedConsumer()
-        gate = asyncio.Event()
-        started: list[str] = []
-
-        async def handler(record: DeliveredRecord) -> None:
-            started.append(record.sequence_number)
-            if record.shard_id == "shard-1":
-                await gate.wait()
-
+        handler = GatedHandler(lambda record: record.shard_id == "shard-1")
+        gate, started = handler.gate, handler.started
         consumer.put("shard-1", [("a", 1), ("a", 2), ("a", 3)])
         proc, metrics = processor(consumer, handler)
-        task = asyncio.create_task(proc.run())
-        await until(lambda: started == ["00001"], "the first record of shard-1 in its handler")
-        consumer.holding("shard-1").lose()
-        gate.set()
-        consumer.put("shard-2", [("b", 21)])
-        await until(lambda: last_checkpoint(consumer, "shard-2") == "00021", "shard-2 checkpointed")
-        await until(lambda: not proc.holdings.get(("s", "shard-1", 1)), "shard-1's holding forgotten")
-        consumer.stop()
-        await task
+        async with processing(proc, consumer):
+            await until(lambda: started == ["00001"], "the first record of shard-1 in its handler")
+            consumer.holding("shard-1").lose()
+            gate.set()
+            consumer.put("shard-2", [("b", 21)])
+            await until(lambda: last_checkpoint(consumer, "shard-2") == "00021", "shard-2 checkpointed")
+            await until(lambda: not proc.holdings.get(("s", "shard-1", 1)), "shard-1's holding forgotten")
         assert last_checkpoint(consumer, "shard-1") is None
         # 00001 finished (accepted, its checkpoint refused); 00002 and 00003 never started: the next owner has them
         assert started == ["00001", "00021"] and metrics.abandoned == 2 and metrics.buffered_records == 0
@@ -330,23 +347,19 @@ def test_a_lost_lease_abandons_its_records_writes_no_checkpoint_and_the_other_sh
 def test_the_buffer_cap_stops_taking_batches_until_records_are_done() -> None:
     async def scenario() -> None:
         consumer = ScriptedConsumer()
-        gate = asyncio.Event()
-
-        async def handler(record: DeliveredRecord) -> None:
-            await gate.wait()
-
+        handler = GatedHandler()
+        gate = handler.gate
         for n in range(5):
             consumer.put("shard-1", [(f"k{n}", 2 * n + 1), (f"k{n}b", 2 * n + 2)])
         proc, metrics = processor(consumer, handler, max_in_flight=2, max_buffered_records=4)
-        task = asyncio.create_task(proc.run())
-        await until(lambda: metrics.in_flight == 2 and metrics.buffered_records == 4, "two batches in, two records in flight")
-        for _ in range(20):  # let every ready task run: a puller ignoring the cap would take batch 3 now
-            await asyncio.sleep(0)
-        assert consumer.pulled == 2 and metrics.buffered_records == 4
-        gate.set()
-        await until(lambda: last_checkpoint(consumer, "shard-1") == "00010", "all ten")
-        consumer.stop()
-        await task
+        async with processing(proc, consumer):
+            await until(lambda: metrics.in_flight == 2 and metrics.buffered_records == 4,
+                        "two batches in, two records in flight")
+            for _ in range(20):  # let every ready task run: a puller ignoring the cap would take batch 3 now
+                await asyncio.sleep(0)
+            assert consumer.pulled == 2 and metrics.buffered_records == 4
+            gate.set()
+            await until(lambda: last_checkpoint(consumer, "shard-1") == "00010", "all ten")
         assert consumer.pulled == 5
 
     run(scenario)
@@ -355,13 +368,8 @@ def test_the_buffer_cap_stops_taking_batches_until_records_are_done() -> None:
 def test_a_stop_lets_running_records_finish_checkpoints_them_and_leaves_unstarted_ones_to_the_next_owner() -> None:
     async def scenario() -> None:
         consumer = ScriptedConsumer()
-        gate = asyncio.Event()
-        started: list[str] = []
-
-        async def handler(record: DeliveredRecord) -> None:
-            started.append(record.sequence_number)
-            await gate.wait()
-
+        handler = GatedHandler()
+        gate, started = handler.gate, handler.started
         consumer.put("shard-1", [("a", 1), ("b", 2), ("c", 3)])
         proc, metrics = processor(consumer, handler, max_in_flight=2, checkpoint_interval_s=60.0)
         task = asyncio.create_task(proc.run())
@@ -382,11 +390,7 @@ def test_the_empty_batch_that_ends_a_shard_is_checkpointed_once_the_records_befo
         consumer = ScriptedConsumer()
         consumer.put("shard-1", [("a", 1)])
         consumer.put("shard-1", [])
-        proc, _ = processor(consumer, lambda record: None)
-        task = asyncio.create_task(proc.run())
-        await until(lambda: last_checkpoint(consumer, "shard-1") == "end", "the end batch's checkpoint")
-        consumer.stop()
-        await task
+        await process_until_checkpoint(consumer, lambda record: None, "shard-1", "end")
         assert [c[2:] for c in consumer.checkpoints if c[0] == "shard-1"][-1] == (2, "end")
 
     run(scenario)
@@ -484,13 +488,11 @@ def test_random_outcomes_never_checkpoint_past_an_undone_record_and_end_with_eve
 
         proc, metrics = processor(consumer, handler, ordering=ordering, max_delivery_attempts=3)
         proc.sink = CallableDeadLetter(on_letter)
-        task = asyncio.create_task(proc.run())
-        last = "end" if not batches[-1] else f"{seq:05d}"  # an empty last batch is checkpointed as itself
-        await until(lambda: len(done) == len(plan) and last_checkpoint(consumer, "shard-1") == last,
-                    "every record done and checkpointed")
-        check_checkpoints()
-        consumer.stop()
-        await task
+        async with processing(proc, consumer):
+            last = "end" if not batches[-1] else f"{seq:05d}"  # an empty last batch is checkpointed as itself
+            await until(lambda: len(done) == len(plan) and last_checkpoint(consumer, "shard-1") == last,
+                        "every record done and checkpointed")
+            check_checkpoints()
         expected_letters = {s for s, (_, _, f) in plan.items() if f == -1 or f >= 3}
         assert {d.record.sequence_number for d in letters} == expected_letters
         if ordering == "key":
