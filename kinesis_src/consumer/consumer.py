@@ -2,19 +2,18 @@
 
 Three parties, and what each owns
 ---------------------------------
-* Per stream, a **lease coordinator** (a thread, :class:`~kinesis_src.leases.LeaseCoordinator`)
-  decides which shards this process holds: fair share among the processes
-  with the same application name, failover, parent-first assignment. It
-  tells that stream's :class:`~.stream_reader.StreamReader` through the
-  listener methods, from its thread; they hop onto the event loop. A
-  consumer of several streams has one reader (and one coordinator, one
-  set of leases and checkpoints) per stream; this class fans them in.
+* Per stream and unit (:mod:`.units`, :mod:`.unit_readers`), a **lease coordinator** (a
+  thread, :class:`~kinesis_src.leases.LeaseCoordinator`) decides which shards this process
+  holds: fair share among the processes with the same application name, failover,
+  parent-first assignment. It tells its :class:`~.stream_reader.StreamReader` through the
+  listener methods, from its thread; they hop onto the event loop. Each reader has its own
+  leases and checkpoints; this class fans them in.
 * One **fetcher task per held shard** (:class:`~kinesis_src.retrieval.async_polling.ShardFetcher`) reads
   from the lease's checkpoint, paced within Kinesis' per-shard limits, and
   queues batches. At most ``prefetch_batches`` undelivered batches per
   shard: a slow application slows fetching instead of filling memory. With
   a sticky ``key_range``, only the records whose hash key is in the range
-  are queued (:mod:`.stream_reader`, :mod:`.key_range_guard`).
+  are queued (:mod:`.stream_reader`, :mod:`.key_range_guard`, :mod:`.unit_readers`).
 * The **application** takes batches of every stream from the one shared
   queue (``async for``) and acknowledges them with ``await batch.checkpoint()``.
 
@@ -46,7 +45,6 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Self
 
 from lineage import KeyRange
 
-from ..aws import DynamoDBClient
 from ..aws.async_kinesis import AsyncKinesisClient
 from ..config import AwsSettings, CredentialSource
 from ..errors import ConfigurationError
@@ -70,8 +68,8 @@ from .options import (
     parse_streams,
 )
 from .shard_state import HeldShard
-from .stream_list import note_stream_list
 from .stream_reader import StreamReader
+from .unit_readers import UnitReaders
 from .writes import WritesUnderWay
 
 if TYPE_CHECKING:
@@ -188,8 +186,10 @@ class Consumer:
         self._sigterm = SigtermHandler(self.worker_id)
         self.writes = WritesUnderWay(has_work=lambda: not self._queue.empty())  # see .writes
         several = len(self.streams) > 1
-        self.readers = {s: StreamReader(self, s, StreamMetrics(self.metrics, s, several)) for s in self.streams}
+        self.stream_metrics = {s: StreamMetrics(self.metrics, s, several) for s in self.streams}
+        self.readers = {s: StreamReader(self, s, self.stream_metrics[s]) for s in self.streams}  # see .unit_readers
         self._guard = KeyRangeGuard(self)
+        self.units = UnitReaders(self)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -219,9 +219,8 @@ class Consumer:
         self.kinesis = await AsyncKinesisClient(self.settings, connections, before_decode=self.writes.quiet).__aenter__()
         try:
             await asyncio.to_thread(self._new_coordinator)
-            for reader in self.readers.values():
+            for reader in list(self.readers.values()):
                 await asyncio.to_thread(reader.coordinator.start)  # type: ignore[union-attr]
-            await asyncio.to_thread(self._guard.after_start)
         except BaseException:
             await self._abort_start()
             raise
@@ -233,14 +232,8 @@ class Consumer:
         )
 
     def _new_coordinator(self) -> None:
-        """Every stream's lease coordinator (on a worker thread): the table, the stream list, each
-        stream checked (missing: fails naming it; recreated: refused) and its key range claimed."""
-        tables = {stream: reader.lease_table() for stream, reader in self.readers.items()}
-        next(iter(tables.values())).ensure_table(create=True)
-        note_stream_list(DynamoDBClient(self.settings), self.table_name, self.application, self.streams)
-        for stream, reader in self.readers.items():
-            reader.coordinator = reader.new_coordinator(tables[stream])
-        self._guard.before_start()
+        """Every reader's lease coordinator, on a worker thread (:meth:`.unit_readers.UnitReaders.prepare`)."""
+        self.units.prepare(self._guard)
 
     async def _abort_start(self) -> None:
         self.stopping = True
@@ -259,12 +252,14 @@ class Consumer:
         self._sigterm.remove()
         self.in_flight = None
         self._progress.set()
-        for reader in self.readers.values():
+        await cancel(self._housekeeping)
+        await self.units.drain()  # a reader's start or stop under way ends first
+        readers = list(self.readers.values())
+        for reader in readers:
             await reader.stop_fetching()
-        for reader in self.readers.values():
+        for reader in readers:
             if reader.coordinator is not None:
                 await asyncio.to_thread(reader.coordinator.stop)
-        await cancel(self._housekeeping)
         await asyncio.to_thread(self._guard.release)
         if self.kinesis is not None:
             await self.kinesis.__aexit__(None, None, None)
@@ -317,10 +312,10 @@ class Consumer:
                 self.writes.wake()  # the application will wait for a page next: decoding must not wait for writes
             if item is _STOP:
                 continue
-            reader = self.readers[item.stream]
-            await self._until_trusted(reader)
-            shard = reader.holdings.of(item.generation, item.shard_id)
-            if shard is None or not shard.state.delivering:
+            reader, shard = self.units.holding_of(item)
+            if reader is not None:
+                await self._until_trusted(reader)
+            if reader is None or shard is None or not shard.state.delivering:
                 continue  # the lease moved on, or the shard ended, while the batch waited
             shard.slots.release()
             shard.state.hand_out(item.index)
@@ -344,13 +339,11 @@ class Consumer:
     @property
     def fan_out(self) -> FanOutTarget | None:
         """The registered EFO stream consumer of the first stream (each stream's: ``readers[name].fan_out``)."""
-        return next(iter(self.readers.values())).fan_out
+        return next((r.fan_out for r in self.readers.values() if r.fan_out is not None), None)
 
     def held_shards(self) -> list[str]:
         """Shard ids held now; with several streams, ``"<stream>/<shard id>"``."""
-        if len(self.readers) == 1:
-            return next(iter(self.readers.values())).held_shards()
-        return [f"{stream}/{shard}" for stream, reader in self.readers.items() for shard in reader.held_shards()]
+        return self.units.held_shards()
 
     # -- what the stream readers use -------------------------------------------------------
 
@@ -387,21 +380,22 @@ class Consumer:
     # -- housekeeping -----------------------------------------------------------------------
 
     async def _housekeep(self) -> None:
-        """Watch the coordinators for a fatal failure, renew the key-range claims, log metrics
-        every ``metrics_interval_s``."""
+        """Watch the coordinators for a fatal failure, renew the key-range claims (or, without a
+        range, follow them: :mod:`.unit_readers`), log metrics every ``metrics_interval_s``."""
         loop = asyncio.get_running_loop()
         next_log = loop.time() + self.metrics_interval_s
         next_renewal = loop.time()  # at once: the claims were last renewed before the leases started
         while True:
             await asyncio.sleep(min(0.5, self.metrics_interval_s, self.timing.renew_s))
-            for reader in self.readers.values():
+            for reader in list(self.readers.values()):
                 failure = reader.coordinator.failure if reader.coordinator else None
                 if failure is not None and self._failure is None:
                     self.fail(failure)
                 reader.acks.watch_ends(loop.time())
             if loop.time() >= next_renewal:
-                next_renewal = loop.time()  # at once: the claims were last renewed before the leases started
+                next_renewal = loop.time() + self.timing.renew_s
                 await self._guard.renew()
+                await self.units.refresh()
             if loop.time() >= next_log:
                 next_log += self.metrics_interval_s
                 log.info("%s", self.metrics.summary())

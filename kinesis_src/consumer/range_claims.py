@@ -161,17 +161,9 @@ class RangeClaims:
             self._delete(self.mine)
             self.mine = None
 
-    # -- workers without a range --------------------------------------------------------------
-
-    def live_claims(self) -> list[RangeClaim]:
-        """Claims whose heartbeat moves (observed for up to the failover time); dead ones are deleted."""
-        _, claims = self.read()
-        if not claims:
-            return []
-        live = observe_live({c.worker_id: c for c in claims}, self._heartbeats, self.failover_s, self.clock)
-        for dead in (c for c in claims if c not in live):
-            self._delete(dead)
-        return sorted(live, key=lambda c: c.order)
+    def delete_dead(self, claim: RangeClaim) -> bool:
+        """Delete a claim judged dead, unless its heartbeat moved since it was read."""
+        return self._delete(claim)
 
     # -- items ---------------------------------------------------------------------------------
 
@@ -247,11 +239,3 @@ def observe_live(
             return live
         pending = {k: v for k, v in pending.items() if k in now}
     return []
-
-
-def live_unsticky_workers(heartbeats: Callable[[], Mapping[str, tuple[str, int]]], failover_s: float,
-                          beat: Callable[[], object] | None = None, clock: Callable[[], float] = since_boot) -> list[str]:
-    """Workers without a key range whose heartbeat on the stream's ordinary leases moves."""
-    seen = heartbeats()
-    return sorted(observe_live({w: w for w in seen}, heartbeats, failover_s, clock, beat=beat))
-

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 from dataclasses import dataclass, field
 
 from ..leases.model import Lease
@@ -62,6 +63,7 @@ _NEXT: dict[ShardPhase, frozenset[ShardPhase]] = {
 }
 _DELIVERING = frozenset({ShardPhase.FETCHING, ShardPhase.END_SEEN})
 _TERMINAL = frozenset(phase for phase, nxt in _NEXT.items() if not nxt)
+_GENERATIONS = itertools.count(1)  # holding numbers, unique in the process
 
 
 class EndAction(str, enum.Enum):
@@ -231,20 +233,19 @@ class Holdings:
 
     Numbering holdings (``generation``) is what lets a batch from an earlier
     holding of the same shard be told apart, and refused, after the shard
-    was lost and taken again.
+    was lost and taken again. Numbers are unique in the process, so a batch
+    also names its reader when one stream has several (one per unit).
     """
 
     def __init__(self, metrics: ConsumerMetrics, prefetch: int) -> None:
         self.metrics = metrics
         self.prefetch = prefetch
         self._by_shard: dict[str, HeldShard] = {}
-        self._generation = 0
 
     def take(self, lease: Lease) -> HeldShard:
         """A new holding; an earlier one of the same shard must have been retired (see :meth:`forget`)."""
-        self._generation += 1
         state = ShardState(lease.shard_id, owner_switches=lease.owner_switches_since_checkpoint)
-        shard = HeldShard(lease, self._generation, asyncio.Semaphore(self.prefetch), state)
+        shard = HeldShard(lease, next(_GENERATIONS), asyncio.Semaphore(self.prefetch), state)
         self._by_shard[lease.shard_id] = shard
         self.metrics.leases_taken += 1
         self.metrics.shards[lease.shard_id] = ShardMetrics(lease.shard_id, checkpoint=str(lease.checkpoint))

@@ -7,10 +7,13 @@ namespaces leases by application and stream), its stream binding (a
 recreated stream is refused), its own enhanced fan-out registration, its
 holdings and acknowledgements, and its metrics (:class:`.metrics.StreamMetrics`).
 
-With a sticky key range (``key_range``), the reader's leases are the range's
-own set (lease scope ``str(key_range)``: checkpoints per shard and range);
-a shard that does not overlap the range is written SHARD_END in that set at
-once, unread, and a shard the range does not cover is read with its pages
+A reader reads one *unit* of its stream (:mod:`.units`): the whole hash
+space (the ordinary leases, scope "") or a range of it, whose leases are
+the range's own set (scope ``"START-END"``: checkpoints per shard and
+unit). A sticky worker's units are inside its ``key_range``; a worker
+without one reads the units no sticky worker claims, one reader each. A
+shard that does not overlap the unit is written SHARD_END in the unit's set
+at once, unread, and a shard the unit does not cover is read with its pages
 filtered (:func:`kinesis_src.key_filter.filter_page`).
 """
 
@@ -38,6 +41,7 @@ from .bridge import LoopListener, cancel
 from .fetching import Fetcher, FetchSettings, new_fetcher
 from .metrics import StreamMetrics
 from .shard_state import EndAction, HeldShard, Holdings, ShardPhase
+from .units import FULL, scope_of
 
 if TYPE_CHECKING:
     from .consumer import Consumer
@@ -48,12 +52,13 @@ log = logging.getLogger(__name__)
 class StreamReader:
     """Reads one stream for a consumer; batches go to the consumer's queue (``consumer.enqueue``)."""
 
-    def __init__(self, consumer: Consumer, stream: str, metrics: StreamMetrics) -> None:
+    def __init__(self, consumer: Consumer, stream: str, metrics: StreamMetrics, unit: KeyRange | None = None) -> None:
         self.consumer = consumer
         self.stream = stream
         self.metrics = metrics
-        self.key_range: KeyRange | None = consumer.key_range
-        self.scope = "" if self.key_range is None else str(self.key_range)
+        self.unit = unit or consumer.key_range or FULL
+        self.key_range: KeyRange | None = None if self.unit == FULL else self.unit  # what is filtered
+        self.scope = scope_of(self.unit)
         self.fan_out: FanOutTarget | None = None  # this stream's registered consumer, in EFO mode
         self.coordinator: LeaseCoordinator | None = None
         self.holdings = Holdings(metrics, consumer.prefetch_batches)  # type: ignore[arg-type]

@@ -6,8 +6,8 @@
   hash key) before and after both reshards, in order per key.
 * Claims: a worker whose range overlaps a live claim of another range fails
   at start naming it; the same range is shared; a claim whose worker died
-  expires after the failover time; workers with and without a range refuse
-  to share an application (not supported yet: docs/consumer.md); two claims made
+  expires after the failover time; a worker without a range reads what no
+  claim covers (tests/integration/test_mixed_key_ranges.py); two claims made
   at once are serialized (the later fails naming the earlier).
 """
 
@@ -122,8 +122,8 @@ def test_claims_overlap_fails_naming_the_first_the_same_range_is_shared_and_a_de
                 await sticky(stream_name, "second", straddling).start()
             async with sticky(stream_name, "twin", lower):  # the very same range: shared, not refused
                 pass
-            with pytest.raises(KeyRangeInUseError, match="without key_range cannot share"):
-                await sticky(stream_name, "plain", None).start()
+            async with sticky(stream_name, "plain", None) as plain:  # reads what no claim covers
+                assert {r.unit for r in plain.readers.values()} == {upper}
             # A claim whose worker died (never renewed) overlaps: it expires after the failover time.
             await asyncio.to_thread(claims.claim, "ghost", upper)
             waited = time.monotonic()
@@ -134,18 +134,6 @@ def test_claims_overlap_fails_naming_the_first_the_same_range_is_shared_and_a_de
 
     asyncio.run(scenario())
     assert claims.read()[1] == []  # every claim released on close
-
-
-def test_a_sticky_worker_refuses_to_start_next_to_a_live_worker_without_a_range(kinesis, emulator_env) -> None:
-    stream = f"kr-mixed-{uuid.uuid4().hex[:6]}"
-    make_stream(kinesis, stream, 1)
-
-    async def scenario() -> None:
-        async with sticky(stream, "plain", None):
-            with pytest.raises(KeyRangeInUseError, match="live worker.* without a key range .*'plain'"):
-                await sticky(stream, "sticky", KeyRange.slice(0, 2)).start()
-
-    asyncio.run(scenario())
 
 
 def test_two_claims_made_at_once_are_serialized_the_later_fails_naming_the_earlier(emulator_env) -> None:

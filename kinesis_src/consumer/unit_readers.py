@@ -1,0 +1,290 @@
+"""Which units of each stream a consumer reads (:mod:`.units`), and its readers' changes at runtime.
+
+* A worker **with** a ``key_range`` reads the units inside its claim. At
+  start, once claimed (:mod:`.key_range_guard`), it finishes the splits its
+  claim needs (:mod:`.unit_split`) and waits until no worker without a range
+  reads those units any more; then its readers start, one per unit.
+* A worker **without** one reads every unit that no live claim overlaps
+  and that is not being split, one reader (lease coordinator) per unit, and
+  follows the claims at every housekeeping tick: a unit newly claimed (or
+  being split) is handed over gracefully (fetching stops, the batch in hand
+  is awaited, the leases are released at their checkpoints); a unit whose
+  claim was released, or whose worker died (its claim did not move for the
+  failover time, judged on this worker's clock, as heartbeats are), is
+  taken up with its checkpoints as they are. A split whose claimer is gone
+  is finished here.
+
+Neither kind can miss the other: a worker without a range writes its
+heartbeat in a unit's lease set *before* it reads the claims one last time
+and starts taking leases, and a sticky worker records its claim *before* it
+waits for the unit's heartbeats to leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+from lineage import KeyRange
+
+from ..aws import DynamoDBClient
+from ..clock import since_boot
+from ..errors import KinesisSourceError
+from .batch import Batch
+from .range_claims import RangeClaim, RangeClaims
+from .shard_state import HeldShard
+from .stream_list import note_stream_list
+from .stream_reader import StreamReader
+from .unit_split import split_unit, unit_table, wait_until_unread
+from .units import FULL, Split, scope_of
+
+if TYPE_CHECKING:
+    from .consumer import Consumer
+    from .key_range_guard import KeyRangeGuard
+
+log = logging.getLogger(__name__)
+
+MAX_ROUNDS = 20
+
+
+class ClaimWatch:
+    """Other workers' claims judged live or dead: dead once unchanged for the failover time (own clock)."""
+
+    def __init__(self, failover_s: float, clock: Callable[[], float] = since_boot) -> None:
+        self.failover_s = failover_s
+        self.clock = clock
+        self._seen: dict[str, tuple[tuple[str, int], float]] = {}
+
+    def judge(self, claims: list[RangeClaim]) -> tuple[list[RangeClaim], list[RangeClaim]]:
+        """(live, dead); a claim seen for the first time is live."""
+        now, seen, live, dead = self.clock(), {}, [], []
+        for claim in claims:
+            value = (claim.session, claim.heartbeat)
+            before = self._seen.get(claim.worker_id)
+            since = before[1] if before is not None and before[0] == value else now
+            seen[claim.worker_id] = (value, since)
+            (dead if now - since >= self.failover_s else live).append(claim)
+        self._seen = seen
+        return live, dead
+
+
+def finish_split(claims: RangeClaims, split: Split, worker_id: str, failover_s: float,
+                 beat: Callable[[], object] | None = None) -> None:
+    """Split the unit's leases, then record its pieces as units (idempotent; anyone may finish a split)."""
+    split_unit(claims.dynamodb, claims.table_name, claims.application, claims.stream, split, worker_id,
+               failover_s, beat)
+    for _ in range(MAX_ROUNDS):
+        version, units, _ = claims.read_all()
+        if split.unit not in units.units or claims.record_units(version, units.after(split)):
+            return
+    raise KinesisSourceError(f"could not record the split of {split.unit} on stream {claims.stream!r}; retry")
+
+
+def settle_claim(claims: RangeClaims, key_range: KeyRange, worker_id: str, failover_s: float,
+                 beat: Callable[[], object] | None = None) -> tuple[KeyRange, ...]:
+    """A sticky worker's units, once its claim is a union of units that no worker without a range reads."""
+    for _ in range(MAX_ROUNDS):
+        version, units, holders = claims.read_all()
+        if pending := units.splitting(key_range):
+            for split in pending:
+                finish_split(claims, split, worker_id, failover_s, beat)
+        elif not units.is_union(key_range):  # a split of someone else's was under way when we claimed
+            claims.record_units(version, units.with_claim(key_range, worker_id))
+        else:
+            break
+    else:
+        raise KinesisSourceError(f"key range {key_range} on stream {claims.stream!r}: units kept changing; retry")
+    sticky = {c.worker_id for c in holders}
+    for unit in units.inside(key_range):
+        table = unit_table(claims.dynamodb, claims.table_name, claims.application, claims.stream, scope_of(unit))
+        wait_until_unread(table, failover_s, sticky, beat)
+    return units.inside(key_range)
+
+
+class UnitReaders:
+    """The consumer's readers, one per (stream, unit): planned at start, followed at runtime."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.default_unit = consumer.key_range or FULL
+        self.watch = {s: ClaimWatch(consumer.timing.failover_s) for s in consumer.streams}
+        self._claims: dict[str, RangeClaims] = {}
+        self._work: set[asyncio.Future[Any]] = set()  # thread work a close() must wait for
+        self._finishing: set[tuple[str, KeyRange]] = set()
+        self._orphans: list[Split] = []  # splits whose claimer is gone, found by the last _free()
+
+    def key(self, stream: str, unit: KeyRange) -> str:
+        """The reader's key in ``consumer.readers``: the stream for its usual unit, else ``stream@scope``."""
+        return stream if unit == self.default_unit else f"{stream}@{scope_of(unit)}"
+
+    def claims(self, stream: str) -> RangeClaims:
+        c = self.consumer
+        if stream not in self._claims:
+            self._claims[stream] = RangeClaims(DynamoDBClient(c.settings), c.table_name, c.application, stream,
+                                               c.timing.failover_s)
+        return self._claims[stream]
+
+    def holding_of(self, batch: Batch) -> tuple[StreamReader | None, HeldShard | None]:
+        """The reader and holding a batch came from, while it is current (holding numbers are unique)."""
+        for reader in list(self.consumer.readers.values()):
+            if reader.stream == batch.stream and (shard := reader.holdings.of(batch.generation, batch.shard_id)):
+                return reader, shard
+        return None, None
+
+    def held_shards(self) -> list[str]:
+        """Shard ids held now, in stream order; with several streams, ``"<stream>/<shard id>"``."""
+        c = self.consumer
+        held = {(r.stream, shard) for r in list(c.readers.values()) for shard in r.held_shards()}
+        ordered = sorted(held, key=lambda h: (c.streams.index(h[0]), h[1]))
+        return [shard if len(c.streams) == 1 else f"{stream}/{shard}" for stream, shard in ordered]
+
+    # -- at start (worker thread) --------------------------------------------------------------
+
+    def prepare(self, guard: KeyRangeGuard) -> None:
+        """The table, the stream list, each stream checked (missing: fails naming it; recreated:
+        refused), the key range claimed, then one reader per unit read, each with its coordinator."""
+        c = self.consumer
+        tables = {stream: reader.lease_table() for stream, reader in c.readers.items()}
+        next(iter(tables.values())).ensure_table(create=True)
+        note_stream_list(DynamoDBClient(c.settings), c.table_name, c.application, c.streams)
+        for stream, reader in c.readers.items():
+            reader.coordinator = reader.new_coordinator(tables[stream])
+        guard.before_start()
+        self.plan(guard.claims, guard.beat_if_due)
+        self.recheck()
+
+    def plan(self, claimed: dict[str, RangeClaims], beat: Callable[[], object]) -> None:
+        """Replace the consumer's readers by one per unit it reads now (reusing a reader whose unit is the same)."""
+        c = self.consumer
+        old, c.readers = c.readers, {}
+        for stream in c.streams:
+            if c.key_range is not None:
+                units = settle_claim(claimed[stream], c.key_range, c.worker_id, c.timing.failover_s, beat)
+            else:
+                units = self._free(stream)
+            for unit in units:
+                key = self.key(stream, unit)
+                reader = old.get(key) or StreamReader(c, stream, c.stream_metrics[stream], unit)
+                if reader.fan_out is None and stream in old:
+                    reader.fan_out = old[stream].fan_out
+                if reader.coordinator is None:
+                    reader.coordinator = reader.new_coordinator(reader.lease_table())
+                c.readers[key] = reader
+
+    def recheck(self) -> None:
+        """Without a range: heartbeats written in every unit, look at the claims once more before reading."""
+        c = self.consumer
+        if c.key_range is not None:
+            return
+        for reader in c.readers.values():
+            reader.coordinator.register()  # type: ignore[union-attr]
+        for stream in c.streams:
+            free = self._free(stream)
+            for key, reader in list(c.readers.items()):
+                if reader.stream == stream and reader.unit not in free:
+                    reader.coordinator.stop(release=False)  # type: ignore[union-attr]
+                    del c.readers[key]
+
+    def _free(self, stream: str) -> tuple[KeyRange, ...]:
+        """Units no live claim overlaps and nobody splits (dead claims are deleted; orphan splits noted)."""
+        claims = self.claims(stream)
+        _, units, found = claims.read_all()
+        live, dead = self.watch[stream].judge(found)
+        for claim in dead:
+            if claims.delete_dead(claim):
+                log.warning("stream %r: removed the claim of a dead worker: %s", stream, claim.describe())
+        self._orphans = [s for s in units.splits if s.claimer not in {c.worker_id for c in live}]
+        return units.unclaimed([c.key_range for c in live])
+
+    # -- at runtime, on the loop (housekeeping) -----------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Without a range: follow the claims (see the module docstring)."""
+        c = self.consumer
+        if c.key_range is not None:
+            return
+        for stream in c.streams:
+            if c.stopping:
+                return
+            try:
+                free = await self._in_thread(self._free, stream)
+            except KinesisSourceError as exc:  # transient: the next tick reads again
+                log.warning("consumer %s: could not read the key-range claims of %r: %s", c.worker_id, stream, exc)
+                continue
+            for split in self._orphans:
+                self._finish(stream, split)
+            for key, reader in list(c.readers.items()):
+                if reader.stream == stream and reader.unit not in free:
+                    await self._stop(key, reader)
+            for unit in free:
+                if not c.stopping and self.key(stream, unit) not in c.readers:
+                    await self._start(stream, unit)
+
+    async def _stop(self, key: str, reader: StreamReader) -> None:
+        log.info("consumer %s: unit %s of %r is claimed or being split: handing it over", self.consumer.worker_id,
+                 reader.unit, reader.stream)
+        await reader.stop_fetching()
+        if reader.coordinator is not None:
+            await self._in_thread(reader.coordinator.stop)
+        self.consumer.readers.pop(key, None)
+
+    async def _start(self, stream: str, unit: KeyRange) -> None:
+        c = self.consumer
+        reader = StreamReader(c, stream, c.stream_metrics[stream], unit)
+        reader.fan_out = next((r.fan_out for r in c.readers.values() if r.stream == stream), None)
+        try:
+            started = await self._in_thread(self._start_in_thread, reader)
+        except KinesisSourceError as exc:
+            log.warning("consumer %s: could not start reading unit %s of %r (next tick retries): %s",
+                        c.worker_id, unit, stream, exc)
+            return
+        if started:
+            log.info("consumer %s: reading unit %s of %r", c.worker_id, unit, stream)
+            c.readers[self.key(stream, unit)] = reader
+
+    def _start_in_thread(self, reader: StreamReader) -> bool:
+        coordinator = reader.coordinator = reader.new_coordinator(reader.lease_table())
+        try:
+            coordinator.register()
+            if self.consumer.stopping or reader.unit not in self._free(reader.stream):
+                coordinator.stop(release=False)
+                return False
+            coordinator.start()
+        except BaseException:
+            coordinator.stop(release=True)
+            raise
+        if self.consumer.stopping:  # close() began meanwhile and will not see this reader
+            coordinator.stop(release=True)
+            return False
+        return True
+
+    def _finish(self, stream: str, split: Split) -> None:
+        """Finish a split whose claimer is gone, in the background (it waits for the unit's readers)."""
+        if (stream, split.unit) in self._finishing:
+            return
+        self._finishing.add((stream, split.unit))
+        c = self.consumer
+        task = asyncio.create_task(asyncio.to_thread(
+            finish_split, self.claims(stream), split, c.worker_id, c.timing.failover_s
+        ), name=f"split-{stream}-{split.unit}")
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._finishing.discard((stream, split.unit))
+            if not t.cancelled() and t.exception() is not None:
+                log.warning("consumer %s: finishing the split of %s on %r failed (next tick retries): %s",
+                            c.worker_id, split.unit, stream, t.exception())
+
+        task.add_done_callback(done)
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run on a worker thread; a cancelled caller leaves it running, and close() waits for it (drain)."""
+        future = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+        self._work.add(future)
+        future.add_done_callback(self._work.discard)
+        return await asyncio.shield(future)
+
+    async def drain(self) -> None:
+        """Wait for reader starts and stops under way (close(): no coordinator may outlive the consumer)."""
+        if self._work:
+            await asyncio.gather(*self._work, return_exceptions=True)
