@@ -9,6 +9,7 @@ import pytest
 from fake_kinesis import FakeKinesis
 from moto import mock_aws
 from pyspark.sql.streaming.datasource import ReadAllAvailable
+from spark_driver_fakes import NoClaim, RecordedEnds, stream_reader
 
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
@@ -107,30 +108,8 @@ def test_committing_a_stored_plan_purges_the_ones_before_it(store: PlanStore) ->
 # -- through the stream reader, across a restart ------------------------------------------------------
 
 
-class RecordedEnds:
-    def __init__(self, ends: dict[int, dict[str, BatchEnd]]) -> None:
-        self.by_batch = ends
-
-    def ends(self, run: str, batch: int) -> dict[str, BatchEnd]:
-        return dict(self.by_batch.get(batch, {}))
-
-    def purge_before(self, run: str, batch: int, shard_ids=None) -> None:
-        pass
-
-
-class NoClaim:
-    def acquire(self) -> None:
-        pass
-
-    def release(self) -> None:
-        pass
-
-
 def reader_on(kinesis: FakeKinesis, ends: dict, store: PlanStore | None) -> KinesisStreamReader:
-    opts = parse_options({"streamName": "orders", "region": "us-east-1"}, batch=False, environ={})
-    reader = KinesisStreamReader(opts)
-    reader._driver = StreamDriver(opts, kinesis=kinesis, progress=RecordedEnds(ends), claim=NoClaim(), plans=store)
-    return reader
+    return stream_reader(kinesis, ends, plans=store)
 
 
 def flat_stream(n: int) -> FakeKinesis:

@@ -167,27 +167,6 @@ def test_finished_shards_are_idle_under_a_trigger_without_cut() -> None:
     assert set(for_trigger(previous, frontier, later).status.values()) == {ShardStatus.PENDING}
 
 
-class RecordedEnds:
-    """The progress log: the ends the tasks recorded, per batch."""
-
-    def __init__(self, ends: dict[int, dict[str, BatchEnd]]) -> None:
-        self.by_batch = ends
-
-    def ends(self, run: str, batch: int) -> dict[str, BatchEnd]:
-        return dict(self.by_batch.get(batch, {}))
-
-    def purge_before(self, run: str, batch: int, shard_ids=None) -> None:
-        pass
-
-
-class NoClaim:
-    def acquire(self) -> None:
-        pass
-
-    def release(self) -> None:
-        pass
-
-
 def two_open_shards() -> list[dict]:
     return [listing(0, 0, TOP // 2), listing(1, TOP // 2 + 1, TOP)]
 
@@ -195,19 +174,14 @@ def two_open_shards() -> list[dict]:
 def stream_reader(shards: list[dict], records: dict[str, list[int]], ends: dict[int, dict[str, BatchEnd]], **options):
     """A stream reader whose driver reads stream "orders" (``shards`` holding ``records``) on the shared
     fake Kinesis, with ``ends`` as the recorded batch ends."""
-    from kinesis_src.spark.driver import StreamDriver
-    from kinesis_src.spark.options import parse_options
-    from kinesis_src.spark.stream import KinesisStreamReader
+    from spark_driver_fakes import stream_reader as reader_on  # pyspark: only for the tests that read
 
     kinesis = FakeKinesis()
     kinesis.create_stream("orders", listing=shards)
     for sid, seqs in records.items():
         for q in seqs:
             kinesis.put_record("orders", f"k{q}", b"x", shard_id=sid, sequence_number=str(q))
-    opts = parse_options({"streamName": "orders", "region": "us-east-1", **options}, batch=False, environ={})
-    reader = KinesisStreamReader(opts)
-    reader._driver = StreamDriver(opts, kinesis=kinesis, progress=RecordedEnds(ends), claim=NoClaim())
-    return reader, kinesis
+    return reader_on(kinesis, ends, **options), kinesis
 
 
 def probed(kinesis: FakeKinesis) -> list[str]:
