@@ -174,7 +174,8 @@ def two_open_shards() -> list[dict]:
 def stream_reader(shards: list[dict], records: dict[str, list[int]], ends: dict[int, dict[str, BatchEnd]], **options):
     """A stream reader whose driver reads stream "orders" (``shards`` holding ``records``) on the shared
     fake Kinesis, with ``ends`` as the recorded batch ends."""
-    from spark_driver_fakes import stream_reader as reader_on  # pyspark: only for the tests that read
+    # imported here: only the tests that read need pyspark
+    from spark_driver_fakes import stream_reader as reader_on
 
     kinesis = FakeKinesis()
     kinesis.create_stream("orders", listing=shards)
