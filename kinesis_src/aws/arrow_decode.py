@@ -32,9 +32,7 @@ from __future__ import annotations
 import binascii
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pj
 from botocore import parsers
 from botocore.client import BaseClient
@@ -48,6 +46,8 @@ from .decode import (
     is_get_records,
     parse_get_records,
 )
+from .plain_body import NotThisLayout, cut_body
+from .vector_base64 import decode_column
 
 SMALL_BODY = 16 * 1024
 """Bodies shorter than this (a few dozen records or fewer) take the reference decoder."""
@@ -66,6 +66,7 @@ _BODY = pa.schema(
 )
 _PARSE = pj.ParseOptions(explicit_schema=_BODY, unexpected_field_behavior="ignore")
 _CHILD_SHARDS = b'"ChildShards"'
+_JSON_SPACE = b" \t\n\r"
 
 
 class NotPlain(Exception):
@@ -77,12 +78,34 @@ def decode_get_records_arrow(body: bytes | str) -> RecordPage:
     if isinstance(body, str) or len(body) < SMALL_BODY or _CHILD_SHARDS in body:
         return decode_get_records(body)
     try:
+        return _cut(body)
+    except (NotThisLayout, ValueError, IndexError, pa.ArrowException):  # not Kinesis's own layout: parse it
+        pass
+    try:
         return _decode(body)
     except (NotPlain, pa.ArrowException, ValueError, binascii.Error):  # ValueError: UnicodeDecodeError too
         return decode_get_records(body)  # the same page, or the named MalformedResponseError
 
 
+def _cut(body: bytes) -> ArrowPage:
+    """The page of a body of the layout Kinesis writes (:mod:`.plain_body`): no JSON parser for the records."""
+    cut = cut_body(body)
+    return ArrowPage(
+        partition_keys=cut.partition_keys,
+        data=cut.data,
+        sequence_numbers=cut.sequence_numbers,
+        arrival_epoch=cut.arrival_epoch,
+        encryption_types=[None] * len(cut.sequence_numbers),
+        next_iterator=cut.next_iterator,
+        millis_behind_latest=cut.millis_behind_latest,
+        columns=cut.columns,
+        columns_of=cut.sequence_numbers,
+    )
+
+
 def _decode(body: bytes) -> ArrowPage:
+    if not body.lstrip(_JSON_SPACE).startswith(b"{"):
+        raise NotPlain("not a JSON object")  # and pyarrow.json crashes the process on a body that opens with null
     if not body.isascii():
         body.decode("utf-8")  # json.loads refuses bad UTF-8 anywhere; pyarrow only in the fields it reads
     table = parse_body(body)
@@ -129,43 +152,12 @@ def _columns(fields: pa.StructArray) -> PageColumns:
 
 
 def decode_base64(encoded: pa.StringArray) -> pa.BinaryArray:
-    """Every value's base64, decoded in one ``a2b_base64`` call over the array's one buffer.
+    """Every value's base64, decoded in a few numpy passes (:mod:`.vector_base64`).
 
-    Each value is whole quads (length a multiple of 4), so the quads of the
-    concatenation are the values' quads: with each ``=`` read as ``A`` (zero
-    bits) every value decodes to 3/4 of its length, and the bytes its
-    padding stood for (1 or 2 zeros) are then dropped. Anything but
-    canonical base64 raises :class:`NotPlain` (or ``binascii.Error`` from
-    the strict decode: a character outside the alphabet).
+    Anything but canonical base64 raises :class:`~.vector_base64.NotCanonical`
+    (a ``ValueError``), and the body takes the reference decoder.
     """
-    n = len(encoded)
-    offsets = np.frombuffer(encoded.buffers()[1], dtype=np.int32)[encoded.offset : encoded.offset + n + 1]
-    lengths = np.diff(offsets)
-    if (lengths & 3).any():
-        raise NotPlain("a Data value is not whole base64 quads")
-    values = encoded.buffers()[2]
-    text = b"" if values is None else values.to_pybytes()[offsets[0] : offsets[-1]]
-    pads = pc.ends_with(encoded, "=").to_numpy(zero_copy_only=False).astype(np.int32)
-    pads += pc.ends_with(encoded, "==").to_numpy(zero_copy_only=False)
-    padding = int(pads.sum())
-    if text.count(b"=") != padding:
-        raise NotPlain("'=' inside a Data value")
-    decoded = binascii.a2b_base64(text.replace(b"=", b"A") if padding else text, strict_mode=True)
-    ends = np.cumsum(lengths // 4 * 3, dtype=np.int64)
-    if padding:
-        decoded = _drop_padding(decoded, ends, pads)
-    sizes = lengths // 4 * 3 - pads
-    value_offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(sizes, out=value_offsets[1:])
-    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(value_offsets), pa.py_buffer(decoded)])
-
-
-def _drop_padding(decoded: bytes, ends: np.ndarray, pads: np.ndarray) -> bytes:
-    """``decoded`` without the last ``pads[i]`` bytes of each value ``i`` (which ends at ``ends[i]``)."""
-    keep = np.ones(len(decoded), dtype=bool)
-    keep[ends[pads >= 1] - 1] = False
-    keep[ends[pads == 2] - 2] = False
-    return np.frombuffer(decoded, dtype=np.uint8)[keep].tobytes()
+    return decode_column(encoded).column
 
 
 # -- the parser hook --------------------------------------------------------------------------------
