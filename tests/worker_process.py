@@ -24,12 +24,15 @@ import pytest
 class WorkerProcess:
     """One worker process; every line it prints is one JSON event (``{"event": kind, ...}``)."""
 
-    def __init__(self, worker_id: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
+    def __init__(
+        self, worker_id: str, argv: list[str], env: dict[str, str], log_dir: Path, *, stdin: int = subprocess.DEVNULL
+    ) -> None:
+        """``stdin=subprocess.PIPE`` for a worker that takes commands (``self.proc.stdin``)."""
         self.worker_id = worker_id
         self.stderr_path = log_dir / f"{worker_id}.stderr"
         self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed in kill()
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True,
+            argv, stdin=stdin, stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True,
             bufsize=1, start_new_session=True,
         )
         self.events: list[dict[str, Any]] = []

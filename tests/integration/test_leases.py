@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import boto3
 import pytest
 from waiting import wait_for  # tests/waiting.py
+from worker_process import WorkerProcess, spawned  # tests/worker_process.py
 
 from kinesis_src import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
@@ -70,40 +71,23 @@ def make_stream(kinesis: KinesisClient, name: str, shards: int) -> None:
     kinesis.wait_active(name)
 
 
-class WorkerProc:
-    """One lease_worker.py process; events are collected by a reader thread with their arrival time."""
+class WorkerProc(WorkerProcess):
+    """One lease_worker.py process, which also takes JSON commands on stdin and answers them as events."""
 
     def __init__(self, worker_id: str, table: str, stream: str, env: dict[str, str], log_dir: Path, *extra: str) -> None:
-        self.worker_id = worker_id
-        self.stderr_path = log_dir / f"{worker_id}.stderr"
-        self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed in kill()
-        self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), "--worker-id", worker_id, "--table", table, "--application", "app",
-             "--stream", stream, "--failover", str(FAILOVER), "--renew", str(RENEW), "--scan", str(SCAN), *extra],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            env={**os.environ, **env, "LEASE_WORKER_LOG": "INFO"}, text=True, bufsize=1, start_new_session=True,
-        )
-        self.events: list[tuple[float, dict[str, Any]]] = []
-        self._lock = threading.Lock()
+        argv = [sys.executable, str(WORKER), "--worker-id", worker_id, "--table", table, "--application", "app",
+                "--stream", stream, "--failover", str(FAILOVER), "--renew", str(RENEW), "--scan", str(SCAN), *extra]
+        super().__init__(worker_id, argv, {**os.environ, **env, "LEASE_WORKER_LOG": "INFO"}, log_dir,
+                         stdin=subprocess.PIPE)
         self._ids = itertools.count(1)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:  # type: ignore[union-attr]
-            with self._lock:
-                self.events.append((time.monotonic(), json.loads(line)))
-
-    def of(self, kind: str) -> list[tuple[float, dict[str, Any]]]:
-        with self._lock:
-            return [(t, e) for t, e in self.events if e["event"] == kind]
 
     def started_at(self) -> float | None:
         started = self.of("started")
-        return started[0][0] if started else None
+        return started[0]["arrived"] if started else None
 
     def held(self) -> set[str]:
         cycles = self.of("cycle")
-        return set(cycles[-1][1]["held"]) if cycles else set()
+        return set(cycles[-1]["held"]) if cycles else set()
 
     def send(self, **command: Any) -> int:
         command_id = next(self._ids)
@@ -113,39 +97,22 @@ class WorkerProc:
 
     def result(self, command_id: int, timeout_s: float = 20.0) -> dict[str, Any]:
         def found() -> dict[str, Any] | None:
-            return next((e for _, e in self.of("result") if e.get("id") == command_id), None)
+            return next((e for e in self.of("result") if e.get("id") == command_id), None)
 
         return wait_for(found, timeout_s, f"{self.worker_id} to answer command {command_id}")
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        self._stderr.close()
+        super().kill()
         self.proc.stdin.close()  # type: ignore[union-attr]
-
-    def stderr_tail(self) -> str:
-        return "\n".join(self.stderr_path.read_text().splitlines()[-30:])
 
 
 @pytest.fixture
 def spawn(emulator_env: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest):
-    started: list[WorkerProc] = []
-    failures_before = request.session.testsfailed
+    def make(worker_id: str, table: str, stream: str, *extra: str) -> WorkerProc:
+        return WorkerProc(worker_id, table, stream, emulator_env, tmp_path, *extra)
 
-    def start(worker_id: str, table: str, stream: str, *extra: str) -> WorkerProc:
-        worker = WorkerProc(worker_id, table, stream, emulator_env, tmp_path, *extra)
-        started.append(worker)
-        return worker
-
-    yield start
-    failed = request.session.testsfailed > failures_before
-    for worker in started:
-        try:
-            worker.kill()
-        finally:
-            if failed:
-                print(f"--- {worker.worker_id} stderr ---\n{worker.stderr_tail()}")
+    with spawned(request, make) as start:
+        yield start
 
 
 def owners(table: LeaseTable) -> dict[str, str | None]:
@@ -231,7 +198,7 @@ def test_failover_after_sigkill_resumes_at_the_dead_workers_checkpoints(kinesis,
     assert failover_s <= FAILOVER + RENEW, f"failover took {failover_s:.2f}s > {FAILOVER + RENEW}s"
 
     def after_kill(kind: str, shard_id: str) -> list[dict[str, Any]]:
-        return [e for w in ("w2", "w3") for t, e in workers[w].of(kind) if t > killed_at and e["shard"] == shard_id]
+        return [e for w in ("w2", "w3") for e in workers[w].of(kind) if e["arrived"] > killed_at and e["shard"] == shard_id]
 
     for shard_id, (first, second) in written.items():
         read = wait_for(lambda s=shard_id: after_kill("read", s), 10, f"a survivor to read {shard_id}")[-1]
@@ -267,7 +234,7 @@ def test_fencing_a_paused_worker_cannot_write_after_losing_its_lease(kinesis, dy
         assert not answer["ok"] and answer["error"] == "LeaseLostError", answer
     assert "owner w2" in w1.result(stale_checkpoint)["message"]
     # w1 learns it was declared dead, registers again, and leaves the single lease with w2.
-    wait_for(lambda: any(e.get("heartbeat") == "declared_dead" for _, e in w1.of("cycle")), 10, "w1 to learn it was declared dead")
+    wait_for(lambda: any(e.get("heartbeat") == "declared_dead" for e in w1.of("cycle")), 10, "w1 to learn it was declared dead")
     cycles_after = len(w1.of("cycle"))
     wait_for(lambda: len(w1.of("cycle")) >= cycles_after + 2, 10, "two more w1 cycles")
     assert w1.held() == set() and w2.held() == {shard}
@@ -285,7 +252,7 @@ def test_a_corrupt_item_stops_the_worker_with_the_item_and_attribute_named(kines
     raw.update_item(TableName=table_name, Key=table._lease_key("shardId-000000000001"),
                     UpdateExpression="SET checkpoint = :n", ExpressionAttributeValues={":n": {"N": "12"}})
     # a hand edit announces nothing (no heartbeat's leaseChanges moved): seen at the periodic re-read
-    failed = wait_for(lambda: w1.of("failed"), 12, "w1 to fail")[0][1]
+    failed = wait_for(lambda: w1.of("failed"), 12, "w1 to fail")[0]
     assert failed["error"] == "CorruptLeaseError"
     assert repr(table_name) in failed["message"] and "sk='shard#shardId-000000000001'" in failed["message"]
     assert "attribute 'checkpoint' has type N" in failed["message"]
@@ -404,7 +371,7 @@ def test_lineage_split_and_merge_on_a_live_stream(kinesis, dynamodb, stream_name
         kinesis.merge_shards(stream_name, "shardId-000000000003", "shardId-000000000001")
         kinesis.wait_active(stream_name)
         producer.put_rounds(2)
-        view = lambda: {l.shard_id: l for l in tables[0].list_leases()}  # noqa: E731
+        view = lambda: {l.shard_id: l for l in tables[0].list_leases()}
         wait_for(lambda: all(view().get(s) and view()[s].is_shard_end for s in
                              ("shardId-000000000000", "shardId-000000000001", "shardId-000000000003")),
                  30, "the three parents to reach SHARD_END")
