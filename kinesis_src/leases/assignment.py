@@ -80,7 +80,8 @@ def plan_assignment(
     * when nothing is free and a worker is starving, the most loaded worker
       that can gives it one lease: one of weight at most half their load
       gap (count: it has two more), the heaviest such. Gracefully (the
-      giver releases), or, as the fallback, stolen.
+      giver releases; every starving worker is served in the same round,
+      :func:`_hand_overs`), or, as the fallback, stolen.
 
     The gap rule is the hysteresis: a move of weight w needs a gap of 2w
     and leaves a gap of 2w less, so no move is ever undone while the
@@ -117,9 +118,7 @@ def plan_assignment(
     release = list(blocked)
     steal: tuple[Lease, ...] = ()
     if not free and starving and me not in starving:
-        gift = _gift(load, closed, starving[0], loads, scale, draining_too=True)
-        if gift is not None and gift[0] == me:
-            release.append(gift[1])  # hand one over gracefully instead of waiting to be stolen from
+        release += _hand_overs(me, load, closed, loads, scale)  # gracefully, instead of waiting to be stolen from
     elif scale.starving(held) and len(take) == len(free):
         steal = _steals(me, load, closed, held, scale, max_steals)
     return AssignmentPlan(tuple(take), steal, tuple(release), len(ready), len(workers))
@@ -244,6 +243,40 @@ def _gift(
             best = max(range(len(options)), key=lambda i: (scale.of_lease(options[i]), i))
             return victim, options[best]
     return None
+
+
+def _hand_overs(
+    me: str, load: Mapping[str, Sequence[Lease]], closed: set[str], loads: Mapping[str, float], scale: _Scale,
+) -> list[Lease]:
+    """What ``me`` hands over this cycle: every starving worker is served in the same round.
+
+    The most starving worker (ties: lowest id) gets a lease from the most
+    loaded worker able to give one (:func:`_gift`), the move is counted, and
+    so on until nobody starves or nobody can give. Every worker that shares
+    the view computes the same moves and makes its own. One gift per round
+    (only the first starving worker's) moved one lease per lease read of the
+    fleet: at 10,000 shards and 100 workers, a few leases short after 10
+    workers crashed took minutes (the lease simulation).
+    """
+    owned = {w: list(ls) for w, ls in load.items()}
+    now = dict(loads)
+    mine: list[Lease] = []
+    while True:
+        hungry = [w for w in owned if scale.starving(now[w])]
+        if not hungry:
+            return mine
+        taker = min(hungry, key=lambda w: (now[w], w))
+        gift = _gift(owned, closed, taker, now, scale, draining_too=True)
+        if gift is None:  # the most starving worker has the widest gap: nobody else can be served either
+            return mine
+        giver, lease = gift
+        owned[giver].remove(lease)
+        owned[taker].append(lease)
+        weight = scale.of_lease(lease)
+        now[giver] -= weight
+        now[taker] += weight
+        if giver == me:
+            mine.append(lease)
 
 
 def _steals(

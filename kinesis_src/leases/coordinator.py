@@ -125,6 +125,7 @@ class LeaseCoordinator(OwnershipSteps):
         self._next_sync = float("-inf")
         self._judge = ExpiryJudge(timing.failover_s, clock)
         self._steal_wanted_since: float | None = None
+        self._need_announced_at = float("-inf")  # when this worker last announced that it starves
         self._views = ViewReader(table, timing, clock, table.known_partitions, self.worker_id)
         self._last_scan = float("-inf")
         self._stop = threading.Event()

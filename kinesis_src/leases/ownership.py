@@ -74,6 +74,7 @@ class OwnershipSteps:
     _judge: ExpiryJudge
     _views: ViewReader
     _steal_wanted_since: float | None
+    _need_announced_at: float
     shard_sync: SyncsShards | None
 
     def shard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease]) -> ShardEndResult:
@@ -196,16 +197,43 @@ class OwnershipSteps:
             if lost_in_a_row >= STALE_AFTER_LOST_RACES:  # others took what this view shows free:
                 self._views.invalidate()  # stop, and plan again next cycle on a fresh read
                 return
+        if plan.steal:
+            self._announce_need()
         for lease in self._patient(plan.steal, progressed=bool(report.acquired)):
             if self._acquire(lease, f"stolen from {lease.owner}", report):
                 report.stolen.append(lease.shard_id)
 
+    def _announce_need(self) -> None:
+        """This worker starves and nothing is free: say so (``leaseChanges`` + 1), once per patience.
+
+        The loaded workers hand leases over when their view shows a starving
+        worker, but a starving worker changes nothing, so nothing made them
+        read the leases before their periodic re-read (30 s): at 10,000 shards
+        and 100 workers, survivors of a crash stayed a few leases short for
+        minutes (the simulation). A ``leaseChanges`` bump makes the others read
+        the leases at their next cycle (past their ``lease_read_gap_s``); it
+        costs one heartbeat write, at most one per steal patience (the bump
+        also makes this worker read again, so once per own lease read would
+        announce every scan on a small fleet).
+        """
+        now = self.clock()
+        if now - self._need_announced_at >= self._steal_patience_s():
+            self._need_announced_at = now
+            self.renewal.note_change()
+
+    def _steal_patience_s(self) -> float:
+        return STEAL_PATIENCE_RENEWALS * self.timing.renew_s + self._views.gap_s
+
     def _patient(self, steals: tuple[Lease, ...], progressed: bool) -> tuple[Lease, ...]:
-        """Steal only if the wish outlasts 1.5 renewals: the victim gets a cycle to shed gracefully.
+        """Steal only if the wish outlasts 1.5 renewals, plus the least gap between the others' lease
+        reads: the victim gets a cycle, after reading this worker's need, to shed gracefully.
 
         Patience restarts whenever this cycle took a lease (``progressed``): the
         others are handing leases over (or freeing them), just more slowly than
         one per renewal, and a forced steal would only add a duplicate delivery.
+        At scale the others read the leases at most every ``lease_read_gap_s``
+        (5.7 s at 10,000 shards and 100 workers), so 1.5 renewals (5 s) ran out
+        before any victim could see the need: 50 forced steals in the simulation.
         """
         if not steals:
             self._steal_wanted_since = None
@@ -213,7 +241,7 @@ class OwnershipSteps:
         now = self.clock()
         if self._steal_wanted_since is None or progressed:
             self._steal_wanted_since = now
-        if now - self._steal_wanted_since < STEAL_PATIENCE_RENEWALS * self.timing.renew_s:
+        if now - self._steal_wanted_since < self._steal_patience_s():
             return ()
         self._steal_wanted_since = None
         return steals

@@ -86,6 +86,7 @@ class ViewReader:
         self._invalid = True
         self._spread = 1.0  # this round's share of the refresh interval (jittered after every read)
         self.lease_reads = 0
+        self.gap_s = 0.0  # the least time between two lease reads, for the fleet seen at the last read
 
     def read(self, force: bool = False) -> tuple[TableView, bool]:
         """This cycle's view, and whether the lease items were read (not served from the cache).
@@ -108,7 +109,8 @@ class ViewReader:
         age = now - self._read_at
         changed = invalid or seen != self._seen
         refresh = self.timing.refresh_s_for(*fleet) * self._spread
-        stale = age >= refresh or (changed and age >= self.timing.lease_read_gap_s(*fleet))
+        self.gap_s = self.timing.lease_read_gap_s(*fleet)
+        stale = age >= refresh or (changed and age >= self.gap_s)
         if changed and not stale and invalid:
             self.invalidate()  # too soon after the last read: read at the first cycle past the gap
         if force or stale:
