@@ -7,6 +7,10 @@ restart delivers only what was put after the checkpoints, so across both
 runs every record is delivered exactly once. Per stream and key, counters
 come out strictly increasing: a parent's records before its children's,
 separately in each stream, through a split in one and a merge in the other.
+
+Streams, reshards and keyed data come from our testing kit's fixtures
+(``kinesis_stream_factory``, ``kinesis_resharder``, ``kinesis_keyed_producer``);
+each stream's deliveries are also checked with its ``verify_delivery``.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ from collections.abc import Callable
 
 import pytest
 
-from kinesis_src import BlockingConsumer, Consumer, KinesisClient, LeaseTiming
+from kinesis_src import BlockingConsumer, Consumer, LeaseTiming
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import ConfigurationError, StreamNotFoundError
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.names import default_table_name
+from kinesis_src.testing import Resharder, StreamFactory, verify_delivery
 from kinesis_src.workload import KeyedProducer, decode
 
 pytestmark = pytest.mark.integration
@@ -33,23 +38,7 @@ pytestmark = pytest.mark.integration
 APP = "multi-stream-tests"
 TIMING = LeaseTiming(failover_s=3.0, renew_interval_s=1.0, scan_interval_s=0.25)
 Delivered = list[tuple[str, str, int]]  # (stream, key, counter) in delivery order
-
-
-def make_stream(kinesis: KinesisClient, name: str, shards: int) -> None:
-    kinesis.create_stream(name, shards)
-    kinesis.wait_active(name)
-
-
-def split_first_shard(kinesis: KinesisClient, stream: str) -> None:
-    shard = kinesis.list_shards(stream)[0]
-    lo, hi = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
-    kinesis.split_shard(stream, shard["ShardId"], (lo + hi + 1) // 2)
-    kinesis.wait_active(stream)
-
-
-def merge_two_shards(kinesis: KinesisClient, stream: str) -> None:
-    kinesis.merge_shards(stream, "shardId-000000000000", "shardId-000000000001")
-    kinesis.wait_active(stream)
+Producers = Callable[..., KeyedProducer]
 
 
 def consumer_of(streams: list[str], app: str, **options) -> Consumer:
@@ -83,13 +72,22 @@ def assert_in_order(delivered: Delivered) -> None:
         last[(stream, key)] = n
 
 
-def test_two_streams_resharded_independently_are_consumed_exactly_once(kinesis, emulator_env, caplog) -> None:
+def verify_each_stream(delivered: Delivered, producers: dict[str, KeyedProducer]) -> None:
+    """The kit's verifier on each stream's deliveries (exactly once, per-key order): its report on failure."""
+    for stream, producer in producers.items():
+        verify_delivery([(key, n) for s, key, n in delivered if s == stream], producer)
+
+
+def test_two_streams_resharded_independently_are_consumed_exactly_once(
+    emulator_env, kinesis_stream_factory: StreamFactory, kinesis_resharder: Resharder,
+    kinesis_keyed_producer: Producers, caplog,
+) -> None:
     suffix = uuid.uuid4().hex[:6]
     app = f"{APP}-{suffix}"
     split_stream, merge_stream, added = f"ms-split-{suffix}", f"ms-merge-{suffix}", f"ms-added-{suffix}"
-    make_stream(kinesis, split_stream, 1)
-    make_stream(kinesis, merge_stream, 2)
-    producers = {s: KeyedProducer(kinesis, s, keys=12) for s in (split_stream, merge_stream)}
+    kinesis_stream_factory(shards=1, name=split_stream)
+    kinesis_stream_factory(shards=2, name=merge_stream)
+    producers = {s: kinesis_keyed_producer(s, keys=12) for s in (split_stream, merge_stream)}
     for producer in producers.values():
         producer.put_rounds(2)
     delivered: Delivered = []
@@ -99,9 +97,9 @@ def test_two_streams_resharded_independently_are_consumed_exactly_once(kinesis, 
             assert set(consumer.held_shards()) >= {f"{split_stream}/shardId-000000000000"}
 
             def reshard_and_produce() -> None:  # on a thread while the loop consumes
-                split_first_shard(kinesis, split_stream)
+                kinesis_resharder.split(split_stream, "shardId-000000000000")
                 producers[split_stream].put_rounds(2)
-                merge_two_shards(kinesis, merge_stream)
+                kinesis_resharder.merge_neighbours(merge_stream, 0)
                 producers[merge_stream].put_rounds(2)
 
             resharding = asyncio.create_task(asyncio.to_thread(reshard_and_produce))
@@ -116,11 +114,12 @@ def test_two_streams_resharded_independently_are_consumed_exactly_once(kinesis, 
     assert Counter(delivered).most_common(1)[0][1] == 1, "a record was delivered twice in one run"
     assert set(delivered) == expected(producers)
     assert_in_order(delivered)
+    verify_each_stream(delivered, producers)
 
     # Restart with the merged stream left out and a new stream added: the split stream resumes at its
     # checkpoints, the new one starts at the initial position, the removed one is no longer read.
-    make_stream(kinesis, added, 1)
-    producers[added] = KeyedProducer(kinesis, added, keys=5)
+    kinesis_stream_factory(shards=1, name=added)
+    producers[added] = kinesis_keyed_producer(added, keys=5)
     producers[added].put_rounds(1)
     for stream in (split_stream, merge_stream):
         producers[stream].put_rounds(1)
@@ -140,13 +139,16 @@ def test_two_streams_resharded_independently_are_consumed_exactly_once(kinesis, 
     assert Counter(delivered).most_common(1)[0][1] == 1, "a record was delivered again after the restart"
     assert set(again) == {(s, k, n) for s in (split_stream, added) for k, n in producers[s].expected()} - set(delivered[:first])
     assert_in_order(delivered)
+    verify_each_stream(delivered, {s: producers[s] for s in (split_stream, added)})  # across both runs
 
 
-def test_a_missing_stream_in_the_list_fails_the_start_naming_it_before_any_stream_is_read(kinesis, emulator_env) -> None:
+def test_a_missing_stream_in_the_list_fails_the_start_naming_it_before_any_stream_is_read(
+    emulator_env, kinesis_stream_factory: StreamFactory, kinesis_keyed_producer: Producers
+) -> None:
     suffix = uuid.uuid4().hex[:6]
     app, present, missing = f"{APP}-{suffix}", f"ms-present-{suffix}", f"ms-missing-{suffix}"
-    make_stream(kinesis, present, 1)
-    KeyedProducer(kinesis, present, keys=3).put_rounds(1)
+    kinesis_stream_factory(shards=1, name=present)
+    kinesis_keyed_producer(present, keys=3).put_rounds(1)
 
     async def start() -> None:
         async with consumer_of([present, missing], app, worker_id="m3"):
@@ -168,13 +170,15 @@ def test_a_bad_stream_list_fails_at_construction_naming_the_option(dummy_credent
         Consumer(streams, application_name=APP)
 
 
-def test_the_blocking_consumer_reads_a_list_of_streams_too(kinesis, emulator_env) -> None:
+def test_the_blocking_consumer_reads_a_list_of_streams_too(
+    emulator_env, kinesis_stream_factory: StreamFactory, kinesis_keyed_producer: Producers
+) -> None:
     suffix = uuid.uuid4().hex[:6]
     streams = [f"ms-blocking-a-{suffix}", f"ms-blocking-b-{suffix}"]
     producers = {}
     for stream in streams:
-        make_stream(kinesis, stream, 1)
-        producers[stream] = KeyedProducer(kinesis, stream, keys=4)
+        kinesis_stream_factory(shards=1, name=stream)
+        producers[stream] = kinesis_keyed_producer(stream, keys=4)
         producers[stream].put_rounds(2)
     seen: set[tuple[str, str, int]] = set()
     with BlockingConsumer(streams, application_name=f"{APP}-{suffix}", lease_table_name=default_table_name(APP),
