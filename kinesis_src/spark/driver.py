@@ -25,17 +25,15 @@ from ..leases.claim import QueryClaim
 from ..positions import Position
 from ..retrieval.registration import ConsumerMode, FanOutTarget, deregister, register
 from ..stream_ref import StreamRef
+from .frontier import TRIMMED_STOP, BatchEnd, Frontier
+from .lineage_walks import ImpliedDrained, LineageRanks
 from .offsets import Plan
 from .options import SourceOptions
 from .plan_store import PlanBook, PlanStore
-from .planner import (
-    TRIMMED_STOP,
-    BatchEnd,
-    Frontier,
-    ImpliedDrained,
-    LineageRanks,
-    admit_ready,
-    advance,
+from .planner import admit_ready, advance
+from .probes import IdleProber
+from .progress_log import ProgressLog, driver_progress_log, open_lease_table
+from .retention import (
     checkpointed_sequence,
     drop_trimmed,
     partly_trimmed_message,
@@ -43,8 +41,6 @@ from .planner import (
     shards_to_verify,
     trimmed_message,
 )
-from .probes import IdleProber
-from .progress_log import ProgressLog, driver_progress_log, open_lease_table
 from .task_figures import ShardTotals
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ Every plan carries the whole frontier, including shards it does not read,
 so a restart rebuilds everything from the checkpointed offset plus the
 recorded progress of that offset's batch.
 
-The frontier's values are :mod:`.frontier`'s, the walks over the lineage
-:mod:`.lineage_walks`' and the retention checks :mod:`.retention`'s; this
-module re-exports them, so its importers need not know the split.
+The frontier's values are :mod:`.frontier`'s and the walks over the lineage
+:mod:`.lineage_walks`' (re-exported here); shards trimmed before they were
+read are :mod:`.retention`'s.
 """
 
 from __future__ import annotations
@@ -35,22 +35,11 @@ from .lineage_walks import (
     with_implied_drained,
 )
 from .offsets import Plan, ShardPlan
-from .retention import (
-    SKIP_HINT,
-    checkpointed_sequence,
-    drop_trimmed,
-    partly_trimmed_message,
-    settle_partial_trims,
-    shards_to_verify,
-    trimmed_message,
-)
 
-__all__ = [  # the values, walks and retention checks are re-exported: the driver and tasks import them here
-    "SKIP_HINT", "TRIMMED_STOP", "BatchEnd", "Frontier", "ImpliedDrained", "LineageRanks", "ShardStatus",
-    "admit_ready", "advance", "checkpointed_sequence", "compact_drained", "drop_trimmed", "for_trigger",
-    "idle_shards", "lineage_rank", "listed_ancestors", "next_plan", "partly_trimmed_message",
-    "settle_partial_trims", "shards_in_order", "shards_to_verify", "split_read_limit", "trimmed_message",
-    "with_implied_drained",
+__all__ = [  # the frontier's values and the lineage walks are re-exported for the modules that plan with them
+    "TRIMMED_STOP", "BatchEnd", "Frontier", "ImpliedDrained", "LineageRanks", "ShardStatus",
+    "admit_ready", "advance", "compact_drained", "for_trigger", "idle_shards", "lineage_rank",
+    "listed_ancestors", "next_plan", "shards_in_order", "split_read_limit", "with_implied_drained",
 ]
 
 LIMIT_STOPS = frozenset({"record_limit", "time_limit"})

@@ -34,9 +34,10 @@ from ..records import RecordPage
 from ..retrieval.bounded import BoundedRead
 from ..retrieval.fanout import FanOutReader
 from ..retrieval.polling import ShardRead, ShardReader, StopReason
+from .frontier import TRIMMED_STOP, BatchEnd
 from .partitions import Endpoint, KinesisPartition, ShardSlice
-from .planner import SKIP_HINT, TRIMMED_STOP, BatchEnd
 from .progress_log import task_progress_log
+from .retention import SKIP_HINT
 from .rows import page_to_arrow
 from .task_figures import NO_RETRIES, RetryTally, counted
 

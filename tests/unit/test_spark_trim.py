@@ -28,7 +28,8 @@ from kinesis_src.spark import driver as driver_module
 from kinesis_src.spark.driver import StreamDriver
 from kinesis_src.spark.offsets import Plan, ShardPlan
 from kinesis_src.spark.options import parse_options
-from kinesis_src.spark.planner import BatchEnd, Frontier, ShardStatus, drop_trimmed
+from kinesis_src.spark.planner import BatchEnd, Frontier, ShardStatus
+from kinesis_src.spark.retention import drop_trimmed
 from kinesis_src.spark.stream import KinesisStreamReader
 
 try:  # default rootdir import: this directory is on sys.path
