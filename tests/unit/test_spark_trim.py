@@ -21,13 +21,12 @@ from typing import Any
 import pytest
 from fake_kinesis import FakeKinesis
 from pyspark.sql.streaming.datasource import ReadAllAvailable
+from spark_driver_fakes import RecordedEnds, stream_reader
 
 from kinesis_src.errors import DataLossError, StreamRecreatedError
 from kinesis_src.positions import Position, PositionKind
 from kinesis_src.spark import driver as driver_module
-from kinesis_src.spark.driver import StreamDriver
 from kinesis_src.spark.offsets import Plan, ShardPlan
-from kinesis_src.spark.options import parse_options
 from kinesis_src.spark.planner import BatchEnd, Frontier, ShardStatus
 from kinesis_src.spark.retention import drop_trimmed
 from kinesis_src.spark.stream import KinesisStreamReader
@@ -71,33 +70,9 @@ def probes(kinesis: FakeKinesis) -> list[tuple[str, Position]]:
             if c.position.kind is PositionKind.AT_SEQUENCE_NUMBER]
 
 
-class FakeProgress:
-    def __init__(self, ends: dict[int, dict[str, BatchEnd]] | None = None) -> None:
-        self.by_batch = ends or {}
-
-    def ends(self, run: str, batch: int) -> dict[str, BatchEnd]:
-        return dict(self.by_batch.get(batch, {}))
-
-    def purge_before(self, run: str, batch: int, shard_ids=None) -> None:
-        pass
-
-
-class FakeClaim:
-    def acquire(self) -> None:
-        pass
-
-    def release(self) -> None:
-        pass
-
-
-def reader_for(kinesis: FakeKinesis, progress: FakeProgress | None = None, **options: str) -> KinesisStreamReader:
-    opts = parse_options(
-        {"streamName": "orders", "region": "us-east-1", "initialPosition": "trim_horizon", **options},
-        batch=False, environ={},
-    )
-    reader = KinesisStreamReader(opts)
-    reader._driver = StreamDriver(opts, kinesis=kinesis, progress=progress or FakeProgress(), claim=FakeClaim())
-    return reader
+def reader_for(kinesis: FakeKinesis, progress: RecordedEnds | None = None, **options: str) -> KinesisStreamReader:
+    """A stream reader from trim_horizon; ``progress`` (the recorded ends) stays the driver's, for the test to add to."""
+    return stream_reader(kinesis, (progress or RecordedEnds({})).by_batch, initialPosition="trim_horizon", **options)
 
 
 def after(seq: int) -> Position:
@@ -144,7 +119,7 @@ def running_past_merge(monkeypatch: pytest.MonkeyPatch, **options: str) -> tuple
     monkeypatch.setattr(driver_module, "DISCOVERY_INTERVAL_S", 0.0)  # list on every call
     kinesis = fake_stream(MERGE, {S(1): [7, 8, 9], S(2): [20]})
     p1 = plan(1, {S(1): Position.trim_horizon()}, drained=frozenset({S(0)}))
-    progress = FakeProgress({1: {S(1): ended(7)}, 2: {S(1): ended(7, "caught_up")}})
+    progress = RecordedEnds({1: {S(1): ended(7)}, 2: {S(1): ended(7, "caught_up")}})
     reader = reader_for(kinesis, progress, **options)
     p2 = latest(reader, p1)  # the first listing still has shard 1
     assert p2.batch == 2 and p2.read == [S(1)] and p2.shards[S(1)].start == after(7)
@@ -272,7 +247,7 @@ def test_after_a_restart_an_intact_position_costs_one_probe_and_passes() -> None
 def test_a_shard_lagging_close_to_retention_is_probed_and_others_are_not() -> None:
     kinesis = fake_stream([listing(0, 0, HALF), listing(1, HALF + 1, TOP)], {S(0): [12, 13], S(1): [11, 12]})
     lagging = 23 * HOUR_MS + 1  # retention 24 h: less than an hour left before shard 0's next record expires
-    progress = FakeProgress({1: {S(0): ended(10, lag=lagging), S(1): ended(10, lag=HOUR_MS)}})
+    progress = RecordedEnds({1: {S(0): ended(10, lag=lagging), S(1): ended(10, lag=HOUR_MS)}})
     reader = reader_for(kinesis, progress)
     reader.initialOffset()  # a fresh start in this driver: no restart probe
     p1 = plan(1, {S(0): Position.trim_horizon(), S(1): Position.trim_horizon()})
@@ -299,7 +274,7 @@ def test_every_plan_carries_the_identity_and_an_old_offset_adopts_the_current_on
     del old["stream"]  # written before offsets carried the identity
     nxt = latest(reader_for(kinesis), old)
     assert nxt.batch == 1 and nxt.stream is not None and nxt.stream.to_dict()["arn"] == ARN
-    again = latest(reader_for(kinesis, FakeProgress({1: {S(0): ended(1)}})), nxt)
+    again = latest(reader_for(kinesis, RecordedEnds({1: {S(0): ended(1)}})), nxt)
     assert again.batch == 2 and again.stream == nxt.stream
 
 
@@ -411,7 +386,7 @@ def test_records_read_per_shard_are_reported_once_per_batch_however_often_spark_
     monkeypatch.setattr(driver_module, "DISCOVERY_INTERVAL_S", 0.0)
     kinesis = fake_stream(MERGE, {S(1): [7, 8, 9], S(2): [20]})
     p1 = plan(1, {S(1): Position.trim_horizon()}, drained=frozenset({S(0)}))
-    progress = FakeProgress({1: {S(1): BatchEnd(after(7), 5, False, "record_limit", 0)}})
+    progress = RecordedEnds({1: {S(1): BatchEnd(after(7), 5, False, "record_limit", 0)}})
     reader = reader_for(kinesis, progress)
     latest(reader, p1)
     latest(reader, p1)  # Spark asks again for the same start: batch 1's records are not counted twice
