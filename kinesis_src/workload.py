@@ -20,6 +20,7 @@ from typing import Iterable
 
 from .aws import KinesisClient
 from .records import Record
+from .table_rows import records_of_table
 
 
 def encode(key: str, n: int) -> bytes:
@@ -162,7 +163,7 @@ def read_file_sink(path: str) -> list[list[Record]]:
     import pyarrow.parquet as pq
 
     log_dir = os.path.join(path, "_spark_metadata")
-    batches = sorted((int(n) for n in os.listdir(log_dir) if n.isdigit()))
+    batches = sorted(int(n) for n in os.listdir(log_dir) if n.isdigit())
     out: list[list[Record]] = []
     for batch in batches:
         with open(os.path.join(log_dir, str(batch))) as handle:
@@ -172,16 +173,6 @@ def read_file_sink(path: str) -> list[list[Record]]:
             if entry.get("action") != "add":
                 continue
             table = pq.read_table(entry["path"].removeprefix("file://"))
-            for row in table.to_pylist():
-                records.append(
-                    Record(
-                        partition_key=row["partitionKey"],
-                        data=row["data"],
-                        sequence_number=row["sequenceNumber"],
-                        sub_sequence_number=row["subSequenceNumber"],
-                        shard_id=row["shardId"],
-                        approximate_arrival_timestamp=row["approximateArrivalTimestamp"],
-                    )
-                )
+            records.extend(records_of_table(table))
         out.append(records)
     return out

@@ -36,6 +36,7 @@ import boto3
 from aws_kinesis_agg.aggregator import RecordAggregator
 
 from kinesis_src import KinesisClient, Record
+from kinesis_src.table_rows import records_of_table  # noqa: F401  (the tests import it from here)
 from kinesis_src.workload import check_order, decode, encode, split_then_merge
 
 KPL_MAGIC = b"\xf3\x89\x9a\xc2"  # the aggregation format's own constant (not the reader's)
@@ -239,21 +240,6 @@ def check_user_records(records: Iterable[Record], producer: KplProducer, *, hash
         if got != want:
             wrong.append(f"{r.data!r}: got {got}, want {want}")
     assert not wrong, f"{len(wrong)} user records not at their position, e.g.\n  " + "\n  ".join(wrong[:5])
-
-
-def records_of_table(table: Any) -> list[Record]:
-    """read_table's rows (or any table in the Spark schema) as Records, in row order."""
-    return [
-        Record(
-            partition_key=row["partitionKey"],
-            data=row["data"],
-            sequence_number=row["sequenceNumber"],
-            sub_sequence_number=row["subSequenceNumber"],
-            shard_id=row["shardId"],
-            approximate_arrival_timestamp=row["approximateArrivalTimestamp"],
-        )
-        for row in table.to_pylist()
-    ]
 
 
 def records_of_rows(rows: Iterable[Any]) -> list[Record]:

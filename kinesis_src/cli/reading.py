@@ -17,6 +17,7 @@ from ..errors import ConfigurationError
 from ..positions import Position, format_timestamp
 from ..progress import record_progress
 from ..records import Record
+from ..table_rows import record_of_row
 from ..window import read_table
 
 EXPORT_FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -88,22 +89,10 @@ def _write_jsonl(table, path: Path) -> None:
     """The same JSON object per record as the ``read`` command."""
     with open(path, "w") as out:
         for batch in table.to_batches():
-            for row in batch.to_pylist():
-                out.write(json.dumps(_as_json(_row_record(row))) + "\n")
+            out.writelines(json.dumps(_as_json(record_of_row(row))) + "\n" for row in batch.to_pylist())
 
 
 _WRITERS = {"parquet": _write_parquet, "jsonl": _write_jsonl}
-
-
-def _row_record(row: dict) -> Record:
-    return Record(
-        partition_key=row["partitionKey"],
-        data=row["data"],
-        sequence_number=row["sequenceNumber"],
-        sub_sequence_number=row["subSequenceNumber"],
-        shard_id=row["shardId"],
-        approximate_arrival_timestamp=row["approximateArrivalTimestamp"],
-    )
 
 
 def _as_json(record: Record) -> dict:
