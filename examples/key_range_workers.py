@@ -28,6 +28,11 @@ slice. Each worker is this loop (see ``worker()`` below)::
                 state[record.partition_key].update(record)
             await batch.checkpoint()
 
+A worker *without* ``key_range`` may join the same application: it reads
+whatever no slice claims (here nothing, once all n slices run), and a slice
+that joins later takes its keys over at the shards' checkpoints
+(docs/consumer.md, "Workers with and without a range together").
+
 The cost, stated in docs/consumer.md ("Sticky key ranges"): a shard that
 straddles k slices is read k times, and with polling those k readers share
 the shard's 5 GetRecords calls/s, so ``idle_interval_s`` here is 0.2 × k.
