@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -38,6 +39,28 @@ PLUGIN_FIXTURES = ("kinesis_test_endpoints", "kinesis_test_client", "kinesis_str
                    "kinesis_resharder", "kinesis_keyed_producer")
 
 
+class KeyedStream(NamedTuple):
+    """A fresh two-shard stream and the keyed-counter producer that already put some rounds into it."""
+
+    name: str
+    producer: KeyedProducer
+
+
+@pytest.fixture
+def keyed_stream(
+    kinesis_stream_factory: StreamFactory, kinesis_keyed_producer: Callable[..., KeyedProducer]
+) -> Callable[..., KeyedStream]:
+    """``keyed_stream(keys, rounds)``: what every pipeline test here starts from, built from the plugin's fixtures."""
+
+    def make(keys: int, rounds: int) -> KeyedStream:
+        stream = kinesis_stream_factory(shards=2)
+        producer = kinesis_keyed_producer(stream, keys=keys)
+        producer.put_rounds(rounds)
+        return KeyedStream(stream, producer)
+
+    return make
+
+
 def test_the_fixtures_come_from_the_plugin(request: pytest.FixtureRequest, kinesis_stream_factory: StreamFactory,
                                            kinesis_resharder: Resharder, kinesis_keyed_producer: Callable) -> None:
     definitions = request.node._fixtureinfo.name2fixturedefs
@@ -46,14 +69,9 @@ def test_the_fixtures_come_from_the_plugin(request: pytest.FixtureRequest, kines
 
 
 def test_a_read_table_pipeline_through_a_split_and_a_merge_is_exactly_once(
-    kinesis_stream_factory: StreamFactory,
-    kinesis_resharder: Resharder,
-    kinesis_keyed_producer: Callable[..., KeyedProducer],
-    kinesis_test_client: KinesisClient,
+    keyed_stream: Callable[..., KeyedStream], kinesis_resharder: Resharder, kinesis_test_client: KinesisClient
 ) -> None:
-    stream = kinesis_stream_factory(shards=2)
-    producer = kinesis_keyed_producer(stream, keys=20)
-    producer.put_rounds(3)
+    stream, producer = keyed_stream(keys=20, rounds=3)
     split = kinesis_resharder.split(stream, "shardId-000000000000")
     assert split.parents == ("shardId-000000000000",) and len(split.children) == 2
     producer.put_rounds(3)
@@ -73,15 +91,10 @@ def test_a_read_table_pipeline_through_a_split_and_a_merge_is_exactly_once(
 
 
 def test_a_consumer_pipeline_through_random_reshards_keeps_per_key_order(
-    kinesis_stream_factory: StreamFactory,
-    kinesis_resharder: Resharder,
-    kinesis_keyed_producer: Callable[..., KeyedProducer],
-    kinesis_test_env: dict[str, str],
+    keyed_stream: Callable[..., KeyedStream], kinesis_resharder: Resharder, kinesis_test_env: dict[str, str]
 ) -> None:
     """A Consumer writing to a list (the user's sink) while the stream is split and merged at random, seed 7."""
-    stream = kinesis_stream_factory(shards=2)
-    producer = kinesis_keyed_producer(stream, keys=10)
-    producer.put_rounds(2)
+    stream, producer = keyed_stream(keys=10, rounds=2)
     steps = kinesis_resharder.random_reshards(stream, seed=7, steps=4, min_shards=1, max_shards=4,
                                               between=lambda step: producer.put_rounds(2))
     assert [step.kind for step in steps].count("split") >= 1 and [step.kind for step in steps].count("merge") >= 1, steps
@@ -107,14 +120,9 @@ def test_a_consumer_pipeline_through_random_reshards_keeps_per_key_order(
 
 
 def test_scaling_with_update_shard_count(
-    kinesis_stream_factory: StreamFactory,
-    kinesis_resharder: Resharder,
-    kinesis_keyed_producer: Callable[..., KeyedProducer],
-    kinesis_test_client: KinesisClient,
+    keyed_stream: Callable[..., KeyedStream], kinesis_resharder: Resharder, kinesis_test_client: KinesisClient
 ) -> None:
-    stream = kinesis_stream_factory(shards=2)
-    producer = kinesis_keyed_producer(stream, keys=10)
-    producer.put_rounds(2)
+    stream, producer = keyed_stream(keys=10, rounds=2)
     (step,) = kinesis_resharder.scale_to(stream, 4, method="update_shard_count")
     assert step.kind == "update_shard_count" and len(step.children) == 4 and len(step.parents) == 2
     producer.put_rounds(2)
@@ -135,3 +143,14 @@ def test_the_documented_example_passes_against_endpoints_from_the_environment(ki
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "2 passed" in result.stdout
+
+
+def test_our_own_emulator_fixtures_are_the_kits(
+    emulators: object, emulator_env: dict[str, str], kinesis: KinesisClient,
+    kinesis_test_endpoints: object, kinesis_test_env: dict[str, str], kinesis_test_client: KinesisClient,
+) -> None:
+    """tests/conftest.py's ``emulators``/``emulator_env``/``kinesis`` adapt the plugin's fixtures: one emulator
+    pair per session, started by the kit, under every emulator test of the project."""
+    assert emulators.endpoints is kinesis_test_endpoints  # type: ignore[attr-defined]
+    assert emulator_env is kinesis_test_env and kinesis is kinesis_test_client
+    assert os.environ["KINESIS_SRC_ENDPOINT_URL"] == emulators.kinesis_endpoint == kinesis.endpoint  # type: ignore[attr-defined]
