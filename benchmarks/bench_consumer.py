@@ -109,6 +109,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -191,11 +192,33 @@ class LoopIdle:
         selector.select = timed
 
 
+class GcTime:
+    """Seconds spent in the cyclic garbage collector, and collections per generation (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._started
+            self.collections[info["generation"]] += 1
+
+    def since(self, seconds: float, collections: list[int]) -> dict[str, Any]:
+        return {"gc_s": round(self.seconds - seconds, 3),
+                "gc_runs": "/".join(str(a - b) for a, b in zip(self.collections, collections))}
+
+
 async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns: bool = False) -> dict[str, Any]:
     from kinesis_src.consumer import Consumer, FetchPacing
 
     started = time.perf_counter()
     idle = LoopIdle()
+    gc_time = GcTime()
     consumer = Consumer(
         args.stream,
         application_name=f"bench-{uuid.uuid4().hex[:8]}",
@@ -215,6 +238,7 @@ async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns
     clock = time.perf_counter
     async with consumer:
         t0, c0, idle0, m0 = clock(), time.process_time(), idle.seconds, time.thread_time()
+        gc0 = (gc_time.seconds, list(gc_time.collections))
         batches = aiter(consumer)
         while records < args.expect:
             t = clock()
@@ -234,10 +258,12 @@ async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns
         seconds, cpu, loop_idle = clock() - t0, time.process_time() - c0, idle.seconds - idle0
         loop_cpu = time.thread_time() - m0  # the event loop's thread; the rest is lease and checkpoint threads
         checkpoints = consumer.metrics.checkpoints
+        gc_used = gc_time.since(*gc0)
     return {"records": records, "bytes": nbytes, "seconds": seconds, "cpu_s": cpu, "start_s": t0 - started,
             "first_record_s": first, "checkpoints": checkpoints,
             "wait_batch_s": round(waited["batch"], 3), "wait_checkpoint_s": round(waited["checkpoint"], 3),
-            "loop_idle_s": round(loop_idle, 3), "loop_cpu_s": round(loop_cpu, 3), "decodes_held": consumer.writes.held_back}
+            "loop_idle_s": round(loop_idle, 3), "loop_cpu_s": round(loop_cpu, 3), "decodes_held": consumer.writes.held_back,
+            **gc_used}
 
 
 def read_with_boto3(args: argparse.Namespace) -> dict[str, Any]:
@@ -371,7 +397,7 @@ def round_line(rnd: int, method: str, result: dict[str, Any]) -> str:
     if "error" in result:
         return f"   round {rnd + 1} {LABELS[method]:<34} n/a: {result['error']}"
     extra = "".join(f"  {k} {result[k]}" for k in ("calls", "checkpoints", "wait_batch_s", "wait_checkpoint_s", "loop_idle_s",
-                                                  "loop_cpu_s", "decodes_held")
+                                                  "loop_cpu_s", "decodes_held", "gc_s", "gc_runs")
                     if k in result)
     return (f"   round {rnd + 1} {LABELS[method]:<34} {result['records'] / result['seconds']:>8,.0f} rec/s "
             f"{result['seconds']:6.2f} s  CPU {result['cpu_s']:5.2f} s ({1e6 * result['cpu_s'] / result['records']:.2f}"

@@ -40,7 +40,7 @@ from typing import Any, Callable
 from botocore import parsers
 
 from ..errors import KinesisSourceError, MalformedResponseError, TruncatedResponseError
-from ..records import ChildShard, RecordPage, epoch_to_datetime
+from ..records import ChildShard, RecordPage, epoch_to_datetime, gc_paused
 
 PAGE_KEY = "Page"
 """Key under which the fast parser returns the decoded :class:`RecordPage`."""
@@ -153,7 +153,8 @@ def decode_get_records(body: bytes | str, next_key: str = _NEXT_ITERATOR, what: 
     the original exception (whose text may quote the body) is not chained.
     """
     try:
-        return _decode(body, next_key)
+        with gc_paused():  # json.loads' dicts are garbage once the columns are out (see gc_paused)
+            return _decode(body, next_key)
     except _DECODE_ERRORS as exc:
         problem = _diagnose(body) or f"unexpected shape ({type(exc).__name__})"
     raise from_parser(

@@ -48,7 +48,7 @@ class Batch:
     def records(self) -> list[Record]:
         """Built on first use: a consumer that only needs columns (``to_arrow``) never pays for them."""
         if self._records is None:
-            self._records = list(self.page.records(self.shard_id, self.stream))
+            self._records = self.page.records(self.shard_id, self.stream)
         return self._records
 
     @property

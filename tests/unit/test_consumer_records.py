@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import pickle
 from datetime import UTC, datetime
 
 import pytest
 
-from kinesis_src.records import Record, RecordPage, build_records
+from kinesis_src.aws.decode import decode_get_records
+from kinesis_src.errors import MalformedResponseError
+from kinesis_src.records import Record, RecordPage, build_records, gc_paused
 
 SHARD = "shardId-000000000007"
 
@@ -118,3 +121,34 @@ def test_every_field_of_record_is_set_by_the_column_wise_build() -> None:
     assert all(hasattr(built, name) for name in Record.__slots__)
     with pytest.raises(ValueError):  # one column too few: refused, not a record with a field unset
         build_records(1, ([""],) * (len(Record.__slots__) - 1))
+
+
+# -- the collector paused over bulk builds -------------------------------------------------------------
+
+
+def test_the_collector_is_off_inside_a_pause_and_back_on_after_it_even_on_an_error() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(KeyError), gc_paused():
+        raise KeyError("x")
+    assert gc.isenabled()
+
+
+def test_a_pause_leaves_a_collector_the_application_turned_off_as_it_was() -> None:
+    gc.disable()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_building_records_and_decoding_a_malformed_body_leave_the_collector_on() -> None:
+    page(10).records(SHARD)
+    assert gc.isenabled()
+    with pytest.raises(MalformedResponseError):
+        decode_get_records(b'{"Records": [{"SequenceNumber": "1", "Data": "not base64!"}]}')
+    assert gc.isenabled()
