@@ -263,3 +263,27 @@ def test_throttles_are_the_retries_of_throttled_errors_and_their_subclasses() ->
     before = {"ThrottledError": 4, "ServiceUnavailableError": 1}
     after = {"ThrottledError": 6, "SubscriptionBusyError": 1, "ServiceUnavailableError": 1, "EndpointUnreachableError": 2}
     assert RetryTally.between(before, after) == RetryTally(retries=5, throttles=3)
+
+
+def test_the_driver_sums_each_batch_end_per_shard_and_the_collector_reads_several_streams() -> None:
+    import json
+
+    from kinesis_src.metrics import source_figures
+    from kinesis_src.spark.planner import BatchEnd
+    from kinesis_src.spark.task_figures import ShardTotals
+
+    orders, refunds = ShardTotals.empty(), ShardTotals.empty()
+    for byte_count, throttles, retries in ((100, 1, 2), (50, 0, 1)):  # two batches of shard 0
+        orders.add(sid(0), BatchEnd(Position.after_sequence("1"), 1, False, "caught_up", 0, byte_count, throttles, retries))
+    refunds.add(sid(3), BatchEnd(Position.after_sequence("9"), 4, False, "caught_up", 0, 7, 0, 0))
+    assert orders.report() == {"bytesRead": {sid(0): 150}, "throttles": {sid(0): 1}, "retries": {sid(0): 3}}
+
+    costs = {"orders": orders.report(), "refunds": refunds.report()}
+    report = {"millisBehindLatest": {"orders": {sid(0): 0}, "refunds": {sid(3): 5}},
+              "dataLoss": {"orders": {}, "refunds": {}},
+              **{key: {name: cost[key] for name, cost in costs.items()} for key in ("bytesRead", "throttles", "retries")}}
+    figures = source_figures({"latestOffset": json.dumps(report), "numInputRows": 5})
+    assert figures is not None
+    assert figures.bytes_read == {("orders", sid(0)): 150, ("refunds", sid(3)): 7}
+    assert figures.throttles == {("orders", sid(0)): 1, ("refunds", sid(3)): 0}
+    assert figures.retries == {("orders", sid(0)): 3, ("refunds", sid(3)): 0}
