@@ -33,6 +33,8 @@ BROKEN_PAUSE_S = 1.0
 
 
 class FanOutFetcher:
+    """One shard read over enhanced fan-out for the Consumer: :meth:`run` returns once the shard ended."""
+
     def __init__(
         self,
         fanout: AsyncFanOut,
