@@ -23,8 +23,9 @@ reported, in records/s and microseconds per record:
 in-process (``kinesis_src.spark.tasks.read_partition``: HTTP, decode, cursor,
 Arrow batches; no Spark) against ``benchmarks/replay_endpoint.py`` in its own
 process, ``--records`` records per shard: with the reference reading
-(botocore's chunked body read, ``json.loads``), with the Arrow decoder, and
-with the Arrow decoder and one body read (what tasks do now).
+(botocore's chunked body read, ``json.loads``), with the Arrow decoder, with the Arrow decoder and one body read, and
+with bodies of Kinesis's layout cut without a JSON parser
+(``kinesis_src/aws/plain_body.py``: what tasks do now).
 
 Times are CPU time of this process (``time.process_time``), the best of
 ``--repeat`` rounds, the paths interleaved round by round, so that other
@@ -130,7 +131,15 @@ def task_read(records: int, size: int, repeat: int) -> None:
         if isinstance(whole, WholeBodySession):
             chunked = whole.inner
 
-        def setup(arrow: bool, one_read: bool) -> None:
+        from kinesis_src.aws import arrow_decode
+
+        cut = arrow_decode._cut
+
+        def not_cut(body: bytes) -> None:
+            raise arrow_decode.NotThisLayout("measuring the pyarrow.json path")
+
+        def setup(arrow: bool, one_read: bool, layout_cut: bool = True) -> None:
+            arrow_decode._cut = cut if layout_cut else not_cut
             client._endpoint._response_parser_factory = FastResponseParserFactory()
             if arrow:
                 use_arrow_parser(client)
@@ -138,9 +147,9 @@ def task_read(records: int, size: int, repeat: int) -> None:
             if one_read:
                 read_bodies_whole(client)
 
-        def read(arrow: bool, one_read: bool) -> Callable[[], object]:
+        def read(arrow: bool, one_read: bool, layout_cut: bool = True) -> Callable[[], object]:
             def run() -> None:
-                setup(arrow, one_read)
+                setup(arrow, one_read, layout_cut)
                 rows = sum(batch.num_rows for batch in read_partition(partition))
                 assert rows == records, rows
 
@@ -149,7 +158,8 @@ def task_read(records: int, size: int, repeat: int) -> None:
         paths = {
             "task read, reference": read(False, False),
             "task read, Arrow decode": read(True, False),
-            "  + one body read (now)": read(True, True),
+            "  + one body read": read(True, True, layout_cut=False),
+            "  + layout cut (now)": read(True, True),
         }
         read(True, True)()  # warm-up: connection, imports
         load = os.getloadavg()[0]

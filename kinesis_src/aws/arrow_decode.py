@@ -39,6 +39,7 @@ from botocore.client import BaseClient
 
 from ..arrow import ArrowPage, PageColumns, arrival_micros
 from ..records import RecordPage
+from .boundary import _install_parser_factory
 from .decode import (
     FastGetRecordsParser,
     FastResponseParserFactory,
@@ -183,13 +184,7 @@ def use_arrow_parser(client: BaseClient) -> BaseClient:
     """Make this one client (owned by the caller: a Spark task's) decode GetRecords into Arrow-backed pages.
 
     The pages are whole :class:`RecordPage` values, so anything reading
-    through the client still works; see :func:`.boundary.use_fast_parser`
-    for why the factory goes on the client's endpoint.
+    through the client still works; the factory goes on the client's
+    endpoint as :func:`.boundary.use_fast_parser`'s does.
     """
-    endpoint = client._endpoint
-    current = endpoint._response_parser_factory
-    if not isinstance(current, ArrowResponseParserFactory):
-        arrow = ArrowResponseParserFactory()
-        arrow.set_parser_defaults(**getattr(current, "_defaults", {}))
-        endpoint._response_parser_factory = arrow
-    return client
+    return _install_parser_factory(client, ArrowResponseParserFactory)

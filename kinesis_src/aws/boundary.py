@@ -147,17 +147,26 @@ def use_fast_parser(client: BaseClient) -> BaseClient:
     A caller may pass its own plain botocore session (a profile, assumed-role
     credentials); registering our parser factory on that session would change
     what *its* other clients return. So the factory goes on the endpoint of the
-    client kinesis-src created and owns. botocore has no public per-client
-    hook for this; it is pinned exactly in setup.cfg and
-    tests/unit/test_aws.py covers the attribute. The session's parser defaults
-    (e.g. a timestamp parser) carry over.
+    client kinesis-src created and owns (:func:`_install_parser_factory`).
+    """
+    return _install_parser_factory(client, FastResponseParserFactory)
+
+
+def _install_parser_factory(client: BaseClient, factory_class: type[FastResponseParserFactory]) -> BaseClient:
+    """Put a ``factory_class`` parser factory on this one client's endpoint, unless one is there already.
+
+    botocore has no public per-client hook for this; it is pinned exactly in
+    setup.cfg and tests/unit/test_aws.py covers the attribute. The session's
+    parser defaults (e.g. a timestamp parser) carry over. Shared by
+    :func:`use_fast_parser` and :func:`.arrow_decode.use_arrow_parser` (a
+    subclass: a client that has it keeps it when asked for the fast parser).
     """
     endpoint = client._endpoint
     current = endpoint._response_parser_factory
-    if not isinstance(current, FastResponseParserFactory):
-        fast = FastResponseParserFactory()
-        fast.set_parser_defaults(**getattr(current, "_defaults", {}))
-        endpoint._response_parser_factory = fast
+    if not isinstance(current, factory_class):
+        factory = factory_class()
+        factory.set_parser_defaults(**getattr(current, "_defaults", {}))
+        endpoint._response_parser_factory = factory
     return client
 
 

@@ -18,8 +18,7 @@ found from the positions of the body's double quotes (one numpy pass):
   not repeat a key or hold another ``Records``;
 - with 14 quotes a record, the values' spans are read off the quote
   positions, and **everything between the values** is compared, in one bytes
-  comparison, with what that layout puts there (:data:`_RECORD_SKELETON`
-  joined by commas). So a body that is anything else (a field missing,
+  comparison, with what that layout puts there (:func:`_check_skeleton`). So a body that is anything else (a field missing,
   added, reordered, whitespace, ``EncryptionType``) does not match;
 - timestamps must be JSON numbers (a regular expression over the column)
   and finite; Data must be canonical base64 (:mod:`.vector_base64`).
@@ -45,7 +44,6 @@ from .vector_base64 import decode_column, spans_as_array
 
 _RECORDS_KEY = b'"Records":['
 _RECORD_START = b'{"SequenceNumber":"'
-_RECORD_SKELETON = b'{"SequenceNumber":"","ApproximateArrivalTimestamp":,"Data":"","PartitionKey":""}'
 _QUOTES_PER_RECORD = 14
 _JSON_NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 _OUTER_KEYS = {"NextShardIterator": str, "MillisBehindLatest": int}
@@ -86,8 +84,8 @@ def cut_body(body: bytes) -> PlainBody:
         raise NotThisLayout("fewer quotes than the records need")
     q = quotes[first : first + _QUOTES_PER_RECORD * n].reshape(n, _QUOTES_PER_RECORD).astype(np.int64)
     begin, end = opening + len(_RECORDS_KEY), int(q[-1, 13]) + 2
+    _check_skeleton(body, q, begin, end)
     spans = _value_spans(q)
-    _check_skeleton(raw, spans, begin, end, n)
     outer = _outer_fields(body[:opening], body[end:])
     return _columns(raw, spans, outer)
 
@@ -101,17 +99,44 @@ def _value_spans(q: np.ndarray) -> np.ndarray:
     return np.stack([starts, stops], axis=2)
 
 
-def _check_skeleton(raw: np.ndarray, spans: np.ndarray, begin: int, end: int, n: int) -> None:
-    """Every byte of the records that is not a value must be the layout's (one bytes comparison)."""
-    gap_starts = np.concatenate([[begin], spans[:, :, 1].reshape(-1)])
-    gap_stops = np.concatenate([spans[:, :, 0].reshape(-1), [end]])
-    sizes = gap_stops - gap_starts
-    expected = b",".join([_RECORD_SKELETON] * n)
-    if (sizes < 0).any() or int(sizes.sum()) != len(expected):
-        raise NotThisLayout("values out of place")
-    data = spans_as_array(raw, gap_starts, sizes, pa.binary()).buffers()[2]
-    if data is None or data.to_pybytes()[: len(expected)] != expected:
+def _check_skeleton(body: bytes, q: np.ndarray, begin: int, end: int) -> None:
+    """Every byte of the records that is not a value must be the layout's.
+
+    The layout's bytes around the values are read as 8-byte words at their
+    places relative to the quotes (an unaligned strided view: 10 words a
+    record), and the records must follow each other with ``,`` between
+    them. The quotes of those bytes are then where ``q`` says, since ``q``
+    holds every quote of the body.
+    """
+    if int(q[0, 0]) - 1 != begin or int(q[-1, 13]) + 2 != end or (q[1:, 0] != q[:-1, 13] + 4).any():
+        raise NotThisLayout("records not one after the other")
+    words = np.ndarray((len(body) - 7,), dtype="<u8", buffer=body, strides=(1,))
+    positions = q[:, _WORD_QUOTES] + _WORD_OFFSETS
+    if positions.max() >= len(words) or (words[positions] != _WORD_VALUES).any():
         raise NotThisLayout("bytes between the values are not the layout's")
+    raw = np.frombuffer(body, dtype=np.uint8)
+    if (raw[q[:, 13] + 1] != ord("}")).any() or (raw[q[:-1, 13] + 2] != ord(",")).any():
+        raise NotThisLayout("a record not closed")
+
+
+def _layout_words() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which quote, which offset from it, and which 8 bytes: the layout's bytes around the values."""
+    gaps = [  # (quote column the gap is placed by, its offset from that quote, its bytes)
+        (0, -1, b'{"SequenceNumber":"'),
+        (3, 0, b'","ApproximateArrivalTimestamp":'),
+        (6, -1, b',"Data":"'),
+        (9, 0, b'","PartitionKey":"'),
+    ]
+    quotes, offsets, values = [], [], []
+    for column, offset, text in gaps:
+        for start in sorted({*range(0, len(text) - 7, 8), len(text) - 8}):
+            quotes.append(column)
+            offsets.append(offset + start)
+            values.append(int.from_bytes(text[start : start + 8], "little"))
+    return np.array(quotes), np.array(offsets, dtype=np.int64), np.array(values, dtype=np.uint64)
+
+
+_WORD_QUOTES, _WORD_OFFSETS, _WORD_VALUES = _layout_words()
 
 
 def _outer_fields(head: bytes, tail: bytes) -> dict[str, Any]:
