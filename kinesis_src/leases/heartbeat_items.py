@@ -16,9 +16,11 @@ from .serializer import (
     HEARTBEAT_TTL_S,
     LAST_UPDATED,
     LEASE_CHANGES,
+    LEASE_VICTIMS,
     SESSION,
     TTL_ATTRIBUTE,
     LeaseCodec,
+    _list,
     _n,
     _s,
     claim_key,
@@ -44,9 +46,11 @@ class HeartbeatItems:
         """Write this process's heartbeat item (a new session); a previous process with the id loses."""
         return self._register(self._worker_key(worker_id), validate_worker_id(worker_id))
 
-    def heartbeat(self, worker: WorkerHeartbeat, changed: bool = False) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
-        """Renew; with ``changed``, also announce that this worker changed lease ownership (:mod:`.view`)."""
-        return self._beat(self._worker_key(worker.worker_id), worker, changed)
+    def heartbeat(self, worker: WorkerHeartbeat, changed: bool = False,
+                  stole_from: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        """Renew; with ``changed``, also announce that this worker changed lease ownership (:mod:`.view`),
+        naming the workers it stole from (``stole_from``: they read the leases at once)."""
+        return self._beat(self._worker_key(worker.worker_id), worker, changed, stole_from)
 
     def declare_worker_dead(self, worker: WorkerHeartbeat) -> bool:
         """Delete a heartbeat observed unchanged for the failover time, if still unchanged."""
@@ -78,7 +82,8 @@ class HeartbeatItems:
         self.dynamodb.put_item(self.table_name, self.codec.heartbeat_item(key, worker, self._ttl_s()))
         return worker
 
-    def _beat(self, key: Item, worker: WorkerHeartbeat, changed: bool = False) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+    def _beat(self, key: Item, worker: WorkerHeartbeat, changed: bool = False,
+              stole_from: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
         """Add one to the stored heartbeat, conditional on our session only.
 
         Every write changes the value the others watch, a retry of a write
@@ -88,15 +93,18 @@ class HeartbeatItems:
         """
         now = self.now_ms()
         names = {"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION}
-        if changed:
-            names["#changes"] = LEASE_CHANGES
+        values = {":one": _n(1), ":now": _n(now), ":ttl": _n(self._ttl_s()), ":session": _s(worker.session)}
+        update = "SET #updated = :now, #ttl = :ttl"
+        if changed:  # an announcement names its victims, or nobody (an older announcement's are stale)
+            names["#changes"], names["#victims"] = LEASE_CHANGES, LEASE_VICTIMS
+            if stole_from:
+                update += ", #victims = :victims"
+                values[":victims"] = _list(stole_from)
+            else:
+                update += " REMOVE #victims"
+        update += " ADD #hb :one" + (", #changes :one" if changed else "")
         result = self.dynamodb.update_item(
-            self.table_name,
-            key,
-            "SET #updated = :now, #ttl = :ttl ADD #hb :one" + (", #changes :one" if changed else ""),
-            "#session = :session",
-            names=names,
-            values={":one": _n(1), ":now": _n(now), ":ttl": _n(self._ttl_s()), ":session": _s(worker.session)},
+            self.table_name, key, update, "#session = :session", names=names, values=values,
         )
         if result.ok and result.item:
             beat, changes = self.codec.heartbeat_value(result.item), self.codec.changes_value(result.item)

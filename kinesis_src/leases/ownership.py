@@ -200,7 +200,7 @@ class OwnershipSteps:
         if plan.steal:
             self._announce_need()
         for lease in self._patient(plan.steal, progressed=bool(report.acquired)):
-            if self._acquire(lease, f"stolen from {lease.owner}", report):
+            if self._acquire(lease, f"stolen from {lease.owner}", report, victim=lease.owner):
                 report.stolen.append(lease.shard_id)
 
     def _announce_need(self) -> None:
@@ -246,7 +246,7 @@ class OwnershipSteps:
         self._steal_wanted_since = None
         return steals
 
-    def _acquire(self, lease: Lease, how: str, report: CycleReport) -> bool:
+    def _acquire(self, lease: Lease, how: str, report: CycleReport, victim: str | None = None) -> bool:
         taken = self.table.take_lease(lease, self.worker_id)
         if taken is None:
             log.debug("worker %s lost the race for %s", self.worker_id, lease.shard_id)
@@ -256,7 +256,7 @@ class OwnershipSteps:
             self._held[lease.shard_id] = taken
             self._meters[lease.shard_id] = RateMeter(self.clock())
             self._acquired_at[lease.shard_id] = self.clock()
-        self._note_change()
+        self._note_change(victim)
         log.info("worker %s took lease on %s (%s) at checkpoint %s", self.worker_id, lease.shard_id, how, taken.checkpoint)
         report.acquired.append(lease.shard_id)
         self.listener.on_acquired(taken)
@@ -283,11 +283,11 @@ class OwnershipSteps:
         log.info("worker %s released lease on %s (%s)", self.worker_id, lease.shard_id, why)
         return released is not None
 
-    def _note_change(self) -> None:
+    def _note_change(self, stole_from: str | None = None) -> None:
         """This worker changed lease ownership: announce it with the next heartbeat (sent at the end
         of this cycle, or at once by the renewal loop), and read the leases again next cycle whether
-        that announcement lands or not."""
-        self.renewal.note_change()
+        that announcement lands or not. A steal names its victim, who then reads at once (:mod:`.view`)."""
+        self.renewal.note_change(stole_from)
         self._views.invalidate()
 
     def _drop(self, lease: Lease, reason: str, report: CycleReport | None = None) -> None:

@@ -74,6 +74,7 @@ class HeartbeatRenewal:
         self._where = where
         self._lock = threading.Lock()
         self._changed = False  # an ownership change not announced yet
+        self._victims: set[str] = set()  # workers stolen from since the last announcement
         self._status: HeartbeatStatus | None = None  # strongest outcome since take_status()
         self.waker: Callable[[], None] = lambda: None  # set by whoever runs the own-schedule loop
 
@@ -97,10 +98,13 @@ class HeartbeatRenewal:
         """No other worker can have declared this one dead yet (local clock, minus the margin)."""
         return self.clock() < self.renewed_at + self.timing.failover_s - self.timing.margin_s
 
-    def note_change(self) -> None:
-        """This worker changed lease ownership: the next heartbeat announces it; wake the renewal."""
+    def note_change(self, stole_from: str | None = None) -> None:
+        """This worker changed lease ownership (stealing from ``stole_from``): the next heartbeat
+        announces it; wake the renewal."""
         with self._lock:
             self._changed = True
+            if stole_from is not None:
+                self._victims.add(stole_from)
         if self.mode is RenewalMode.OWN_SCHEDULE:
             self.waker()
 
@@ -131,12 +135,14 @@ class HeartbeatRenewal:
         now = self.clock()
         with self._lock:
             changed, self._changed = self._changed, False
+            victims, self._victims = self._victims, set()
         try:
-            status, me = self.table.heartbeat(self.me, changed=changed)  # type: ignore[arg-type]
+            status, me = self.table.heartbeat(self.me, changed, tuple(sorted(victims)))  # type: ignore[arg-type]
         except BaseException:
             if changed:
                 with self._lock:
                     self._changed = True
+                    self._victims |= victims
             raise
         self._note(status)
         if status is HeartbeatStatus.RENEWED:
