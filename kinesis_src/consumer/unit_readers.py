@@ -37,7 +37,7 @@ from .shard_state import HeldShard
 from .stream_list import note_stream_list
 from .stream_reader import StreamReader
 from .unit_split import split_unit, unit_table, wait_until_unread
-from .units import FULL, Split, scope_of
+from .units import FULL, Split, describe, scope_of
 
 if TYPE_CHECKING:
     from .consumer import Consumer
@@ -222,8 +222,8 @@ class UnitReaders:
                     await self._start(stream, unit)
 
     async def _stop(self, key: str, reader: StreamReader) -> None:
-        log.info("consumer %s: unit %s of %r is claimed or being split: handing it over", self.consumer.worker_id,
-                 reader.unit, reader.stream)
+        log.info("consumer %s: %s of %r is claimed or being split: handing it over", self.consumer.worker_id,
+                 describe(reader.unit), reader.stream)
         await reader.stop_fetching()
         if reader.coordinator is not None:
             await self._in_thread(reader.coordinator.stop)
@@ -240,7 +240,7 @@ class UnitReaders:
                         c.worker_id, unit, stream, exc)
             return
         if started:
-            log.info("consumer %s: reading unit %s of %r", c.worker_id, unit, stream)
+            log.info("consumer %s: reading %s of %r", c.worker_id, describe(unit), stream)
             c.readers[self.key(stream, unit)] = reader
 
     def _start_in_thread(self, reader: StreamReader) -> bool:

@@ -32,7 +32,7 @@ from ..leases.model import Lease
 from ..leases.serializer import HASH_KEY, LEASE_COUNTER, LEASE_OWNER, lease_key
 from ..leases.table import LeaseTable
 from .range_claims import observe_live
-from .units import Split, scope_of
+from .units import Split, describe, scope_of, unit_of_scope
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def wait_until_unread(table: LeaseTable, failover_s: float, except_workers: Coll
             return
         if clock() >= deadline:
             raise KinesisSourceError(
-                f"stream {table.stream!r} (application {table.application!r}): the unit {table.scope or 'of the whole space'} "
+                f"stream {table.stream!r} (application {table.application!r}): {describe(unit_of_scope(table.scope))} "
                 f"is still read by {', '.join(map(repr, sorted(readers)))} after {READERS_WAIT_FAILOVERS} failover "
                 "times; workers of a version without units never hand it over: upgrade or stop them"
             )
@@ -82,8 +82,8 @@ def split_unit(dynamodb: DynamoDBClient, table_name: str, application: str, stre
         done += _split_lease(table, pieces, lease, worker_id)
         if beat is not None:
             beat()
-    log.info("stream %r (application %r): unit %s split into %s at %d shard checkpoint(s)", stream, application,
-             split.unit, ", ".join(map(str, split.pieces)), done)
+    log.info("stream %r (application %r): %s split into %s at %d shard checkpoint(s)", stream, application,
+             describe(split.unit), ", ".join(map(str, split.pieces)), done)
     return done
 
 

@@ -37,6 +37,11 @@ def scope_of(unit: KeyRange) -> str:
     return "" if unit == FULL else str(unit)
 
 
+def describe(unit: KeyRange) -> str:
+    """A unit for log lines and errors."""
+    return "the whole hash space" if unit == FULL else f"key range {unit}"
+
+
 def unit_of_scope(scope: str) -> KeyRange:
     return FULL if scope == "" else KeyRange.parse(scope, "scope")
 

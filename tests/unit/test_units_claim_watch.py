@@ -1,9 +1,15 @@
-"""How a worker without a range judges sticky claims at its housekeeping ticks (unit_readers.ClaimWatch)."""
+"""Liveness at the units' edges: claims judged by workers without a range (unit_readers.ClaimWatch), and
+a split waiting for a unit's readers to leave (unit_split.wait_until_unread)."""
 
 from __future__ import annotations
 
+import pytest
+
 from kinesis_src.consumer.range_claims import RangeClaim
 from kinesis_src.consumer.unit_readers import ClaimWatch
+from kinesis_src.consumer.unit_split import wait_until_unread
+from kinesis_src.errors import KinesisSourceError
+from kinesis_src.leases.model import WorkerHeartbeat
 from lineage import KeyRange
 
 
@@ -34,3 +40,28 @@ def test_a_claim_gone_and_back_starts_over() -> None:
     watch.judge([])  # deleted (released, or judged dead by another worker)
     now[0] += 0.8
     assert watch.judge([claim("a", 5)]) == ([claim("a", 5)], [])  # seen again: first sight
+
+
+class _ReadUnit:
+    """A unit's lease set whose one reader (a worker of a version without units) never leaves."""
+
+    stream, application, scope = "orders", "app", ""
+
+    def __init__(self) -> None:
+        self.beats = 0
+
+    def list_workers(self) -> dict[str, WorkerHeartbeat]:
+        self.beats += 1
+        return {"old": WorkerHeartbeat("old", "s", self.beats)}
+
+
+def test_a_split_gives_up_naming_a_reader_that_never_hands_the_unit_over() -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.25
+        return now[0]
+
+    with pytest.raises(KinesisSourceError, match=r"the whole hash space is still read by 'old' after 10 failover"):
+        wait_until_unread(_ReadUnit(), 0.5, clock=clock)  # type: ignore[arg-type]
+    assert now[0] >= 10 * 0.5
