@@ -43,7 +43,7 @@ from ..arrow import PageColumns, arrival_micros
 from .vector_base64 import decode_column, spans_as_array
 
 _RECORDS_KEY = b'"Records":['
-_RECORD_START = b'{"SequenceNumber":"'
+_RECORDS_END = b'"}]'
 _QUOTES_PER_RECORD = 14
 _JSON_NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 _OUTER_KEYS = {"NextShardIterator": str, "MillisBehindLatest": int}
@@ -74,15 +74,16 @@ def cut_body(body: bytes) -> PlainBody:
         raise NotThisLayout("an escape or a control character")
     if not body.isascii():
         body.decode("utf-8")  # UnicodeDecodeError is a ValueError: the next decoder says what json.loads says
-    n = body.count(_RECORD_START)
-    opening = body.find(_RECORDS_KEY)
-    if n == 0 or opening < 0:
+    opening, closing = body.find(_RECORDS_KEY), body.rfind(_RECORDS_END)
+    if opening < 0 or closing < opening:
         raise NotThisLayout("no records")
     quotes = np.flatnonzero(raw == _QUOTE)
     first = int(np.searchsorted(quotes, opening)) + 2  # past the two quotes of "Records"
-    if first + _QUOTES_PER_RECORD * n > len(quotes):
-        raise NotThisLayout("fewer quotes than the records need")
-    q = quotes[first : first + _QUOTES_PER_RECORD * n].reshape(n, _QUOTES_PER_RECORD).astype(np.int64)
+    count = int(np.searchsorted(quotes, closing)) + 1 - first  # to the last record's last quote
+    if count <= 0 or count % _QUOTES_PER_RECORD:
+        raise NotThisLayout("not 14 quotes a record")
+    n = count // _QUOTES_PER_RECORD
+    q = quotes[first : first + count].reshape(n, _QUOTES_PER_RECORD).astype(np.int64)
     begin, end = opening + len(_RECORDS_KEY), int(q[-1, 13]) + 2
     _check_skeleton(body, q, begin, end)
     spans = _value_spans(q)

@@ -127,20 +127,35 @@ def spans_as_array(buffer: np.ndarray, starts: np.ndarray, sizes: np.ndarray, ty
 
     Built as a view array over ``buffer`` (no copy), then cast, which copies
     each value once into a new contiguous buffer. Value sizes and starts
-    must fit in int32 (a GetRecords body is at most 10 MB).
+    must fit in int32 (a GetRecords body is at most 10 MB). A ``string``
+    result is not checked for UTF-8 again: the caller's buffer was.
     """
     n = len(starts)
-    views = np.zeros((n, 16), dtype=np.uint8)
-    words = views.view(np.int32)
-    words[:, 0] = sizes
-    if len(buffer):
-        window = np.minimum(starts[:, None] + np.arange(_INLINE), len(buffer) - 1)
-        inline = buffer[window]
-        inline[np.arange(_INLINE)[None, :] >= sizes[:, None]] = 0
-        views[:, 4:16] = inline
+    views = np.zeros((n, 4), dtype=np.int32)
+    views[:, 0] = sizes
     long = sizes > _INLINE
-    words[long, 2] = 0  # buffer index: the one data buffer
-    words[long, 3] = starts[long]
-    view_type = pa.string_view() if type_ == pa.string() else pa.binary_view()
+    if long.any():
+        views[long, 1] = _words_at(buffer, starts[long], 1)[:, 0]  # the first 4 bytes; the rest stays in buffer
+        views[long, 3] = starts[long]  # views[:, 2], the buffer index, is 0: the one data buffer
+    short = ~long & (sizes > 0)
+    if short.any():
+        inline = _words_at(buffer, starts[short], 3).view(np.uint8)
+        inline[np.arange(_INLINE)[None, :] >= sizes[short][:, None]] = 0
+        views[short, 1:] = inline.view(np.int32)
     data = pa.py_buffer(buffer if len(buffer) else np.zeros(1, dtype=np.uint8))
-    return pa.Array.from_buffers(view_type, n, [None, pa.py_buffer(views), data]).cast(type_)
+    binary = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), data]).cast(pa.binary())
+    if type_ == pa.binary():
+        return binary
+    return pa.Array.from_buffers(type_, n, binary.buffers())
+
+
+def _words_at(buffer: np.ndarray, starts: np.ndarray, count: int) -> np.ndarray:
+    """(len(starts), count) int32 words read from ``buffer`` at ``starts`` (unaligned); zeros past its end."""
+    if len(starts) == 0:
+        return np.zeros((0, count), dtype=np.int32)
+    if int(starts.max()) + 4 * count <= len(buffer):
+        words = np.ndarray((len(buffer) - 3,), dtype="<i4", buffer=buffer, strides=(1,))
+        return np.stack([words[starts + 4 * k] for k in range(count)], axis=1)
+    padded = np.zeros(len(buffer) + 4 * count, dtype=np.uint8)
+    padded[: len(buffer)] = buffer
+    return _words_at(padded, starts, count)
