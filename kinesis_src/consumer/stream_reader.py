@@ -40,8 +40,10 @@ from .batch import Batch
 from .bridge import LoopListener, cancel
 from .fetching import Fetcher, FetchSettings, new_fetcher
 from .metrics import StreamMetrics
+from .range_claims import RangeClaims
 from .shard_state import EndAction, HeldShard, Holdings, ShardPhase
-from .units import FULL, scope_of
+from .unit_split import UnitShardSync
+from .units import FULL, UnitMap, scope_of
 
 if TYPE_CHECKING:
     from .consumer import Consumer
@@ -89,11 +91,16 @@ class StreamReader:
             c.worker_id,
             timing=c.timing,
             preserve_shard_order=c.preserve_shard_order,
-            shard_sync=ShardSync(kinesis, table, c.initial_position),
+            shard_sync=UnitShardSync(ShardSync(kinesis, table, c.initial_position), self.unit, self._read_units),
             listener=LoopListener(
                 lambda: c.loop, self._acquired, self._lost, self._prepare_release, c.release_wait_s
             ),
         )
+
+    def _read_units(self) -> UnitMap:
+        c = self.consumer
+        return RangeClaims(DynamoDBClient(c.settings), c.table_name, c.application, self.stream,
+                           c.timing.failover_s).read_all()[1]
 
     def deregister_fan_out(self) -> None:
         if self.fan_out is not None and self.consumer.require_consumer_deregistration:

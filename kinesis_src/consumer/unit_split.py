@@ -23,16 +23,20 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Callable, Collection
+from typing import Callable, Collection, Iterable
+
+from lineage import KeyRange
 
 from ..aws import DynamoDBClient
 from ..clock import since_boot
 from ..errors import KinesisSourceError
+from ..leases.listener import SyncsShards
 from ..leases.model import Lease
 from ..leases.serializer import HASH_KEY, LEASE_COUNTER, LEASE_OWNER, lease_key
+from ..leases.shard_sync import SyncReport
 from ..leases.table import LeaseTable
 from .range_claims import observe_live
-from .units import Split, describe, scope_of, unit_of_scope
+from .units import Split, UnitMap, describe, scope_of, unit_of_scope
 
 log = logging.getLogger(__name__)
 
@@ -130,3 +134,28 @@ def _put_new(piece: LeaseTable, lease: Lease) -> dict:
             "ConditionExpression": "attribute_not_exists(#pk)", "ExpressionAttributeNames": {"#pk": HASH_KEY},
         }
     }
+
+
+class UnitShardSync:
+    """A unit's shard sync that does nothing once the unit is retired (split, or being split).
+
+    A split deletes the unit's leases. A reader of the unit that was paused
+    through the split (judged dead meanwhile) must not sync the emptied set
+    when it resumes: it would be synced as a fresh set, at the initial
+    position, and read again. Its housekeeping stops the reader at its next
+    tick; until then, this keeps the set empty. One Query of the claims'
+    partition per sync.
+    """
+
+    def __init__(self, sync: SyncsShards, unit: KeyRange, read_units: Callable[[], UnitMap]) -> None:
+        self.sync = sync
+        self.unit = unit
+        self.read_units = read_units
+
+    def run(self, leases: Iterable[Lease] | None = None) -> object:
+        units = self.read_units()
+        if self.unit not in units.units or any(s.unit == self.unit for s in units.splits):
+            log.info("shard sync of %s skipped: it was split (or is being split) into other units",
+                     describe(self.unit))
+            return SyncReport((), (), (), 0)
+        return self.sync.run(leases)

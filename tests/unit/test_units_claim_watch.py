@@ -1,5 +1,6 @@
 """Liveness at the units' edges: claims judged by workers without a range (unit_readers.ClaimWatch), and
-a split waiting for a unit's readers to leave (unit_split.wait_until_unread)."""
+a split waiting for a unit's readers to leave (unit_split.wait_until_unread), and a retired unit's lease
+set never synced again (unit_split.UnitShardSync)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 
 from kinesis_src.consumer.range_claims import RangeClaim
 from kinesis_src.consumer.unit_readers import ClaimWatch
-from kinesis_src.consumer.unit_split import wait_until_unread
+from kinesis_src.consumer.unit_split import UnitShardSync, wait_until_unread
+from kinesis_src.consumer.units import FULL, UnitMap
 from kinesis_src.errors import KinesisSourceError
 from kinesis_src.leases.model import WorkerHeartbeat
 from lineage import KeyRange
@@ -65,3 +67,28 @@ def test_a_split_gives_up_naming_a_reader_that_never_hands_the_unit_over() -> No
     with pytest.raises(KinesisSourceError, match=r"the whole hash space is still read by 'old' after 10 failover"):
         wait_until_unread(_ReadUnit(), 0.5, clock=clock)  # type: ignore[arg-type]
     assert now[0] >= 10 * 0.5
+
+
+class _CountingSync:
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def run(self, leases: object = None) -> str:
+        self.runs += 1
+        return "synced"
+
+
+def test_a_retired_unit_s_lease_set_is_never_synced_again() -> None:
+    """A reader paused through a split must not recreate the emptied set at the initial position."""
+    lower = KeyRange.slice(0, 2)
+    maps = [UnitMap(), UnitMap().with_claim(lower, "sticky")]
+    maps.append(maps[1].after(maps[1].splits[0]))
+    sync = _CountingSync()
+    whole = UnitShardSync(sync, FULL, lambda: maps[0])
+    assert whole.run() == "synced"  # no registry: the whole space is the one unit
+    maps.pop(0)
+    assert not whole.run().changed  # being split
+    maps.pop(0)
+    assert not whole.run().changed  # split
+    assert sync.runs == 1
+    assert UnitShardSync(sync, lower, lambda: maps[0]).run() == "synced"
