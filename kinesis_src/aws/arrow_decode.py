@@ -76,12 +76,14 @@ class NotPlain(Exception):
 
 def decode_get_records_arrow(body: bytes | str) -> RecordPage:
     """The page of a GetRecords body, with its Arrow columns when the body is of the plain shape."""
-    if isinstance(body, str) or len(body) < SMALL_BODY or _CHILD_SHARDS in body:
+    if isinstance(body, str) or len(body) < SMALL_BODY:
         return decode_get_records(body)
     try:
-        return _cut(body)
+        return _cut(body)  # a body with ChildShards does not pass: they take the reference decoder below
     except (NotThisLayout, ValueError, IndexError, pa.ArrowException):  # not Kinesis's own layout: parse it
         pass
+    if _CHILD_SHARDS in body:
+        return decode_get_records(body)
     try:
         return _decode(body)
     except (NotPlain, pa.ArrowException, ValueError, binascii.Error):  # ValueError: UnicodeDecodeError too

@@ -155,8 +155,8 @@ def _outer_fields(head: bytes, tail: bytes) -> dict[str, Any]:
     text = b"{" + inner_head + (b"," if inner_head and rest != b"}" else b"") + rest
     pairs = json.loads(text, object_pairs_hook=list)  # ValueError when not JSON: the next decoder reports it
     keys = [key for key, _ in pairs]
-    if not isinstance(pairs, list) or len(set(keys)) != len(keys) or "Records" in keys:
-        raise NotThisLayout("a key twice, or Records again")
+    if not isinstance(pairs, list) or len(set(keys)) != len(keys) or {"Records", "ChildShards"} & set(keys):
+        raise NotThisLayout("a key twice, Records again, or ChildShards (the reference decoder reads them)")
     outer = dict(pairs)
     for key, kind in _OUTER_KEYS.items():
         value = outer.get(key)

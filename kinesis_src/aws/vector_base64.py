@@ -7,7 +7,8 @@ inside the output, which then have to be cut out (another ~0.5-1 µs a
 record: a copy, a count, a boolean mask). Here:
 
 - every character goes through one 256-entry lookup table (``np.take``), the
-  quads' 6-bit values are packed into 3 bytes with shifts over whole columns,
+  quads' 6-bit values are packed into 3 bytes with shifts over whole columns
+  (as uint32 words),
   so the page's concatenated base64 decodes in ~5 passes of numpy;
 - the padding bytes are never cut out: the output column is a view array
   (``binary_view``: each value is a start and a length in one buffer, gaps
@@ -108,17 +109,18 @@ def _padding(sixes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.
 
 
 def _pack(sixes: np.ndarray) -> np.ndarray:
-    """Each quad's four 6-bit values as three bytes (uint8 shifts wrap: only the bits that stay are kept).
+    """Each quad's four 6-bit values as three bytes, computed on the quads as little-endian uint32 words.
 
-    A pad's lookup value (64) only reaches the bytes that padding stands for,
-    which the output's spans leave out.
+    Contiguous 32-bit lanes run faster than strided bytes; each output byte
+    takes its bits from the word with a shift and a mask. A pad's lookup
+    value (64) is masked off or reaches only the bytes that padding stands
+    for, which the output's spans leave out.
     """
-    quads = sixes.reshape(-1, 4)
-    out = np.empty((len(quads), 3), dtype=np.uint8)
-    a, b, c, d = quads[:, 0], quads[:, 1], quads[:, 2], quads[:, 3]
-    np.bitwise_or(a << 2, b >> 4, out=out[:, 0])
-    np.bitwise_or(b << 4, c >> 2, out=out[:, 1])
-    np.bitwise_or(c << 6, d, out=out[:, 2])
+    words = sixes.view("<u4")
+    out = np.empty((len(words), 3), dtype=np.uint8)
+    np.bitwise_or((words << 2) & 0xFC, (words >> 12) & 0x03, out=out[:, 0], casting="unsafe")
+    np.bitwise_or((words >> 4) & 0xF0, (words >> 18) & 0x0F, out=out[:, 1], casting="unsafe")
+    np.bitwise_or((words >> 10) & 0xC0, (words >> 24) & 0x3F, out=out[:, 2], casting="unsafe")
     return out.reshape(-1)
 
 

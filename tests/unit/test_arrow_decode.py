@@ -369,6 +369,9 @@ def test_a_mutated_kinesis_body_gives_the_reference_outcome(
     "body",
     [
         pytest.param(kinesis_body([("1", "1.5", b"a", "k")], tail=b',"Records":[]'), id="Records twice"),
+        pytest.param(kinesis_body([("1", "1.5", b"a", "k")], tail=b',"ChildShards":[{"ShardId":"shardId-1","ParentShards"'
+                                  b':["shardId-0"],"HashKeyRange":{"StartingHashKey":"0","EndingHashKey":"9"}}]'),
+                     id="children after the records"),
         pytest.param(kinesis_body([("1", "1.5", b"a", "k")], tail=b',"MillisBehindLatest":1,"MillisBehindLatest":2'),
                      id="outer key twice"),
         pytest.param(kinesis_body([("1", "1e999", b"a", "k")]), id="timestamp out of range"),
