@@ -26,6 +26,7 @@ import threading
 from typing import Any
 
 import pytest
+import readers  # tests/readers.py
 from kpl import (
     KplProducer,
     aggregate,
@@ -61,15 +62,7 @@ def consumer_options(application: str, **extra: Any) -> dict[str, Any]:
 
 async def deliver(consumer: Consumer, count: int) -> list[Record]:
     """Records of whole batches, each checkpointed, until ``count`` came or nothing came for QUIET_S."""
-    records: list[Record] = []
-    while len(records) < count:
-        try:
-            batch = await asyncio.wait_for(consumer.__anext__(), QUIET_S)
-        except TimeoutError:
-            break
-        records.extend(batch.records)
-        await batch.checkpoint()
-    return records
+    return await readers.deliver(consumer, count, QUIET_S)
 
 
 def deliver_blocking(consumer: BlockingConsumer, count: int) -> list[Record]:
@@ -100,7 +93,7 @@ def test_read_table_and_drain_stream_put_each_user_record_at_its_position(kinesi
     drained = [r for chunk in drain_stream(kinesis, stream_name, fetch_interval_s=0) for r in chunk.records()]
     check_user_records(drained, producer)
     assert any(r.explicit_hash_key is not None for r in drained)
-    position = lambda r: (r.shard_id, r.sequence_number, r.sub_sequence_number)  # noqa: E731
+    position = lambda r: (r.shard_id, r.sequence_number, r.sub_sequence_number)
     assert [position(r) for r in drained] == [position(r) for r in records_of_table(table)]  # one lineage order
 
 
