@@ -1,4 +1,9 @@
-"""One SparkSession per test module, inside the same private network namespace as the emulators."""
+"""One SparkSession per test module, inside the same private network namespace as the emulators.
+
+``emulators`` is tests/conftest.py's adapter over the testing kit's session
+endpoints (``kinesis_test_endpoints``); the session's Python workers get
+their ``env()`` (endpoints, region, dummy credentials) through ``os.environ``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def spark(emulators) -> Iterator["object"]:
+def spark(emulators) -> Iterator[object]:
     from pyspark.sql import SparkSession
 
     saved = dict(os.environ)
