@@ -7,6 +7,9 @@ Worker processes (tests/integration/consumer_worker.py, checkpointing every batc
   exactly once, and once the sticky worker has started, keys of ``0/2``
   reach it alone (the worker without a range hands the whole space over at
   its checkpoints and keeps reading the other half);
+* a sticky worker closes: the worker without a range takes its unit over
+  at once; a sticky worker of the same range starts: the unit (no split
+  this time) is handed back. Exactly once throughout;
 * the sticky worker is SIGKILLed: the worker without a range takes its unit
   over after the failover time, nothing is lost, and the only records
   delivered twice are in batches the dead worker never checkpointed.
@@ -53,13 +56,7 @@ def test_a_sticky_worker_joins_a_worker_without_a_range_through_a_split_and_a_me
     plain = workers("plain", stream_name, "--idle", "0.1")
     waiting.wait_for(delivered_all(producer, [plain]), 60, "the worker without a range to read alone", 0.1)
     sticky = workers("sticky", stream_name, "--key-range", "0/2", "--idle", "0.1")
-    deadline = time.monotonic() + 60
-    while not sticky.started():  # records keep arriving during the cut-over
-        assert time.monotonic() < deadline and sticky.proc.poll() is None, sticky.stderr_tail()
-        producer.put_rounds(1)
-        with contextlib.suppress(AssertionError):
-            waiting.wait_for(sticky.started, 1.0, "the sticky worker to start", 0.1)
-    cut_over = sticky.of("started")[0]["t"]
+    cut_over = start_while_putting(producer, sticky)
     producer.put_rounds(2)
     first = kinesis.list_shards(stream_name)[0]
     lo, hi = int(first["HashKeyRange"]["StartingHashKey"]), int(first["HashKeyRange"]["EndingHashKey"])
@@ -123,3 +120,49 @@ def test_a_killed_sticky_worker_s_unit_is_taken_over_at_its_checkpoints(kinesis,
     assert all(hash_key_of(k) in LOWER for k, _ in twice)
     taken_over = [d for d in delivered if d.worker == "plain" and d.t > sticky.events[-1]["t"]]
     assert any(hash_key_of(k) in LOWER for d in taken_over for k, _, _ in d.records)
+
+
+def start_while_putting(producer: KeyedProducer, proc: WorkerProc) -> float:
+    """Put a round a second until ``proc`` has started (records arrive during its cut-over); its start time."""
+    deadline = time.monotonic() + 60
+    while not proc.started():
+        assert time.monotonic() < deadline and proc.proc.poll() is None, proc.stderr_tail()
+        producer.put_rounds(1)
+        with contextlib.suppress(AssertionError):
+            waiting.wait_for(proc.started, 1.0, f"{proc.worker_id} to start", 0.1)
+    return proc.of("started")[0]["t"]
+
+
+def test_a_unit_goes_back_and_forth_between_a_sticky_worker_and_one_without_a_range(
+    kinesis, stream_name, workers
+) -> None:
+    """Graceful moves only (close, then a sticky worker again, no split the second time): exactly once."""
+    make_stream(kinesis, stream_name, 2)
+    producer = KeyedProducer(kinesis, stream_name, keys=30)
+    producer.put_rounds(2)
+    plain = workers("plain", stream_name, "--idle", "0.1")
+    first = workers("sticky-1", stream_name, "--key-range", "0/2", "--idle", "0.1")
+    waiting.wait_for(delivered_all(producer, [plain, first]), 60, "both workers to read", 0.1)
+    first.sigterm()
+    assert first.wait_exit(30) == 0, first.stderr_tail()
+    left = first.of("stopped")[0]["t"]
+    producer.put_rounds(2)
+    waiting.wait_for(delivered_all(producer, [plain, first]), 60, "the worker without a range to take over", 0.1)
+    second = workers("sticky-2", stream_name, "--key-range", "0/2", "--idle", "0.1")
+    back = start_while_putting(producer, second)
+    producer.put_rounds(2)
+    procs = [plain, first, second]
+    waiting.wait_for(delivered_all(producer, procs), 60, "every record", 0.1)
+    for proc in (plain, second):
+        proc.sigterm()
+    for proc in (plain, second):
+        assert proc.wait_exit(30) == 0, proc.stderr_tail()
+
+    delivered = deliveries(procs)
+    copies = Counter((k, n) for d in delivered for k, n, _ in d.records)
+    assert set(copies) == producer.expected()
+    assert max(copies.values()) == 1, f"delivered twice: {[r for r, c in copies.items() if c > 1][:5]}"
+    lower_by_plain = [d.t for d in delivered if d.worker == "plain" for k, _, _ in d.records if hash_key_of(k) in LOWER]
+    assert any(left < t < back for t in lower_by_plain)  # it read the unit between the two sticky workers
+    assert all(t < back for t in lower_by_plain)  # and never after the second one started
+    assert all(hash_key_of(k) in LOWER for d in delivered if d.worker != "plain" for k, _, _ in d.records)
