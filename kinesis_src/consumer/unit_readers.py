@@ -200,10 +200,18 @@ class UnitReaders:
     # -- at runtime, on the loop (housekeeping) -----------------------------------------------------
 
     async def refresh(self) -> None:
-        """Without a range: follow the claims (see the module docstring)."""
-        c = self.consumer
-        if c.key_range is not None:
+        """Without a range: follow the claims (see the module docstring). A failure no retry can
+        fix (a registry this version cannot read) fails the consumer instead of ending housekeeping."""
+        if self.consumer.key_range is not None:
             return
+        try:
+            await self._refresh()
+        except Exception as exc:  # noqa: BLE001 - the application must hear of it
+            log.error("consumer %s: following the key-range claims failed: %s", self.consumer.worker_id, exc)
+            self.consumer.fail(exc)
+
+    async def _refresh(self) -> None:
+        c = self.consumer
         for stream in c.streams:
             if c.stopping:
                 return
