@@ -35,6 +35,7 @@ class AssignmentPlan:
     release: tuple[Lease, ...] = ()
     assignable: int = 0
     workers: int = 1
+    hand_to: tuple[tuple[str, str], ...] = ()  # (shard id, worker): releases that hand a lease to a starving worker
 
     @property
     def empty(self) -> bool:
@@ -106,9 +107,12 @@ def plan_assignment(
     mine = _movable_last(load[me], closed)
     blocked = [l for l in all_leases if l.owner == me and l.shard_id not in ready_ids]
     surplus = _surplus(mine, scale)
-    if surplus:
-        return AssignmentPlan(release=tuple(blocked + surplus), assignable=len(ready), workers=len(workers))
     loads = {w: scale.total(ls) for w, ls in load.items()}
+    if surplus:
+        return AssignmentPlan(
+            release=tuple(blocked + surplus), assignable=len(ready), workers=len(workers),
+            hand_to=_takers_of(surplus, loads, scale),
+        )
     takers = {w for w in workers if loads[w] < scale.mean_load - 1e-9} | {me}  # who will want free leases
     free = _by_preference(me, takers, [l for l in ready if l.owner is not None and l.owner not in workers])
     free += _by_preference(me, takers, [l for l in ready if l.owner is None])  # dead owners' first
@@ -117,11 +121,14 @@ def plan_assignment(
     held = loads[me] + scale.total(take)
     release = list(blocked)
     steal: tuple[Lease, ...] = ()
+    hand_to: tuple[tuple[str, str], ...] = ()
     if not free and starving and me not in starving:
-        release += _hand_overs(me, load, closed, loads, scale)  # gracefully, instead of waiting to be stolen from
+        gifts = _hand_overs(me, load, closed, loads, scale)  # gracefully, instead of waiting to be stolen from
+        release += [lease for lease, _ in gifts]
+        hand_to = tuple((lease.shard_id, taker) for lease, taker in gifts)
     elif scale.starving(held) and len(take) == len(free):
         steal = _steals(me, load, closed, held, scale, max_steals)
-    return AssignmentPlan(tuple(take), steal, tuple(release), len(ready), len(workers))
+    return AssignmentPlan(tuple(take), steal, tuple(release), len(ready), len(workers), hand_to)
 
 
 def home_index(shard_id: str, workers: int) -> int:
@@ -247,7 +254,7 @@ def _gift(
 
 def _hand_overs(
     me: str, load: Mapping[str, Sequence[Lease]], closed: set[str], loads: Mapping[str, float], scale: _Scale,
-) -> list[Lease]:
+) -> list[tuple[Lease, str]]:
     """What ``me`` hands over this cycle: every starving worker is served in the same round.
 
     The most starving worker (ties: lowest id) gets a lease from the most
@@ -260,7 +267,7 @@ def _hand_overs(
     """
     owned = {w: list(ls) for w, ls in load.items()}
     now = dict(loads)
-    mine: list[Lease] = []
+    mine: list[tuple[Lease, str]] = []
     while True:
         hungry = [w for w in owned if scale.starving(now[w])]
         if not hungry:
@@ -276,7 +283,21 @@ def _hand_overs(
         now[giver] -= weight
         now[taker] += weight
         if giver == me:
-            mine.append(lease)
+            mine.append((lease, taker))
+
+
+def _takers_of(shed: Sequence[Lease], loads: Mapping[str, float], scale: _Scale) -> tuple[tuple[str, str], ...]:
+    """Who a shed lease is for: the most starving worker at that point (none while nobody starves)."""
+    now = dict(loads)
+    named = []
+    for lease in shed:
+        hungry = [w for w in now if scale.starving(now[w])]
+        if not hungry:
+            break
+        taker = min(hungry, key=lambda w: (now[w], w))
+        now[taker] += scale.of_lease(lease)
+        named.append((lease.shard_id, taker))
+    return tuple(named)
 
 
 def _steals(

@@ -16,7 +16,7 @@ from .serializer import (
     HEARTBEAT_TTL_S,
     LAST_UPDATED,
     LEASE_CHANGES,
-    LEASE_VICTIMS,
+    LEASE_NOTIFY,
     SESSION,
     TTL_ATTRIBUTE,
     LeaseCodec,
@@ -47,10 +47,10 @@ class HeartbeatItems:
         return self._register(self._worker_key(worker_id), validate_worker_id(worker_id))
 
     def heartbeat(self, worker: WorkerHeartbeat, changed: bool = False,
-                  stole_from: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+                  notify: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
         """Renew; with ``changed``, also announce that this worker changed lease ownership (:mod:`.view`),
-        naming the workers it stole from (``stole_from``: they read the leases at once)."""
-        return self._beat(self._worker_key(worker.worker_id), worker, changed, stole_from)
+        naming the workers the change concerns (``notify``: they read the leases at once)."""
+        return self._beat(self._worker_key(worker.worker_id), worker, changed, notify)
 
     def declare_worker_dead(self, worker: WorkerHeartbeat) -> bool:
         """Delete a heartbeat observed unchanged for the failover time, if still unchanged."""
@@ -83,7 +83,7 @@ class HeartbeatItems:
         return worker
 
     def _beat(self, key: Item, worker: WorkerHeartbeat, changed: bool = False,
-              stole_from: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+              notify: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
         """Add one to the stored heartbeat, conditional on our session only.
 
         Every write changes the value the others watch, a retry of a write
@@ -95,13 +95,13 @@ class HeartbeatItems:
         names = {"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION}
         values = {":one": _n(1), ":now": _n(now), ":ttl": _n(self._ttl_s()), ":session": _s(worker.session)}
         update = "SET #updated = :now, #ttl = :ttl"
-        if changed:  # an announcement names its victims, or nobody (an older announcement's are stale)
-            names["#changes"], names["#victims"] = LEASE_CHANGES, LEASE_VICTIMS
-            if stole_from:
-                update += ", #victims = :victims"
-                values[":victims"] = _list(stole_from)
+        if changed:  # an announcement names whom it concerns, or nobody (an older announcement's are stale)
+            names["#changes"], names["#notify"] = LEASE_CHANGES, LEASE_NOTIFY
+            if notify:
+                update += ", #notify = :notify"
+                values[":notify"] = _list(notify)
             else:
-                update += " REMOVE #victims"
+                update += " REMOVE #notify"
         update += " ADD #hb :one" + (", #changes :one" if changed else "")
         result = self.dynamodb.update_item(
             self.table_name, key, update, "#session = :session", names=names, values=values,

@@ -213,8 +213,9 @@ class WorkerHeartbeat:
     worker id, or two processes wrongly sharing one, are told apart.
     ``changes`` counts the heartbeats that announced a change of lease
     ownership by this worker (see :mod:`.view`); 0 in items of older versions.
-    ``stole_from``: the workers its latest announcement stole from, who read
-    the leases at once instead of after their read gap; empty in older items.
+    ``notify``: the workers its latest announcement concerns (stolen from,
+    handed a lease, asked for one), who read the leases at once instead of
+    after their read gap; empty in older items.
     """
 
     worker_id: str
@@ -222,7 +223,7 @@ class WorkerHeartbeat:
     heartbeat: int
     last_updated_ms: int = 0
     changes: int = 0
-    stole_from: tuple[str, ...] = ()
+    notify: tuple[str, ...] = ()
 
 
 class HeartbeatStatus(str, enum.Enum):

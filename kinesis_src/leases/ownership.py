@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from lineage import shard_sort_key
 
@@ -187,8 +187,12 @@ class OwnershipSteps:
             preserve_shard_order=self.preserve_shard_order, max_steals=self.timing.max_steals_per_cycle,
             weights=lease_weights(leases, self.table.now_ms()),
         )
+        hand_to = dict(plan.hand_to)
         for lease in plan.release:
-            if self._release(lease, f"shedding: above fair share of {plan.assignable} over {plan.workers}"):
+            taker = hand_to.get(lease.shard_id)
+            why = f"shedding: above fair share of {plan.assignable} over {plan.workers}" if taker is None \
+                else f"handed over to starving worker {taker}"
+            if self._release(lease, why, taker=taker):
                 report.released.append(lease.shard_id)
         lost_in_a_row = 0
         for lease in plan.take:
@@ -198,12 +202,12 @@ class OwnershipSteps:
                 self._views.invalidate()  # stop, and plan again next cycle on a fresh read
                 return
         if plan.steal:
-            self._announce_need()
+            self._announce_need({lease.owner for lease in plan.steal if lease.owner})
         for lease in self._patient(plan.steal, progressed=bool(report.acquired)):
             if self._acquire(lease, f"stolen from {lease.owner}", report, victim=lease.owner):
                 report.stolen.append(lease.shard_id)
 
-    def _announce_need(self) -> None:
+    def _announce_need(self, givers: Iterable[str]) -> None:
         """This worker starves and nothing is free: say so (``leaseChanges`` + 1), once per patience.
 
         The loaded workers hand leases over when their view shows a starving
@@ -211,15 +215,16 @@ class OwnershipSteps:
         read the leases before their periodic re-read (30 s): at 10,000 shards
         and 100 workers, survivors of a crash stayed a few leases short for
         minutes (the simulation). A ``leaseChanges`` bump makes the others read
-        the leases at their next cycle (past their ``lease_read_gap_s``); it
-        costs one heartbeat write, at most one per steal patience (the bump
-        also makes this worker read again, so once per own lease read would
+        the leases at their next cycle past their ``lease_read_gap_s``, and the
+        workers it would steal from (``givers``) at their next cycle; it
+        costs one heartbeat write, at most one per 1.5 renewals (the bump also
+        makes this worker read again, so once per own lease read would
         announce every scan on a small fleet).
         """
         now = self.clock()
-        if now - self._need_announced_at >= self._steal_patience_s():
+        if now - self._need_announced_at >= STEAL_PATIENCE_RENEWALS * self.timing.renew_s:
             self._need_announced_at = now
-            self.renewal.note_change()
+            self.renewal.note_change(givers)
 
     def _steal_patience_s(self) -> float:
         return STEAL_PATIENCE_RENEWALS * self.timing.renew_s + self._views.gap_s
@@ -256,13 +261,15 @@ class OwnershipSteps:
             self._held[lease.shard_id] = taken
             self._meters[lease.shard_id] = RateMeter(self.clock())
             self._acquired_at[lease.shard_id] = self.clock()
-        self._note_change(victim)
+        self._note_change(() if victim is None else (victim,))
         log.info("worker %s took lease on %s (%s) at checkpoint %s", self.worker_id, lease.shard_id, how, taken.checkpoint)
         report.acquired.append(lease.shard_id)
         self.listener.on_acquired(taken)
         return True
 
-    def _release(self, lease: Lease, why: str, notify: bool = True) -> bool:
+    def _release(self, lease: Lease, why: str, notify: bool = True, taker: str | None = None) -> bool:
+        """Give a held lease up (after the listener's checkpoint, with ``notify``); ``taker``: the starving
+        worker it is handed to, named in the announcement so that it reads the leases at once."""
         if notify:
             try:
                 self.listener.before_release(lease)
@@ -279,15 +286,16 @@ class OwnershipSteps:
             log.warning("worker %s: release of %s failed (%s); it will expire", self.worker_id, lease.shard_id, exc)
             return False
         if released is not None:
-            self._note_change()
+            self._note_change(() if taker is None else (taker,))
         log.info("worker %s released lease on %s (%s)", self.worker_id, lease.shard_id, why)
         return released is not None
 
-    def _note_change(self, stole_from: str | None = None) -> None:
+    def _note_change(self, notify: Iterable[str] = ()) -> None:
         """This worker changed lease ownership: announce it with the next heartbeat (sent at the end
         of this cycle, or at once by the renewal loop), and read the leases again next cycle whether
-        that announcement lands or not. A steal names its victim, who then reads at once (:mod:`.view`)."""
-        self.renewal.note_change(stole_from)
+        that announcement lands or not. ``notify``: workers the change concerns (a steal's victim, a
+        hand-over's taker), who read the leases at once (:mod:`.view`)."""
+        self.renewal.note_change(notify)
         self._views.invalidate()
 
     def _drop(self, lease: Lease, reason: str, report: CycleReport | None = None) -> None:

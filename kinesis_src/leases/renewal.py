@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-from typing import Callable
+from typing import Callable, Iterable
 
 from ..errors import WorkerIdInUseError
 from .model import HeartbeatStatus, WorkerHeartbeat
@@ -74,7 +74,7 @@ class HeartbeatRenewal:
         self._where = where
         self._lock = threading.Lock()
         self._changed = False  # an ownership change not announced yet
-        self._victims: set[str] = set()  # workers stolen from since the last announcement
+        self._notify: set[str] = set()  # workers the changes since the last announcement concern
         self._status: HeartbeatStatus | None = None  # strongest outcome since take_status()
         self.waker: Callable[[], None] = lambda: None  # set by whoever runs the own-schedule loop
 
@@ -98,13 +98,12 @@ class HeartbeatRenewal:
         """No other worker can have declared this one dead yet (local clock, minus the margin)."""
         return self.clock() < self.renewed_at + self.timing.failover_s - self.timing.margin_s
 
-    def note_change(self, stole_from: str | None = None) -> None:
-        """This worker changed lease ownership (stealing from ``stole_from``): the next heartbeat
-        announces it; wake the renewal."""
+    def note_change(self, notify: Iterable[str] = ()) -> None:
+        """This worker changed lease ownership: the next heartbeat announces it, naming the workers in
+        ``notify`` (:mod:`.view`); wake the renewal."""
         with self._lock:
             self._changed = True
-            if stole_from is not None:
-                self._victims.add(stole_from)
+            self._notify.update(notify)
         if self.mode is RenewalMode.OWN_SCHEDULE:
             self.waker()
 
@@ -135,14 +134,14 @@ class HeartbeatRenewal:
         now = self.clock()
         with self._lock:
             changed, self._changed = self._changed, False
-            victims, self._victims = self._victims, set()
+            notify, self._notify = self._notify, set()
         try:
-            status, me = self.table.heartbeat(self.me, changed, tuple(sorted(victims)))  # type: ignore[arg-type]
+            status, me = self.table.heartbeat(self.me, changed, tuple(sorted(notify)))  # type: ignore[arg-type]
         except BaseException:
             if changed:
                 with self._lock:
                     self._changed = True
-                    self._victims |= victims
+                    self._notify |= notify
             raise
         self._note(status)
         if status is HeartbeatStatus.RENEWED:

@@ -81,7 +81,7 @@ THROUGHPUT_RECORDS = "throughputRecords"  # records/s, written with a checkpoint
 THROUGHPUT_BYTES = "throughputBytes"  # bytes/s
 THROUGHPUT_AT = "throughputAt"  # epoch ms of the estimate
 LEASE_CHANGES = "leaseChanges"  # heartbeats that announced an ownership change (optional: older items lack it)
-LEASE_VICTIMS = "leaseVictims"  # workers the latest announcement stole from (optional: older items lack it)
+LEASE_NOTIFY = "leaseNotify"  # workers the latest announcement concerns (optional: older items lack it)
 
 CLAIM_RANGE_KEY = "query"
 IDENTITY_RANGE_KEY = "identity"
@@ -254,7 +254,7 @@ class LeaseCodec:
             heartbeat=self.number(item, HEARTBEAT),
             last_updated_ms=self.number(item, LAST_UPDATED),
             changes=self.number(item, LEASE_CHANGES) if LEASE_CHANGES in item else 0,
-            stole_from=self.strings(item, LEASE_VICTIMS) if LEASE_VICTIMS in item else (),
+            notify=self.strings(item, LEASE_NOTIFY) if LEASE_NOTIFY in item else (),
         )
 
     def _checkpoint(self, item: Item) -> Checkpoint:

@@ -128,16 +128,19 @@ class ViewReader:
         return TableView(self._leases, workers), force or stale
 
     def _named(self, workers: Mapping[str, WorkerHeartbeat]) -> bool:
-        """A new announcement says its writer stole from this worker: read now, whatever the gap.
+        """A new announcement names this worker: read now, whatever the gap.
 
-        The victim of a steal holds the lease until it reads it; within the
-        gap that was up to 5.7 s at 10,000 shards and 100 workers, long
-        enough for the thief to pass the lease on while the victim still held
-        it (the simulation). Steals are rare, so this costs little.
+        Named are the victim of a steal (it holds the lease until it reads it;
+        within the gap that was up to 5.7 s at 10,000 shards and 100 workers,
+        long enough for the thief to pass the lease on while the victim still
+        held it), the recipient of a hand-over (the lease waits free until it
+        reads) and the workers a starving one wants a lease from (they hand
+        over only once they read its need): each step of a hand-over cost up to
+        a gap (the simulation). These are rare, so this costs little.
         """
         if not self.me or self._seen is None:
             return False
-        return any(self.me in w.stole_from and (w.worker_id, w.session, w.changes) not in self._seen
+        return any(self.me in w.notify and (w.worker_id, w.session, w.changes) not in self._seen
                    for w in workers.values())
 
     def _others_changed(self, seen: Fingerprint) -> bool:
