@@ -4,14 +4,18 @@ set never synced again (unit_split.UnitShardSync)."""
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
+
 import pytest
 
 from kinesis_src.consumer.range_claims import RangeClaim
-from kinesis_src.consumer.unit_readers import ClaimWatch
+from kinesis_src.consumer.unit_readers import ClaimWatch, UnitReaders
 from kinesis_src.consumer.unit_split import UnitShardSync, wait_until_unread
 from kinesis_src.consumer.units import FULL, UnitMap
 from kinesis_src.errors import KinesisSourceError
 from kinesis_src.leases.model import WorkerHeartbeat
+from kinesis_src.leases.timing import LeaseTiming
 from lineage import KeyRange
 
 
@@ -92,3 +96,18 @@ def test_a_retired_unit_s_lease_set_is_never_synced_again() -> None:
     assert not whole.run().changed  # split
     assert sync.runs == 1
     assert UnitShardSync(sync, lower, lambda: maps[0]).run() == "synced"
+
+
+class _UnreadableRegistry:
+    def read_all(self) -> None:
+        raise ValueError("units [0-5] do not tile 0-340282366920938463463374607431768211455")
+
+
+def test_a_registry_that_cannot_be_read_fails_the_consumer_instead_of_ending_its_housekeeping() -> None:
+    failures: list[BaseException] = []
+    consumer = SimpleNamespace(key_range=None, streams=("orders",), worker_id="w", stopping=False, readers={},
+                               timing=LeaseTiming(), fail=failures.append)
+    units = UnitReaders(consumer)  # type: ignore[arg-type]
+    units._claims["orders"] = _UnreadableRegistry()  # type: ignore[assignment]
+    asyncio.run(units.refresh())
+    assert [type(f) for f in failures] == [ValueError]
