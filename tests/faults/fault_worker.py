@@ -21,28 +21,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import logging
 import os
 import sys
-import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: worker_events
 
-from kinesis_src import Consumer, LeaseTiming  # noqa: E402
-from kinesis_src.workload import decode  # noqa: E402
+from worker_events import add_lease_timing, emit, lease_timing, report_as
 
-WORKER_ID = "?"
-
-
-def emit(event: str, **fields: Any) -> None:
-    line = json.dumps({"event": event, "t": time.monotonic(), "worker": WORKER_ID, **fields}, default=str)
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+from kinesis_src import Consumer
+from kinesis_src.workload import decode
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -51,7 +42,7 @@ async def run(args: argparse.Namespace) -> int:
         application_name=args.application,
         worker_id=args.worker_id,
         initial_position="trim_horizon",
-        lease_timing=LeaseTiming(failover_s=args.failover, renew_interval_s=args.renew, scan_interval_s=args.scan),
+        lease_timing=lease_timing(args),
         idle_interval_s=args.idle,
         release_timeout_s=args.release_timeout,
         preserve_shard_order=not args.no_preserve_order,
@@ -75,21 +66,16 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    global WORKER_ID
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stream", required=True)
     parser.add_argument("--application", required=True)
     parser.add_argument("--worker-id", required=True)
-    parser.add_argument("--failover", type=float, default=3.0)
-    parser.add_argument("--renew", type=float, default=1.0)
-    parser.add_argument("--scan", type=float, default=0.25)
+    add_lease_timing(parser)
     parser.add_argument("--idle", type=float, default=0.2)
     parser.add_argument("--release-timeout", type=float, default=2.0)
     parser.add_argument("--no-preserve-order", action="store_true")
     args = parser.parse_args()
-    WORKER_ID = args.worker_id
-    logging.basicConfig(level=os.environ.get("FAULT_WORKER_LOG", "WARNING"), stream=sys.stderr,
-                        format=f"{args.worker_id} %(asctime)s %(levelname)s %(name)s: %(message)s")
+    report_as(args.worker_id, "FAULT_WORKER_LOG")
     try:
         return asyncio.run(run(args))
     except BaseException as exc:  # noqa: BLE001 - the campaign reports how a worker died

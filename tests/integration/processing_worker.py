@@ -24,33 +24,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import logging
 import os
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: worker_events
 
-from kinesis_src import Consumer, LeaseTiming
+from worker_events import add_lease_timing, emit, lease_timing, report_as
+
+from kinesis_src import Consumer
 from kinesis_src.consumer.processing import Backoff, DeliveredRecord
 from kinesis_src.errors import KinesisSourceError
 from kinesis_src.workload import decode
 
-WORKER_ID = "?"
-
-
-def emit(event: str, **fields: Any) -> None:
-    line = json.dumps({"event": event, "t": time.monotonic(), "worker": WORKER_ID, **fields}, default=str)
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
 
 async def run(args: argparse.Namespace) -> int:
-    timing = LeaseTiming(failover_s=args.failover, renew_interval_s=args.renew, scan_interval_s=args.scan)
+    timing = lease_timing(args)
     consumer = Consumer(
         args.stream, application_name=args.application, worker_id=args.worker_id,
         initial_position="trim_horizon", lease_timing=timing, idle_interval_s=0.1, release_timeout_s=2.0,
@@ -78,7 +69,6 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global WORKER_ID
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stream", required=True)
     parser.add_argument("--application", required=True)
@@ -91,13 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poison-every", type=int, default=4)
     parser.add_argument("--sleep-ms", type=float, default=5.0)
     parser.add_argument("--checkpoint-interval", type=float, default=0.2)
-    parser.add_argument("--failover", type=float, default=3.0)
-    parser.add_argument("--renew", type=float, default=1.0)
-    parser.add_argument("--scan", type=float, default=0.25)
+    add_lease_timing(parser)
     args = parser.parse_args(argv)
-    WORKER_ID = args.worker_id
-    logging.basicConfig(level=os.environ.get("PROCESSING_WORKER_LOG", "WARNING"), stream=sys.stderr,
-                        format=f"{args.worker_id} %(asctime)s %(levelname)s %(name)s: %(message)s")
+    report_as(args.worker_id, "PROCESSING_WORKER_LOG")
     try:
         return asyncio.run(run(args))
     except KinesisSourceError as exc:
