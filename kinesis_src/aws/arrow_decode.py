@@ -48,6 +48,7 @@ from .decode import (
     parse_get_records,
 )
 from .plain_body import NotThisLayout, cut_body
+from .record_layout import NotALayout
 from .vector_base64 import decode_column
 
 SMALL_BODY = 16 * 1024
@@ -80,7 +81,7 @@ def decode_get_records_arrow(body: bytes | str) -> RecordPage:
         return decode_get_records(body)
     try:
         return _cut(body)  # a body with ChildShards does not pass: they take the reference decoder below
-    except (NotThisLayout, ValueError, IndexError, pa.ArrowException):  # not Kinesis's own layout: parse it
+    except (NotThisLayout, NotALayout, ValueError, IndexError, pa.ArrowException):  # another layout: parse it
         pass
     if _CHILD_SHARDS in body:
         return decode_get_records(body)
@@ -98,7 +99,7 @@ def _cut(body: bytes) -> ArrowPage:
         data=cut.data,
         sequence_numbers=cut.sequence_numbers,
         arrival_epoch=cut.arrival_epoch,
-        encryption_types=[None] * len(cut.sequence_numbers),
+        encryption_types=cut.encryption_types,
         next_iterator=cut.next_iterator,
         millis_behind_latest=cut.millis_behind_latest,
         columns=cut.columns,

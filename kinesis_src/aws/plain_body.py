@@ -1,32 +1,36 @@
-"""GetRecords bodies of the one layout Kinesis writes, cut into Arrow columns without a JSON parser.
+"""GetRecords bodies as services write them, cut into Arrow columns without a JSON parser.
 
 A JSON parser (``json.loads`` or ``pyarrow.json``) costs ~1.2-1.4 µs a record
 of 200 B here, the largest part of a Spark task's CPU per record
-(docs/performance.md). But a GetRecords body is always written the same
-way: compact JSON, records whose fields come in one order,
+(docs/performance.md). But a service writes every record of a page the same
+way: compact JSON, the same fields in the same order (which order depends on
+the service: :mod:`.record_layout` reads it off the first record), e.g.
 
     {"SequenceNumber":"…","ApproximateArrivalTimestamp":1.7E9,"Data":"…","PartitionKey":"…"}
 
-and no escapes in any of them (sequence numbers are digits, Data is base64).
-For such a body every byte is known but the values, and the values are
-found from the positions of the body's double quotes (one numpy pass):
+and nothing escaped (sequence numbers are digits, Data is base64). For such
+a body every byte is known but the values, and the values are found from
+the positions of the body's double quotes (one numpy pass):
 
 - the body holds no backslash (so every ``"`` delimits a string) and no
   control character; it is UTF-8 (checked whole when not ASCII);
-- ``"Records":[`` opens the records; the fields around it (the next
-  iterator, ``MillisBehindLatest``) are parsed with ``json.loads``, and must
-  not repeat a key or hold another ``Records``;
-- with 14 quotes a record, the values' spans are read off the quote
-  positions, and **everything between the values** is compared, in one bytes
-  comparison, with what that layout puts there (:func:`_check_skeleton`). So a body that is anything else (a field missing,
-  added, reordered, whitespace, ``EncryptionType``) does not match;
+- ``"Records":[`` opens the records and the last ``}]`` closes them; the
+  fields around them (the next iterator, ``MillisBehindLatest``) are parsed
+  with ``json.loads``, and must not repeat a key, hold another ``Records``
+  or ``ChildShards`` (those pages take the reference decoder);
+- every record has the first record's quotes, the values' spans are read
+  off their positions, and **every byte between the values** is checked
+  against the layout (:func:`_check_skeleton`). So a page with any record
+  of another shape (a field missing, added, reordered, whitespace) is
+  refused whole;
 - timestamps must be JSON numbers (a regular expression over the column)
   and finite; Data must be canonical base64 (:mod:`.vector_base64`).
 
-Whatever does not match raises :class:`NotThisLayout` and the caller tries
-the next decoder (``pyarrow.json``, then the reference), so the page or the
-error is the reference's in every case (tests/unit/test_arrow_decode.py and
-tests/unit/test_vector_base64.py run all decoders on the same bodies).
+Whatever does not match raises :class:`NotThisLayout` (or ``ValueError``)
+and the caller tries the next decoder (``pyarrow.json``, then the
+reference), so the page or the error is the reference's in every case
+(tests/unit/test_arrow_decode.py runs the decoders on random pages of every
+field order and on mutated ones).
 """
 
 from __future__ import annotations
@@ -40,11 +44,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arrow import PageColumns, arrival_micros
+from .record_layout import Layout, first_record_fields, layout
 from .vector_base64 import decode_column, spans_as_array
 
 _RECORDS_KEY = b'"Records":['
-_RECORDS_END = b'"}]'
-_QUOTES_PER_RECORD = 14
+_RECORDS_END = b"}]"
 _JSON_NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 _OUTER_KEYS = {"NextShardIterator": str, "MillisBehindLatest": int}
 _QUOTE, _BACKSLASH, _SPACE = 34, b"\\", 32
@@ -63,6 +67,7 @@ class PlainBody:
     sequence_numbers: list[str]
     partition_keys: list[str]
     arrival_epoch: list[float]
+    encryption_types: list[str | None]
     next_iterator: str | None
     millis_behind_latest: int | None
 
@@ -79,65 +84,61 @@ def cut_body(body: bytes) -> PlainBody:
         raise NotThisLayout("no records")
     quotes = np.flatnonzero(raw == _QUOTE)
     first = int(np.searchsorted(quotes, opening)) + 2  # past the two quotes of "Records"
-    count = int(np.searchsorted(quotes, closing)) + 1 - first  # to the last record's last quote
-    if count <= 0 or count % _QUOTES_PER_RECORD:
-        raise NotThisLayout("not 14 quotes a record")
-    n = count // _QUOTES_PER_RECORD
-    q = quotes[first : first + count].reshape(n, _QUOTES_PER_RECORD).astype(np.int64)
-    begin, end = opening + len(_RECORDS_KEY), int(q[-1, 13]) + 2
-    _check_skeleton(body, q, begin, end)
-    spans = _value_spans(q)
-    outer = _outer_fields(body[:opening], body[end:])
+    shape = layout(first_record_fields(body, quotes, first))
+    count = int(np.searchsorted(quotes, closing)) - first  # the quotes up to the last record's '}'
+    if count <= 0 or count % shape.quotes:
+        raise NotThisLayout("not the same quotes in every record")
+    n = count // shape.quotes
+    q = quotes[first : first + count].reshape(n, shape.quotes).astype(np.int64)
+    closes = np.append(q[1:, 0] - 3, closing)  # each record's '}': 3 bytes before the next one's first quote
+    begin = opening + len(_RECORDS_KEY)
+    spans = _value_spans(q, shape, closes)
+    _check_skeleton(raw, q, shape, begin, closes)
+    outer = _outer_fields(body[:opening], body[closing + 1 :])
     return _columns(raw, spans, outer)
 
 
-def _value_spans(q: np.ndarray) -> np.ndarray:
-    """(n, 4, 2) starts and stops of each record's sequence number, timestamp, Data and partition key."""
-    starts = np.stack([q[:, 2] + 1, q[:, 5] + 2, q[:, 8] + 1, q[:, 12] + 1], axis=1)
-    stops = np.stack([q[:, 3], q[:, 6] - 1, q[:, 9], q[:, 13]], axis=1)
-    if (stops < starts).any():
-        raise NotThisLayout("quotes out of place")
-    return np.stack([starts, stops], axis=2)
+def _value_spans(q: np.ndarray, shape: Layout, closes: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each field's value: starts and stops, one per record."""
+    spans = {}
+    for i, name in enumerate(shape.fields):
+        key = shape.key_quotes[i]
+        if shape.is_number(name):
+            start = q[:, key + 1] + 2  # past '":'
+            stop = q[:, shape.key_quotes[i + 1]] - 1 if i + 1 < len(shape.fields) else closes
+        else:
+            start, stop = q[:, key + 2] + 1, q[:, key + 3]
+        if (stop < start).any():
+            raise NotThisLayout("quotes out of place")
+        spans[name] = (start, stop)
+    return spans
 
 
-def _check_skeleton(body: bytes, q: np.ndarray, begin: int, end: int) -> None:
+def _check_skeleton(raw: np.ndarray, q: np.ndarray, shape: Layout, begin: int, closes: np.ndarray) -> None:
     """Every byte of the records that is not a value must be the layout's.
 
-    The layout's bytes around the values are read as 8-byte words at their
-    places relative to the quotes (an unaligned strided view: 10 words a
-    record), and the records must follow each other with ``,`` between
-    them. The quotes of those bytes are then where ``q`` says, since ``q``
-    holds every quote of the body.
+    The bytes before each value (``{`` or ``,``, the key, ``:``, a string's
+    opening quote) are read as 8-byte words at their places relative to the
+    quotes (an unaligned strided view); a string value's closing quote must
+    be followed at once by the next key's ``,`` or the record's ``}``; and
+    the records must follow each other with ``,``. The quotes of those bytes
+    are then where ``q`` says, since ``q`` holds every quote of the body.
     """
-    if int(q[0, 0]) - 1 != begin or int(q[-1, 13]) + 2 != end or (q[1:, 0] != q[:-1, 13] + 4).any():
-        raise NotThisLayout("records not one after the other")
-    words = np.ndarray((len(body) - 7,), dtype="<u8", buffer=body, strides=(1,))
-    positions = q[:, _WORD_QUOTES] + _WORD_OFFSETS
-    if positions.max() >= len(words) or (words[positions] != _WORD_VALUES).any():
+    if int(q[0, 0]) - 1 != begin:
+        raise NotThisLayout("the first record is not first")
+    words = np.ndarray((len(raw) - 7,), dtype="<u8", buffer=raw, strides=(1,))
+    positions = q[:, shape.word_quotes] + shape.word_offsets
+    if positions.max() >= len(words) or (words[positions] != shape.word_values).any():
         raise NotThisLayout("bytes between the values are not the layout's")
-    raw = np.frombuffer(body, dtype=np.uint8)
-    if (raw[q[:, 13] + 1] != ord("}")).any() or (raw[q[:-1, 13] + 2] != ord(",")).any():
-        raise NotThisLayout("a record not closed")
-
-
-def _layout_words() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Which quote, which offset from it, and which 8 bytes: the layout's bytes around the values."""
-    gaps = [  # (quote column the gap is placed by, its offset from that quote, its bytes)
-        (0, -1, b'{"SequenceNumber":"'),
-        (3, 0, b'","ApproximateArrivalTimestamp":'),
-        (6, -1, b',"Data":"'),
-        (9, 0, b'","PartitionKey":"'),
-    ]
-    quotes, offsets, values = [], [], []
-    for column, offset, text in gaps:
-        for start in sorted({*range(0, len(text) - 7, 8), len(text) - 8}):
-            quotes.append(column)
-            offsets.append(offset + start)
-            values.append(int.from_bytes(text[start : start + 8], "little"))
-    return np.array(quotes), np.array(offsets, dtype=np.int64), np.array(values, dtype=np.uint64)
-
-
-_WORD_QUOTES, _WORD_OFFSETS, _WORD_VALUES = _layout_words()
+    for i, name in enumerate(shape.fields):
+        if shape.is_number(name):
+            continue  # its value runs to the next ',' or '}', and is checked as a JSON number
+        after = q[:, shape.key_quotes[i] + 3] + 1
+        follows = q[:, shape.key_quotes[i + 1]] - 1 if i + 1 < len(shape.fields) else closes
+        if (after != follows).any():
+            raise NotThisLayout("bytes after a string value")
+    if (raw[closes] != ord("}")).any() or (raw[closes[:-1] + 1] != ord(",")).any():
+        raise NotThisLayout("records not one after the other")
 
 
 def _outer_fields(head: bytes, tail: bytes) -> dict[str, Any]:
@@ -165,19 +166,21 @@ def _outer_fields(head: bytes, tail: bytes) -> dict[str, Any]:
     return outer
 
 
-def _columns(raw: np.ndarray, spans: np.ndarray, outer: dict[str, Any]) -> PlainBody:
-    def column(field: int, type_: pa.DataType) -> pa.Array:
-        starts = spans[:, field, 0]
-        return spans_as_array(raw, starts, spans[:, field, 1] - starts, type_)
+def _columns(raw: np.ndarray, spans: dict[str, tuple[np.ndarray, np.ndarray]], outer: dict[str, Any]) -> PlainBody:
+    def column(name: str, type_: pa.DataType) -> pa.Array:
+        start, stop = spans[name]
+        return spans_as_array(raw, start, stop - start, type_)
 
-    sequence_numbers, keys = column(0, pa.string()), column(3, pa.string())
-    stamps = column(1, pa.string())
+    sequence_numbers, keys = column("SequenceNumber", pa.string()), column("PartitionKey", pa.string())
+    stamps = column("ApproximateArrivalTimestamp", pa.string())
     if not pc.all(pc.match_substring_regex(stamps, _JSON_NUMBER)).as_py():
         raise NotThisLayout("a timestamp is not a JSON number")
     seconds = pc.cast(stamps, pa.float64())
     if not pc.all(pc.is_finite(seconds)).as_py():
         raise NotThisLayout("a timestamp out of float range")
-    data = decode_column(column(2, pa.binary()))
+    data = decode_column(column("Data", pa.binary()))
+    n = len(sequence_numbers)
+    encryption = column("EncryptionType", pa.string()).to_pylist() if "EncryptionType" in spans else [None] * n
     columns = PageColumns(partition_keys=keys, data=data.column, sequence_numbers=sequence_numbers,
                           arrival=arrival_micros(seconds))
     return PlainBody(
@@ -186,6 +189,7 @@ def _columns(raw: np.ndarray, spans: np.ndarray, outer: dict[str, Any]) -> Plain
         sequence_numbers=sequence_numbers.to_pylist(),
         partition_keys=keys.to_pylist(),
         arrival_epoch=seconds.to_pylist(),
+        encryption_types=encryption,
         next_iterator=outer.get("NextShardIterator"),
         millis_behind_latest=outer.get("MillisBehindLatest"),
     )

@@ -298,15 +298,32 @@ def test_a_task_hands_spark_only_the_rows_of_its_key_range() -> None:
 # -- Kinesis's own layout: cut from the quote positions, no JSON parser (kinesis_src/aws/plain_body.py) -------
 
 
-def kinesis_body(records: list[tuple[str, str, bytes, str]], head: bytes = b"", tail: bytes = b"") -> bytes:
-    """A body exactly as Kinesis writes it: compact, fields in Kinesis's order; ``head``/``tail`` are
-    outer fields (``"key":value,`` before the records, ``,"key":value`` after them)."""
-    rows = [
-        b'{"SequenceNumber":"%s","ApproximateArrivalTimestamp":%s,"Data":"%s","PartitionKey":%s}'
-        % (seq.encode(), ts.encode(), base64.b64encode(data), json.dumps(pk, ensure_ascii=False).encode())
-        for seq, ts, data, pk in records
-    ]
-    return b'{' + head + b'"Records":[' + b",".join(rows) + b"]" + tail + b"}"
+KINESIS_ORDER = ("SequenceNumber", "ApproximateArrivalTimestamp", "Data", "PartitionKey")
+KINESALITE_ORDER = ("PartitionKey", "Data", "ApproximateArrivalTimestamp", "SequenceNumber")
+
+
+def kinesis_body(
+    records: list[tuple[str, str, bytes, str]],
+    head: bytes = b"",
+    tail: bytes = b"",
+    order: tuple[str, ...] = KINESIS_ORDER,
+    encryption: str | None = None,
+) -> bytes:
+    """A body as a service writes it: compact, every record's fields in ``order`` (EncryptionType last
+    when given); ``head``/``tail`` are outer fields (``"key":value,`` before the records, ``,"key":value``
+    after them)."""
+    rows = []
+    for seq, ts, data, pk in records:
+        values = {
+            "SequenceNumber": b'"%s"' % seq.encode(),
+            "ApproximateArrivalTimestamp": ts.encode(),
+            "Data": b'"%s"' % base64.b64encode(data),
+            "PartitionKey": json.dumps(pk, ensure_ascii=False).encode(),
+            "EncryptionType": json.dumps(encryption).encode(),
+        }
+        names = order + (("EncryptionType",) if encryption is not None else ())
+        rows.append(b"{" + b",".join(b'"%s":%s' % (name.encode(), values[name]) for name in names) + b"}")
+    return b"{" + head + b'"Records":[' + b",".join(rows) + b"]" + tail + b"}"
 
 
 _STAMP_TEXT = st.sampled_from([repr, lambda f: f"{f:.3f}", lambda f: f"{f:.10E}", lambda f: str(int(f)),
@@ -339,27 +356,37 @@ def takes_the_cut(body: bytes) -> bool:
     return True
 
 
+field_orders = st.permutations(KINESIS_ORDER).map(tuple)
+encryptions = st.none() | st.sampled_from(["KMS", "NONE"])
+
+
 @settings(max_examples=300, deadline=None)
-@given(records=kinesis_records, outer=outer_fields)
-def test_kinesis_layout_is_cut_and_decodes_the_same(records: list, outer: tuple[bytes, bytes]) -> None:
-    body = kinesis_body(records, *outer)
+@given(records=kinesis_records, outer=outer_fields, order=field_orders, encryption=encryptions)
+@example(records=[("1", "1700000000.123", b"abc", "k")], outer=(b"", b""), order=KINESALITE_ORDER, encryption=None)
+def test_kinesis_layout_is_cut_and_decodes_the_same(
+    records: list, outer: tuple[bytes, bytes], order: tuple[str, ...], encryption: str | None
+) -> None:
+    """Any field order (each service has its own), EncryptionType or not: cut, and the reference's page."""
+    body = kinesis_body(records, *outer, order=order, encryption=encryption)
     assert_same(body)
     plain = all(pk == json.dumps(pk, ensure_ascii=False)[1:-1] for *_, pk in records)
     assert takes_the_cut(body) == plain  # keys needing escapes or control characters take pyarrow.json
 
 
 _MUTATION_BYTES = st.sampled_from([b'"', b",", b"{", b"}", b"[", b"]", b":", b"=", b" ", b"A", b"\\", b"1",
-                                   b".", b"e", b"-", b'"Data":"', b'"Records":[', b"\xff", b"\x01", b"null"])
+                                   b".", b"e", b"-", b'"Data":"', b'"Records":[', b"\xff", b"\x01", b"null",
+                                   b'"SequenceNumber":"1",', b'"EncryptionType":"KMS",', b"}]", b"},{"])
 
 
-@settings(max_examples=400, deadline=None)
-@given(records=kinesis_records, outer=outer_fields, at=st.floats(0, 1), cut=st.integers(0, 6),
-       insert=st.lists(_MUTATION_BYTES, max_size=2))
+@settings(max_examples=500, deadline=None)
+@given(records=kinesis_records, outer=outer_fields, order=field_orders, encryption=encryptions,
+       at=st.floats(0, 1), cut=st.integers(0, 6), insert=st.lists(_MUTATION_BYTES, max_size=2))
 def test_a_mutated_kinesis_body_gives_the_reference_outcome(
-    records: list, outer: tuple[bytes, bytes], at: float, cut: int, insert: list[bytes]
+    records: list, outer: tuple[bytes, bytes], order: tuple[str, ...], encryption: str | None,
+    at: float, cut: int, insert: list[bytes],
 ) -> None:
     """Any change to the layout (a byte gone, a byte added) gives the reference's page or error."""
-    body = kinesis_body(records, *outer)
+    body = kinesis_body(records, *outer, order=order, encryption=encryption)
     i = int(at * len(body))
     mutated = body[:i] + b"".join(insert) + body[i + cut :]
     assert outcome(decode_get_records_arrow, mutated) == outcome(decode_get_records, mutated)
