@@ -243,7 +243,11 @@ def spark_session() -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = (
         SparkSession.builder.master("local[2]").appName("kinesis-src ceiling bench")
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate()
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        # a fresh Python worker (the streaming sources' driver side) has 15 s by default to connect back;
+        # on a shared machine at load 10+ its imports alone take longer, and the query fails
+        .config("spark.python.authenticate.socketTimeout", "120s")
+        .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KinesisDataSource)
