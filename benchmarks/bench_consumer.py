@@ -109,12 +109,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import gc
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -193,10 +196,10 @@ class LoopIdle:
 
 
 class GcTime:
-    """Seconds spent in the cyclic garbage collector, and collections per generation (``gc.callbacks``)."""
+    """Seconds spent in the cyclic garbage collector, and collections, per generation (``gc.callbacks``)."""
 
     def __init__(self) -> None:
-        self.seconds = 0.0
+        self.seconds = [0.0, 0.0, 0.0]
         self.collections = [0, 0, 0]
         self._started = 0.0
         gc.callbacks.append(self._callback)
@@ -205,12 +208,16 @@ class GcTime:
         if phase == "start":
             self._started = time.thread_time()
         else:
-            self.seconds += time.thread_time() - self._started
+            self.seconds[info["generation"]] += time.thread_time() - self._started
             self.collections[info["generation"]] += 1
 
-    def since(self, seconds: float, collections: list[int]) -> dict[str, Any]:
-        return {"gc_s": round(self.seconds - seconds, 3),
-                "gc_runs": "/".join(str(a - b) for a, b in zip(self.collections, collections))}
+    def mark(self) -> tuple[list[float], list[int]]:
+        return list(self.seconds), list(self.collections)
+
+    def since(self, mark: tuple[list[float], list[int]]) -> dict[str, Any]:
+        seconds = [a - b for a, b in zip(self.seconds, mark[0])]
+        return {"gc_s": round(sum(seconds), 3), "gc_s_by_generation": "/".join(f"{x:.3f}" for x in seconds),
+                "gc_runs": "/".join(str(a - b) for a, b in zip(self.collections, mark[1]))}
 
 
 async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns: bool = False) -> dict[str, Any]:
@@ -238,7 +245,7 @@ async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns
     clock = time.perf_counter
     async with consumer:
         t0, c0, idle0, m0 = clock(), time.process_time(), idle.seconds, time.thread_time()
-        gc0 = (gc_time.seconds, list(gc_time.collections))
+        gc0 = gc_time.mark()
         batches = aiter(consumer)
         while records < args.expect:
             t = clock()
@@ -258,7 +265,7 @@ async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns
         seconds, cpu, loop_idle = clock() - t0, time.process_time() - c0, idle.seconds - idle0
         loop_cpu = time.thread_time() - m0  # the event loop's thread; the rest is lease and checkpoint threads
         checkpoints = consumer.metrics.checkpoints
-        gc_used = gc_time.since(*gc0)
+        gc_used = gc_time.since(gc0)
     return {"records": records, "bytes": nbytes, "seconds": seconds, "cpu_s": cpu, "start_s": t0 - started,
             "first_record_s": first, "checkpoints": checkpoints,
             "wait_batch_s": round(waited["batch"], 3), "wait_checkpoint_s": round(waited["checkpoint"], 3),
@@ -335,7 +342,9 @@ def measure(method: str, endpoint: str, dynamodb: str, stream: str, expect: int,
             return {"method": method, "error": na_reason}
         argv = [str(async_kinesis_python()), str(HERE / "async_kinesis_driver.py")]
     else:
-        argv = [sys.executable, str(Path(__file__).resolve()), "--run", method]
+        method_name, _, tree = method.partition(BEFORE)
+        script = Path(tree) / "benchmarks" / "bench_consumer.py" if tree else Path(__file__).resolve()
+        argv = [sys.executable, str(script), "--run", method_name]
     argv += ["--endpoint", endpoint, "--dynamodb", dynamodb, "--stream", stream, "--expect", str(expect)]
     server_cpu = cpu_ticks(server_pid)
     try:
@@ -353,6 +362,24 @@ def measure(method: str, endpoint: str, dynamodb: str, stream: str, expect: int,
     if result["records"] != expect:
         result["error"] = f"read {result['records']} records, expected {expect}"
     return result
+
+
+BEFORE = "@"
+"""``consumer-nopacing@/tmp/x``: that reader, run by the bench_consumer.py of the tree at /tmp/x (``--before``)."""
+
+
+def label(method: str) -> str:
+    name, _, tree = method.partition(BEFORE)
+    return f"{LABELS[name]} (before)" if tree else LABELS[name]
+
+
+def before_tree(rev: str) -> str:
+    """The repository at ``rev``, exported to a temporary directory: its readers give the 'before' rows."""
+    target = tempfile.mkdtemp(prefix="bench-consumer-before-")
+    atexit.register(shutil.rmtree, target, True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", target], input=archive, check=True)
+    return target
 
 
 LABELS = {  # also the order the readers run in, in each round
@@ -378,13 +405,13 @@ def print_table(best: dict[str, dict[str, Any]], server: str) -> None:
             return "n/a"
         return f"{fn(r) / fn(ref):.2f}x"
 
-    print(f"   {'reader':<34}{'rec/s':>9}{'CPU us/rec':>11}{'CPU%':>6}{'srv CPU%':>9}{'start s':>8}"
+    print(f"   {'reader':<43}{'rec/s':>9}{'CPU us/rec':>11}{'CPU%':>6}{'srv CPU%':>9}{'start s':>8}"
           f"{'rate/boto3':>11}{'rate/ak':>9}{'CPU/boto3':>10}{'CPU/ak':>8}")
     for method, r in best.items():
         if "error" in r:
-            print(f"   {LABELS[method]:<34}{'n/a':>9}   ({r['error']})")
+            print(f"   {label(method):<43}{'n/a':>9}   ({r['error']})")
             continue
-        print(f"   {LABELS[method]:<34}{rate(r):>9,.0f}{cpu_per_record(r):>11.2f}"
+        print(f"   {label(method):<43}{rate(r):>9,.0f}{cpu_per_record(r):>11.2f}"
               f"{100 * r['cpu_s'] / r['seconds']:>6.0f}{100 * r['server_cpu_s'] / r['seconds']:>9.0f}"
               f"{r['start_s']:>8.2f}{ratio(r, base, rate):>11}{ratio(r, other, rate):>9}"
               f"{ratio(r, base, cpu_per_record):>10}{ratio(r, other, cpu_per_record):>8}")
@@ -395,11 +422,11 @@ def print_table(best: dict[str, dict[str, Any]], server: str) -> None:
 
 def round_line(rnd: int, method: str, result: dict[str, Any]) -> str:
     if "error" in result:
-        return f"   round {rnd + 1} {LABELS[method]:<34} n/a: {result['error']}"
+        return f"   round {rnd + 1} {label(method):<43} n/a: {result['error']}"
     extra = "".join(f"  {k} {result[k]}" for k in ("calls", "checkpoints", "wait_batch_s", "wait_checkpoint_s", "loop_idle_s",
-                                                  "loop_cpu_s", "decodes_held", "gc_s", "gc_runs")
+                                                  "loop_cpu_s", "decodes_held", "gc_s", "gc_s_by_generation", "gc_runs")
                     if k in result)
-    return (f"   round {rnd + 1} {LABELS[method]:<34} {result['records'] / result['seconds']:>8,.0f} rec/s "
+    return (f"   round {rnd + 1} {label(method):<43} {result['records'] / result['seconds']:>8,.0f} rec/s "
             f"{result['seconds']:6.2f} s  CPU {result['cpu_s']:5.2f} s ({1e6 * result['cpu_s'] / result['records']:.2f}"
             f" us/rec)  server CPU {result['server_cpu_s']:5.2f} s  start {result['start_s']:.2f} s  first batch "
             f"after {result['first_record_s']:.2f} s{extra}")
@@ -408,6 +435,10 @@ def round_line(rnd: int, method: str, result: dict[str, Any]) -> str:
 def run_rounds(opts: argparse.Namespace, source: dict[str, Any], dynamodb: str, na_reason: str | None) -> None:
     """Every reader, ``opts.rounds`` times, each a fresh process on the same data; then the tables."""
     methods = [m for m in LABELS if m in opts.methods]
+    if opts.before:  # each Consumer reader of the old tree right after the same reader of this one
+        tree = before_tree(opts.before)
+        print(f"   'before' rows: the readers of {opts.before} (exported to {tree})", flush=True)
+        methods = [x for m in methods for x in ([m, f"{m}{BEFORE}{tree}"] if m.startswith("consumer") else [m])]
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
     for rnd in range(opts.rounds):
         for method in methods:
@@ -415,12 +446,12 @@ def run_rounds(opts: argparse.Namespace, source: dict[str, Any], dynamodb: str, 
                              source["pid"], na_reason)
             runs[method].append(result)
             print(round_line(rnd, method, result), flush=True)
-    for label, pick in (("median", lambda good: good[len(good) // 2]), ("best", lambda good: good[-1])):
+    for kind, pick in (("median", lambda good: good[len(good) // 2]), ("best", lambda good: good[-1])):
         chosen = {}
         for method, results in runs.items():
             good = sorted((r for r in results if "error" not in r), key=lambda r: r["records"] / r["seconds"])
             chosen[method] = pick(good) if good else results[-1]
-        print(f"\n   {label} of {opts.rounds} rounds (the run with the {label} rec/s, per reader):")
+        print(f"\n   {kind} of {opts.rounds} rounds (the run with the {kind} rec/s, per reader):")
         print_table(chosen, source["server"])
     ceiling = [r["records"] / r["server_cpu_s"] for rs in runs.values() for r in rs
                if "error" not in r and r["server_cpu_s"] > 0]
@@ -618,6 +649,8 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(LABELS),
                         help="comma-separated readers of part 1")
     parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--before", metavar="REV",
+                        help="also run each Consumer reader of this git revision, as a '(before)' row of the same run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--failover-rounds", type=int, default=3)
     parser.add_argument("--failover-shards", type=int, default=4)
