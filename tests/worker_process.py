@@ -103,3 +103,14 @@ def spawned(request: pytest.FixtureRequest, make: Callable[..., W]) -> Iterator[
             finally:
                 if failed:
                     print(f"--- {worker.worker_id} stderr ---\n{worker.stderr_tail()}")
+
+
+def kill_group(proc: subprocess.Popen, timeout_s: float) -> None:
+    """SIGKILL a worker's whole process group, continued first (it may be paused), and reap it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGCONT)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # it exited in between
+            pass
+    proc.wait(timeout=timeout_s)

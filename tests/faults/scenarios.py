@@ -71,6 +71,7 @@ from proxy import (  # noqa: E402
     aws_error,
     transaction_canceled,
 )
+from worker_process import kill_group  # tests/worker_process.py
 
 from kinesis_src import AwsSettings, KinesisClient  # noqa: E402
 from kinesis_src.aws.dynamodb import DynamoDBClient  # noqa: E402
@@ -300,13 +301,7 @@ class WorkerProc:
         return sent
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGCONT)
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(timeout=10)
+        kill_group(self.proc, 10)
         self._reader.join(5)
         self._stderr.close()
 
@@ -483,13 +478,7 @@ class SparkEngine:
 
     def kill(self) -> None:
         if self.proc is not None:
-            if self.proc.poll() is None:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGCONT)
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            self.proc.wait(timeout=30)
+            kill_group(self.proc, 30)
             self.proc = None
 
     close = kill
