@@ -14,10 +14,14 @@ reported, in records/s and microseconds per record:
 - fast + Arrow: the above plus building the Spark source's Arrow batch columns;
 - Spark task, reference: what a Spark task did per page before the Arrow
   decoder (the fast parser's page, then ``page_to_arrow`` of its lists);
-- Spark task, Arrow decode: ``kinesis_src.aws.arrow_decode`` (pyarrow.json,
-  one base64 call per page, the page's own Arrow columns), then
-  ``page_to_arrow``; followed by its parts (pyarrow.json alone, base64 alone)
-  and ``json.loads`` alone for comparison.
+- Spark task, pyarrow.json: ``kinesis_src.aws.arrow_decode``'s parsing path
+  (pyarrow.json, numpy base64, the page's own Arrow columns), then
+  ``page_to_arrow``;
+- Spark task, layout cut: what tasks do now for a body of a service's own
+  layout (``kinesis_src/aws/plain_body.py``: no JSON parser), then
+  ``page_to_arrow``; followed by the parts (the cut alone, pyarrow.json
+  alone, base64 with numpy and with ``a2b_base64`` per record) and
+  ``json.loads`` alone for comparison.
 
 ``--task`` measures instead one Spark task's read of a whole shard
 in-process (``kinesis_src.spark.tasks.read_partition``: HTTP, decode, cursor,
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import json
 import os
 import time
@@ -48,6 +53,7 @@ import botocore.session
 from botocore import parsers
 
 from kinesis_src.arrow import page_to_arrow
+from kinesis_src.aws import arrow_decode
 from kinesis_src.aws.arrow_decode import (
     decode_base64,
     decode_get_records_arrow,
@@ -58,6 +64,7 @@ from kinesis_src.aws.decode import (
     decode_get_records,
     page_as_botocore,
 )
+from kinesis_src.aws.plain_body import cut_body
 
 
 def make_body(records: int, size: int) -> bytes:
@@ -71,7 +78,8 @@ def make_body(records: int, size: int) -> bytes:
         }
         for i in range(records)
     ]
-    return json.dumps({"Records": recs, "NextShardIterator": "A" * 200, "MillisBehindLatest": 0}).encode()
+    body = {"Records": recs, "NextShardIterator": "A" * 200, "MillisBehindLatest": 0}
+    return json.dumps(body, separators=(",", ":")).encode()  # compact, as services write it
 
 
 def best_of(repeat: int, fn: Callable[[], object]) -> float:
@@ -197,15 +205,19 @@ def main() -> None:
     arrow_page = decode_get_records_arrow(body)
     assert page_to_arrow(arrow_page, "s", "x").equals(page_to_arrow(decode_get_records(body), "s", "x"))
     data = parse_body(body).column("Records").chunk(0).flatten().field("Data")
+    encoded = data.to_pylist()
     paths: dict[str, Callable[[], object]] = {
         "botocore parser": lambda: stock.parse(response, shape),
         "fast parser (kinesis-src)": lambda: fast.parse(response, shape),
         "fast + Record objects": lambda: list(decode_get_records(body).records("shardId-000000000000")),
         "fast + Arrow batch": lambda: to_arrow(decode_get_records(body)),
         "Spark task, reference": lambda: page_to_arrow(decode_get_records(body), "s", "shardId-000000000000"),
-        "Spark task, Arrow decode": lambda: page_to_arrow(decode_get_records_arrow(body), "s", "shardId-000000000000"),
+        "Spark task, pyarrow.json": lambda: page_to_arrow(arrow_decode._decode(body), "s", "shardId-000000000000"),
+        "Spark task, layout cut": lambda: page_to_arrow(decode_get_records_arrow(body), "s", "shardId-000000000000"),
+        "  layout cut alone": lambda: cut_body(body),
         "  pyarrow.json alone": lambda: parse_body(body),
-        "  base64, one call": lambda: decode_base64(data),
+        "  base64, numpy": lambda: decode_base64(data),
+        "  base64, a2b_base64 each": lambda: list(map(binascii.a2b_base64, encoded)),
         "  json.loads alone": lambda: json.loads(body),
     }
     load = os.getloadavg()[0]
