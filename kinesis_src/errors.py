@@ -259,7 +259,8 @@ class FanOutUnsupportedError(KinesisSourceError):
 
 class KeyRangeInUseError(ConfigurationError):
     """A consumer's sticky key range overlaps another live worker's claim on the same application and
-    stream (a different range), or workers with and without a key range share one application."""
+    stream (a different range). Workers with and without a key range may share an application
+    (docs/consumer.md, "Sticky key ranges")."""
 
 
 class KeyRangeClaimLostError(KinesisSourceError):
