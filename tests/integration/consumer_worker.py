@@ -40,8 +40,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import logging
 import os
 import sys
 import time
@@ -50,19 +48,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: worker_events
 
-from kinesis_src import Consumer, LeaseTiming
+from worker_events import add_lease_timing, emit, lease_timing, report_as
+
+from kinesis_src import Consumer
 from kinesis_src.consumer import Batch
 from kinesis_src.errors import KinesisSourceError
 from kinesis_src.workload import decode
-
-WORKER_ID = "?"
-
-
-def emit(event: str, **fields: Any) -> None:
-    line = json.dumps({"event": event, "t": time.monotonic(), "worker": WORKER_ID, **fields}, default=str)
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def batch_records(batch: Batch) -> list[list[Any]]:
@@ -87,7 +80,7 @@ async def report_held(consumer: Consumer, poll_s: float, every_s: float) -> None
 
 
 async def run(args: argparse.Namespace) -> int:
-    timing = LeaseTiming(failover_s=args.failover, renew_interval_s=args.renew, scan_interval_s=args.scan)
+    timing = lease_timing(args)
     no_checkpoint = {s for s in (args.no_checkpoint_shards or "").split(",") if s}
     unacknowledged: dict[str, int] = {}  # per shard: batches delivered since its last checkpoint
     streams = args.stream.split(",")
@@ -136,15 +129,12 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global WORKER_ID
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stream", required=True, help="a stream, or several comma-separated")
     parser.add_argument("--key-range", default=None, help="a sticky key range: 'START-END' or 'i/n'")
     parser.add_argument("--application", required=True)
     parser.add_argument("--worker-id", required=True)
-    parser.add_argument("--failover", type=float, default=3.0)
-    parser.add_argument("--renew", type=float, default=1.0)
-    parser.add_argument("--scan", type=float, default=0.25)
+    add_lease_timing(parser)
     parser.add_argument("--checkpoint-every", type=int, default=1,
                         help="checkpoint every Nth batch of a shard (and always one whose ends_shard is True)")
     parser.add_argument("--no-checkpoint-shards", default="", help="comma-separated shard ids never checkpointed")
@@ -157,9 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.checkpoint_every < 1:
         parser.error("--checkpoint-every must be >= 1")
-    WORKER_ID = args.worker_id
-    logging.basicConfig(level=os.environ.get("CONSUMER_WORKER_LOG", "WARNING"), stream=sys.stderr,
-                        format=f"{args.worker_id} %(asctime)s %(levelname)s %(name)s: %(message)s")
+    report_as(args.worker_id, "CONSUMER_WORKER_LOG")
     try:
         return asyncio.run(run(args))
     except KinesisSourceError as exc:
