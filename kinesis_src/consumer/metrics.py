@@ -24,6 +24,7 @@ class ShardMetrics:
     checkpoint: str | None = None
     held_past_end_s: float | None = None  # since the fetcher saw the shard's end; None until then
     stream: str = ""  # the stream of the shard (several streams may have a shard of the same id)
+    key_range: str = ""  # the lease set's key range, "START-END" ("": the whole hash space)
 
 
 @dataclass
@@ -75,6 +76,19 @@ class ConsumerMetrics:
     checkpoint_write_us: int = 0
     shards: dict[str, ShardMetrics] = field(default_factory=dict)
     streams: dict[str, ConsumerMetrics] = field(default_factory=dict)
+
+    def for_unit(self, scope: str, keyed: bool = True) -> StreamMetrics:
+        """The same counters, with shards labelled by the key range ``scope`` (a unit's lease set).
+
+        A worker without a key range may read two units of one shard (#11);
+        ``keyed`` keeps their entries apart (``"<shard id>@<scope>"`` inside
+        the maps, the plain shard id to the caller).
+        """
+        view = object.__new__(StreamMetrics)
+        for name in ("_total", "_own", "stream"):
+            object.__setattr__(view, name, self.__dict__[name])
+        object.__setattr__(view, "shards", self.shards.for_unit(scope, keyed))
+        return view
 
     def count_aggregates(self, aggregates: int, malformed: int) -> None:
         self.aggregates += aggregates
@@ -135,35 +149,63 @@ class StreamMetrics:
         setattr(self._total, name, getattr(self._total, name) + value - getattr(self._own, name))
         setattr(self._own, name, value)
 
+    def for_unit(self, scope: str, keyed: bool = True) -> StreamMetrics:
+        """The same counters, with shards labelled by the key range ``scope`` (a unit's lease set).
+
+        A worker without a key range may read two units of one shard (#11);
+        ``keyed`` keeps their entries apart (``"<shard id>@<scope>"`` inside
+        the maps, the plain shard id to the caller).
+        """
+        view = object.__new__(StreamMetrics)
+        for name in ("_total", "_own", "stream"):
+            object.__setattr__(view, name, self.__dict__[name])
+        object.__setattr__(view, "shards", self.shards.for_unit(scope, keyed))
+        return view
+
     def count_aggregates(self, aggregates: int, malformed: int) -> None:
         self.aggregates += aggregates
         self.aggregates_malformed += malformed
 
 
 class _StreamShards(MutableMapping[str, ShardMetrics]):
-    """A stream's shards by shard id, written through to the consumer's map (keyed by stream too)."""
+    """A stream's shards by shard id, written through to the consumer's map (keyed by stream too).
+
+    A unit's view (:meth:`for_unit`) labels its shards with the unit's key
+    range and, when ``keyed``, keeps them under ``"<shard id>@<range>"`` so
+    that two units of one shard do not overwrite each other.
+    """
 
     def __init__(self, total: dict[str, ShardMetrics], own: dict[str, ShardMetrics], stream: str,
-                 keyed_by_stream: bool) -> None:
+                 keyed_by_stream: bool, unit: str = "", keyed_by_unit: bool = False) -> None:
         self._total, self._own, self._stream, self._keyed = total, own, stream, keyed_by_stream
+        self._unit, self._suffix = unit, f"@{unit}" if keyed_by_unit else ""
+
+    def for_unit(self, unit: str, keyed: bool) -> _StreamShards:
+        return _StreamShards(self._total, self._own, self._stream, self._keyed, unit, keyed)
+
+    def _own_key(self, shard_id: str) -> str:
+        return shard_id + self._suffix
 
     def _key(self, shard_id: str) -> str:
-        return f"{self._stream}/{shard_id}" if self._keyed else shard_id
+        return f"{self._stream}/{self._own_key(shard_id)}" if self._keyed else self._own_key(shard_id)
 
     def __getitem__(self, shard_id: str) -> ShardMetrics:
-        return self._own[shard_id]
+        return self._own[self._own_key(shard_id)]
 
     def __setitem__(self, shard_id: str, shard: ShardMetrics) -> None:
-        shard.stream = self._stream
-        self._own[shard_id] = shard
+        shard.stream, shard.key_range = self._stream, self._unit
+        self._own[self._own_key(shard_id)] = shard
         self._total[self._key(shard_id)] = shard
 
     def __delitem__(self, shard_id: str) -> None:
-        del self._own[shard_id]
+        del self._own[self._own_key(shard_id)]
         self._total.pop(self._key(shard_id), None)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._own))
+        """This view's shard ids (a unit's own; the plain view: those without a unit suffix)."""
+        if self._suffix:
+            return iter([k[: -len(self._suffix)] for k in list(self._own) if k.endswith(self._suffix)])
+        return iter([k for k in list(self._own) if "@" not in k])
 
     def __len__(self) -> int:
-        return len(self._own)
+        return sum(1 for _ in self)

@@ -49,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
 
 PREFIX = "kinesis_src_consumer"
 CONSUMER_LABELS = ("application", "stream", "worker")
-SHARD_LABELS = (*CONSUMER_LABELS, "shard")
+SHARD_LABELS = (*CONSUMER_LABELS, "shard", "key_range")  # key_range: "" for the whole hash space
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,7 @@ def _add_samples(by_name: dict[str, Any], source: Source) -> None:
             for figure in SHARD_FIGURES:
                 value = getattr(shard, figure.attribute)
                 if value is not None:  # no lag figure before the first page; no end seen yet
-                    by_name[f"{PREFIX}_{figure.name}"].add_metric([*labels, shard.shard_id], value)
+                    by_name[f"{PREFIX}_{figure.name}"].add_metric([*labels, shard.shard_id, shard.key_range], value)
     if source.processing is not None:
         processing = replace(source.processing)
         for figure in PROCESSING_FIGURES:

@@ -57,10 +57,12 @@ class StreamReader:
     def __init__(self, consumer: Consumer, stream: str, metrics: StreamMetrics, unit: KeyRange | None = None) -> None:
         self.consumer = consumer
         self.stream = stream
-        self.metrics = metrics
         self.unit = unit or consumer.key_range or FULL
         self.key_range: KeyRange | None = None if self.unit == FULL else self.unit  # what is filtered
         self.scope = scope_of(self.unit)
+        # shards labelled by key range; kept apart when this is not the worker's usual unit (#11)
+        metrics = metrics.for_unit(self.scope, keyed=self.unit != (consumer.key_range or FULL))
+        self.metrics = metrics
         self.fan_out: FanOutTarget | None = None  # this stream's registered consumer, in EFO mode
         self.coordinator: LeaseCoordinator | None = None
         self.holdings = Holdings(metrics, consumer.prefetch_batches)  # type: ignore[arg-type]

@@ -42,3 +42,20 @@ def test_one_stream_keeps_plain_shard_ids_and_a_snapshot_is_a_copy() -> None:
     only.records += 1
     assert list(copy.shards) == ["shardId-0"] and copy.records == 3 and copy.streams["orders"].records == 3
     assert asdict(copy)["streams"]["orders"]["records"] == 3
+
+
+def test_two_key_range_units_of_one_shard_are_kept_apart_and_removed_alone() -> None:
+    """A worker without a range may read two units of one shard (#11): one entry each, labelled."""
+    total = ConsumerMetrics("w")
+    stream = StreamMetrics(total, "orders", False)
+    low, high = stream.for_unit("0-99"), stream.for_unit("100-199")
+    low.shards["shardId-0"] = ShardMetrics("shardId-0", records=1)
+    high.shards["shardId-0"] = ShardMetrics("shardId-0", records=2)
+    assert total.leases_held == 2 and len(total.streams["orders"].shards) == 2
+    assert (low.shards["shardId-0"].records, high.shards["shardId-0"].records) == (1, 2)
+    assert sorted(s.key_range for s in total.shards.values()) == ["0-99", "100-199"]
+    assert list(low.shards) == ["shardId-0"] and len(high.shards) == 1
+    high.shards.pop("shardId-0")
+    assert [s.key_range for s in total.shards.values()] == ["0-99"] and "shardId-0" not in high.shards
+    low.records += 4  # counters are the stream's, whichever unit counts
+    assert (total.records, stream.records) == (4, 4)

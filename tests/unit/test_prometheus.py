@@ -70,10 +70,12 @@ def _scrape(*consumers: object) -> dict[tuple[str, tuple[tuple[str, str], ...]],
     return _samples(generate_latest(registry).decode())
 
 
-def _labels(worker: str = "w-1", shard: str | None = None, stream: str = "orders", app: str = "billing"):
+def _labels(worker: str = "w-1", shard: str | None = None, stream: str = "orders", app: str = "billing",
+            key_range: str = ""):
     labels = {"application": app, "stream": stream, "worker": worker}
     if shard is not None:
         labels["shard"] = shard
+        labels["key_range"] = key_range
     return tuple(sorted(labels.items()))
 
 
@@ -375,3 +377,20 @@ def test_the_process_retries_are_exported_by_the_error_retried() -> None:
     assert call_with_retry(flaky, "GetRecords", RetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0), sleep=lambda _: None) == "ok"
     samples = _scrape(_consumer())
     assert samples[("kinesis_src_retries_total", (("error", "ThrottledError"),))] == before + 2
+
+
+def test_two_key_range_units_of_one_shard_are_two_series_labelled_by_range() -> None:
+    """A worker without a range may read two units of one shard (#11): neither hides the other."""
+    from kinesis_src import KeyRange
+    from kinesis_src.consumer.stream_reader import StreamReader
+
+    consumer = _consumer()
+    for index, records in ((0, 5), (1, 6)):
+        reader = StreamReader(consumer, "orders", consumer.stream_metrics["orders"], KeyRange.slice(index, 2))
+        reader.metrics.shards["shardId-000000000000"] = ShardMetrics("shardId-000000000000", records=records)
+    records = {key: value for key, value in _scrape(consumer).items() if key[0] == P + "shard_records_total"}
+    halves = [f"{r.start}-{r.end}" for r in (KeyRange.slice(0, 2), KeyRange.slice(1, 2))]
+    assert records == {
+        (P + "shard_records_total", _labels(shard="shardId-000000000000", key_range=halves[0])): 5,
+        (P + "shard_records_total", _labels(shard="shardId-000000000000", key_range=halves[1])): 6,
+    }
