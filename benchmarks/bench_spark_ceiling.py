@@ -7,7 +7,7 @@ read's lease table, and the replay endpoint)::
 
 One local[2] SparkSession, one replay endpoint (``benchmarks/replay_endpoint.py``,
 server in its own process: 4 shards x 100,000 records of 200 B by default),
-Spark's no-op sink, four readers interleaved round by round:
+Spark's no-op sink, six readers interleaved round by round:
 
 - **batch ceiling**: a Python data source defined here, with the same schema
   and the same partitioning (one partition per shard), yielding pre-built
@@ -20,6 +20,10 @@ Spark's no-op sink, four readers interleaved round by round:
   read, ``json.loads``, then the page's lists to Arrow): a source defined
   here that puts the reference parser and botocore's own HTTP session back
   on the task's client for its read (``--no-reference`` leaves it out);
+- **batch, pyarrow.json decode**: the same, with every body through
+  ``pyarrow.json`` (the layout cut of ``kinesis_src/aws/plain_body.py``
+  turned off in the task): the path before the cut, side by side (also left
+  out by ``--no-reference``);
 - **streaming ceiling**: the same source as a stream reader (one
   micro-batch of the same pages), ``trigger(availableNow=True)``;
 - **streaming**: ``spark.readStream.format("kinesis")`` from TRIM_HORIZON,
