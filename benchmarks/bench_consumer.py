@@ -36,6 +36,10 @@ namespace there is no network, so create it first::
      bytes processor and its DynamoDB checkpointer (a checkpoint per batch);
      see benchmarks/async_kinesis_driver.py for every setting.
 
+   ``--before REV`` also runs each Consumer reader of git revision REV
+   (exported to a temporary directory), right after the same reader of this
+   tree: "(before)" rows of the same run.
+
    Every reader touches every record the same way (``len(data)``).
    records/s and CPU are measured inside the reading process, from the end
    of its start-up (clients open, leases taken) to the last record:
@@ -44,7 +48,8 @@ namespace there is no network, so create it first::
    what the application waited for (``wait_batch_s``: the next batch;
    ``wait_checkpoint_s``: its checkpoints), the event loop's idle time in
    select (``loop_idle_s``) and the decodes held back while a checkpoint
-   was written (``decodes_held``, see kinesis_src/consumer/writes.py).
+   was written (``decodes_held``, see kinesis_src/consumer/writes.py), and
+   the garbage collector's seconds and collections per generation (``gc_s``).
 2. Failover after SIGKILL: two Consumer processes (failover_s=3, renew 1 s,
    scan 0.25 s) on a fresh 4-shard kinesalite stream with continuous small
    traffic; once the two share the shards (each holds some: the balancer
