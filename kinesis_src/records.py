@@ -8,13 +8,12 @@ built from it only for callers that iterate records one by one.
 from __future__ import annotations
 
 import gc
-import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from itertools import repeat
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +133,10 @@ def build_records(n: int, columns: tuple[Iterable[Any], ...]) -> list[Record]:
     pickling, ``dataclasses.replace``); ``Record`` has no ``__post_init__``
     for this to skip (tests/unit/test_consumer_records.py checks both).
     """
-    collecting = gc.isenabled()
     with gc_paused():
         records = list(map(_NEW, repeat(Record, n)))
         for set_slot, column in zip(_SET_SLOT, columns, strict=True):
             _drain(map(set_slot, records, column))
-        if collecting and n >= PROMOTE_AT_LEAST:
-            OLD_GENERATION.promote(n)
     return records
 
 
@@ -159,11 +155,12 @@ def gc_paused() -> Iterator[None]:
     page makes ~15 collections while decoding (json.loads' dicts, all
     garbage once the columns are out) and ~15 more while its records are
     built, for nothing: none of these objects is in a cycle. With the
-    collector paused the dicts die by reference count unseen. The consumer
-    spent ~2 µs a record in the collector before (benchmarks/bench_consumer.py
-    prints ``gc_s``). Left as it is when the application turned the
-    collector off; the pause covers C calls only, so other threads see it
-    for milliseconds.
+    collector paused the dicts die by reference count unseen, and the
+    records are scanned once, at the next collection, instead of moving up
+    a generation by 15 collections' worth of counts. The consumer spent ~2
+    µs a record in the collector (benchmarks/bench_consumer.py prints
+    ``gc_s``). Left as it is when the application turned the collector off;
+    the pause covers C calls only, so other threads see it for milliseconds.
     """
     if not gc.isenabled():
         yield
@@ -173,63 +170,6 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-class OldGeneration:
-    """Puts freshly built records straight into the collector's oldest generation.
-
-    Records live as long as their batch, so after a pause (:func:`gc_paused`)
-    the next young collection still scans a page's 10,000 of them, then
-    the middle one again: ~0.75 µs a record (each field is a cache miss),
-    for objects that hold no reference to any container. ``gc.freeze()``
-    then ``gc.unfreeze()`` moves every tracked object into the oldest
-    generation in O(1) (two list splices), where only a full collection
-    looks at them, and can still free them.
-
-    That also moves whatever else was young, and restarts the young count
-    from zero, so a cycle the application dropped would wait for a full
-    collection that nothing might start: the young and middle generations
-    hardly ever fill now. So this runs a full collection itself after
-    ``full_every`` promoted records or ``full_after_s`` seconds, whichever
-    comes first: ~0.1 s with a consumer's heap, ~0.1 µs a record at full
-    speed (CPython's own cadence in the same benchmark was one per ~400,000
-    records). Pages under :data:`PROMOTE_AT_LEAST` records (a consumer
-    keeping up with light traffic) are left to the collector as they are.
-    Skipped altogether when the application froze objects itself
-    (``gc.get_freeze_count()``): unfreezing would undo that. (A thread that
-    froze objects between the two calls would see them unfrozen: an
-    application freezes once, at start-up, before it reads.)
-    """
-
-    def __init__(
-        self, full_every: int = 1_000_000, full_after_s: float = 60.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.full_every = full_every
-        self.full_after_s = full_after_s
-        self.clock = clock
-        self.promoted = 0
-        self.since: float | None = None  # the first promotion after the last full collection
-
-    def promote(self, count: int) -> None:
-        """Every tracked object into the oldest generation; ``count`` of them are new records."""
-        if gc.get_freeze_count():
-            return
-        gc.freeze()
-        gc.unfreeze()
-        now = self.clock()
-        if self.since is None:
-            self.since = now
-        self.promoted += count
-        if self.promoted >= self.full_every or now - self.since >= self.full_after_s:
-            self.promoted, self.since = 0, None
-            gc.collect()
-
-
-PROMOTE_AT_LEAST = 1_000
-"""Records a page must have for :class:`OldGeneration` to promote them (700 new objects start a young collection)."""
-
-
-OLD_GENERATION = OldGeneration()
 
 
 def arrival_datetimes(epochs: list[float | None]) -> Iterable[datetime | None]:

@@ -16,17 +16,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-import kinesis_src.records as records_module
 from kinesis_src.aws.decode import decode_get_records
 from kinesis_src.errors import MalformedResponseError
-from kinesis_src.records import (
-    PROMOTE_AT_LEAST,
-    OldGeneration,
-    Record,
-    RecordPage,
-    build_records,
-    gc_paused,
-)
+from kinesis_src.records import Record, RecordPage, build_records, gc_paused
 
 SHARD = "shardId-000000000007"
 
@@ -160,85 +152,3 @@ def test_building_records_and_decoding_a_malformed_body_leave_the_collector_on()
     with pytest.raises(MalformedResponseError):
         decode_get_records(b'{"Records": [{"SequenceNumber": "1", "Data": "not base64!"}]}')
     assert gc.isenabled()
-
-
-# -- records promoted to the oldest generation, and the full collections that make up for it -------------
-
-
-class Cycle:
-    """A reference cycle that sets ``freed`` when the collector frees it."""
-
-    def __init__(self, freed: list[bool]) -> None:
-        self.me = self
-        self.freed = freed
-
-    def __del__(self) -> None:
-        self.freed.append(True)
-
-
-@pytest.fixture
-def old_generation(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The module's OldGeneration on a hand-moved clock (the returned one-element list), fresh counters."""
-    gc.collect()  # young count at zero: no young collection frees a test's cycle before the records are built
-    now = [0.0]
-    monkeypatch.setattr(records_module, "OLD_GENERATION", OldGeneration(full_every=25_000, full_after_s=60.0,
-                                                                         clock=lambda: now[0]))
-    return now
-
-
-def big_page() -> RecordPage:
-    return page(PROMOTE_AT_LEAST)
-
-
-def test_built_records_go_straight_to_the_oldest_generation(old_generation: list[float]) -> None:
-    big_page().records(SHARD)
-    assert gc.get_count()[0] < 50  # the young count restarted: the page's records are not young
-    assert gc.isenabled() and gc.get_freeze_count() == 0
-
-
-def test_a_cycle_dropped_meanwhile_is_freed_by_a_full_collection_after_full_every_records(
-    old_generation: list[float],
-) -> None:
-    freed: list[bool] = []
-    Cycle(freed)  # dropped at once: only the cyclic collector can free it
-    p = big_page()
-    for _ in range(24):
-        p.records(SHARD)
-    assert not freed  # promoted with the records, waiting for a full collection
-    p.records(SHARD)  # the 25,000th record
-    assert freed
-
-
-def test_a_cycle_dropped_meanwhile_is_freed_after_full_after_s_even_at_a_slow_rate(old_generation: list[float]) -> None:
-    freed: list[bool] = []
-    p = big_page()
-    p.records(SHARD)
-    Cycle(freed)
-    old_generation[0] = 59.0
-    p.records(SHARD)
-    assert not freed
-    old_generation[0] = 60.0
-    p.records(SHARD)
-    assert freed
-
-
-def test_small_pages_and_frozen_applications_are_left_to_the_collector(
-    old_generation: list[float], monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    promoted: list[int] = []
-    monkeypatch.setattr(records_module.OLD_GENERATION, "promote", promoted.append)
-    page(PROMOTE_AT_LEAST - 1).records(SHARD)
-    assert promoted == []
-    big_page().records(SHARD)
-    assert promoted == [PROMOTE_AT_LEAST]
-
-
-def test_objects_the_application_froze_stay_frozen(old_generation: list[float]) -> None:
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        records = big_page().records(SHARD)
-        assert gc.get_freeze_count() == frozen
-        assert records == row_by_row(big_page(), SHARD)
-    finally:
-        gc.unfreeze()
