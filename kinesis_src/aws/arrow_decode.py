@@ -3,14 +3,23 @@
 The reference decoder (:func:`.decode.decode_get_records`) runs
 ``json.loads``, which builds a dict and strings per record, then base64
 decodes each record and Spark's path converts the lists to Arrow again.
-Here the body goes through ``pyarrow.json`` against an explicit schema
-(strings stay in Arrow buffers), every record's base64 is decoded in one
-call over one buffer, and the page carries its Arrow columns
-(:class:`~kinesis_src.arrow.ArrowPage`); the Python lists the cursor and
-the other readers use are made from the columns in C (``to_pylist``).
-Per record of 200 B: ~2.3 µs against ~4 µs (benchmarks/bench_decode.py).
+Here a body takes the first of three decoders that accepts it:
 
-**Only the plain shape takes this path.** The body is handed to the
+1. a body as services write it (compact, every record's fields in one
+   order, nothing escaped) is cut at its quotes without a JSON parser
+   (:mod:`.plain_body`);
+2. any other body goes through ``pyarrow.json`` against an explicit schema
+   (strings stay in Arrow buffers);
+3. the reference decoder takes what neither accepts.
+
+Both fast paths decode base64 with numpy (:mod:`.vector_base64`) and the
+page carries its Arrow columns (:class:`~kinesis_src.arrow.ArrowPage`); the
+Python lists the cursor and the other readers use are made from the columns
+in C (``to_pylist``). Per record of 200 B, with ``page_to_arrow``: ~2.3 µs
+cut, ~3.2 with pyarrow.json, ~2.6 the reference (benchmarks/bench_decode.py;
+in Spark the reference costs the most: docs/performance.md).
+
+**Only the plain shape takes the pyarrow.json path.** The body is handed to the
 reference decoder, whose result or ``MalformedResponseError`` is then the
 answer, whenever it is anything but: one JSON object, UTF-8, each record an
 object whose fields have the documented JSON types (pyarrow's explicit
