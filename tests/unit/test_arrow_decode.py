@@ -300,6 +300,12 @@ def test_a_task_hands_spark_only_the_rows_of_its_key_range() -> None:
 
 KINESIS_ORDER = ("SequenceNumber", "ApproximateArrivalTimestamp", "Data", "PartitionKey")
 KINESALITE_ORDER = ("PartitionKey", "Data", "ApproximateArrivalTimestamp", "SequenceNumber")
+KINESIS_MOCK_HEAD = b'"ChildShards":null,"MillisBehindLatest":0,"NextShardIterator":"AAAA+/=",'
+"""kinesis-mock (the emulator of the integration tests) writes the outer fields before the records,
+ChildShards null, and each record's fields in alphabetical order, EncryptionType among them."""
+
+
+KINESIS_MOCK_ORDER = ("ApproximateArrivalTimestamp", "Data", "EncryptionType", "PartitionKey", "SequenceNumber")
 
 
 def kinesis_body(
@@ -309,8 +315,8 @@ def kinesis_body(
     order: tuple[str, ...] = KINESIS_ORDER,
     encryption: str | None = None,
 ) -> bytes:
-    """A body as a service writes it: compact, every record's fields in ``order`` (EncryptionType last
-    when given); ``head``/``tail`` are outer fields (``"key":value,`` before the records, ``,"key":value``
+    """A body as a service writes it: compact, every record's fields in ``order`` (EncryptionType where
+    ``order`` has it, else last, only when ``encryption`` is given); ``head``/``tail`` are outer fields (``"key":value,`` before the records, ``,"key":value``
     after them)."""
     rows = []
     for seq, ts, data, pk in records:
@@ -321,7 +327,9 @@ def kinesis_body(
             "PartitionKey": json.dumps(pk, ensure_ascii=False).encode(),
             "EncryptionType": json.dumps(encryption).encode(),
         }
-        names = order + (("EncryptionType",) if encryption is not None else ())
+        names = tuple(name for name in order if name != "EncryptionType" or encryption is not None)
+        if encryption is not None and "EncryptionType" not in order:
+            names += ("EncryptionType",)
         rows.append(b"{" + b",".join(b'"%s":%s' % (name.encode(), values[name]) for name in names) + b"}")
     return b"{" + head + b'"Records":[' + b",".join(rows) + b"]" + tail + b"}"
 
@@ -342,6 +350,8 @@ outer_fields = st.sampled_from([
     (b"", b',"NextShardIterator":"AAAA/+=","MillisBehindLatest":0'),
     (b'"MillisBehindLatest":12,', b',"NextShardIterator":"it"'),
     (b'"NextShardIterator":"it","MillisBehindLatest":3,', b""),
+    (KINESIS_MOCK_HEAD, b""),
+    (b"", b',"ChildShards":[]'),
     (b"", b""),
 ])
 
@@ -356,13 +366,15 @@ def takes_the_cut(body: bytes) -> bool:
     return True
 
 
-field_orders = st.permutations(KINESIS_ORDER).map(tuple)
+field_orders = st.permutations(KINESIS_MOCK_ORDER).map(tuple)
 encryptions = st.none() | st.sampled_from(["KMS", "NONE"])
 
 
 @settings(max_examples=300, deadline=None)
 @given(records=kinesis_records, outer=outer_fields, order=field_orders, encryption=encryptions)
 @example(records=[("1", "1700000000.123", b"abc", "k")], outer=(b"", b""), order=KINESALITE_ORDER, encryption=None)
+@example(records=[("49680506747035814431907663731372646698402767703491215362", "1795482151.968", b"\xf5" * 200,
+                    "key-299")] * 3, outer=(KINESIS_MOCK_HEAD, b""), order=KINESIS_MOCK_ORDER, encryption="NONE")
 def test_kinesis_layout_is_cut_and_decodes_the_same(
     records: list, outer: tuple[bytes, bytes], order: tuple[str, ...], encryption: str | None
 ) -> None:
