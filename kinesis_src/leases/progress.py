@@ -15,7 +15,9 @@ Items live in the lease table (see :mod:`kinesis_src.leases.table`):
   ``childShardIds`` (L of S), ``records`` (N), ``recordedAt`` (N, epoch ms),
   ``stopReason`` (S: record_limit, time_limit, caught_up, end_timestamp,
   end_sequence, shard_end -- whether the shard has more to read now),
-  ``millisBehindLatest`` (N, optional: lag when the read stopped).
+  ``millisBehindLatest`` (N, optional: lag when the read stopped),
+  ``bytes``, ``throttles``, ``retries`` (N, optional: what the read cost, for
+  the query progress; an item of an earlier version has none and reads as 0).
 
 No ``ttl`` attribute, on purpose: the ends of a run's last committed batch
 are the only record of where its next batch starts, and a query may be
@@ -54,6 +56,9 @@ RECORDS = "records"
 RECORDED_AT = "recordedAt"
 STOP_REASON = "stopReason"
 MILLIS_BEHIND_LATEST = "millisBehindLatest"
+BYTES = "bytes"
+THROTTLES = "throttles"
+RETRIES = "retries"
 
 _TRANSACT_MAX = 100
 
@@ -69,6 +74,9 @@ class ShardProgress:
     records: int = 0
     stop_reason: str = ""  # why the read stopped (kinesis_src.retrieval.cursor.StopReason value); tells the planner
     millis_behind_latest: int | None = None  # lag at the end of the read, for query progress
+    byte_count: int = 0  # record data read, for query progress
+    throttles: int = 0  # throttled calls the read retried
+    retries: int = 0  # calls the read retried (throttles included)
 
     def same_outcome(self, other: ShardProgress) -> bool:
         """Equal end and end-of-shard: what deterministic replay needs (counts may differ)."""
@@ -208,6 +216,8 @@ class ProgressStore:
         }
         if progress.millis_behind_latest is not None:
             item[MILLIS_BEHIND_LATEST] = {"N": str(progress.millis_behind_latest)}
+        item.update({BYTES: {"N": str(progress.byte_count)}, THROTTLES: {"N": str(progress.throttles)},
+                     RETRIES: {"N": str(progress.retries)}})
         return item
 
     def _put_if_absent(self, run_id: str, batch_id: int, progress: ShardProgress) -> dict[str, Any]:
@@ -246,4 +256,11 @@ class ProgressStore:
             records=records,
             stop_reason=codec.string(item, STOP_REASON, optional=True),
             millis_behind_latest=codec.number(item, MILLIS_BEHIND_LATEST) if MILLIS_BEHIND_LATEST in item else None,
+            byte_count=self._count(item, BYTES),
+            throttles=self._count(item, THROTTLES),
+            retries=self._count(item, RETRIES),
         )
+
+    def _count(self, item: Item, name: str) -> int:
+        """A read-cost count; 0 in an item of an earlier version, which has none."""
+        return self.codec.number(item, name) if name in item else 0

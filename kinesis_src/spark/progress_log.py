@@ -4,58 +4,18 @@ The store itself (item layout, first-writer-wins writes, one-Query reads) is
 :mod:`kinesis_src.leases.progress`; this module translates, and caches one
 store per endpoint and table in each process (Python workers are reused
 across tasks).
-
-The Spark source's items carry three more numbers than the store's
-:class:`ShardProgress`: what the task's read cost (``bytes``, ``throttles``,
-``retries``, all N; :mod:`.task_figures`), for the query progress only.
-:class:`SparkProgressStore` writes and reads them; an item without them (an
-earlier version's) reads as zeros.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Mapping
 
-from ..aws.dynamodb import DynamoDBClient, Item
+from ..aws.dynamodb import DynamoDBClient
 from ..config import AwsSettings
 from ..leases.progress import ProgressStore, ShardProgress
 from ..leases.table import LeaseTable
 from .planner import BatchEnd
-
-BYTES = "bytes"
-THROTTLES = "throttles"
-RETRIES = "retries"
-
-
-@dataclass(frozen=True)
-class SparkShardProgress(ShardProgress):
-    """A progress item with the read's cost: record data bytes, throttles and retries."""
-
-    byte_count: int = 0
-    throttles: int = 0
-    retries: int = 0
-
-
-class SparkProgressStore(ProgressStore):
-    """The progress store with the read-cost attributes added to each item (see the module docstring)."""
-
-    def _item(self, run_id: str, batch_id: int, progress: ShardProgress) -> Item:
-        item = super()._item(run_id, batch_id, progress)
-        if isinstance(progress, SparkShardProgress):
-            item.update({BYTES: {"N": str(progress.byte_count)}, THROTTLES: {"N": str(progress.throttles)},
-                         RETRIES: {"N": str(progress.retries)}})
-        return item
-
-    def _progress(self, item: Item) -> SparkShardProgress:
-        base = super()._progress(item)
-
-        def number(name: str) -> int:
-            return self.codec.number(item, name) if name in item else 0
-
-        own = {f.name: getattr(base, f.name) for f in fields(ShardProgress)}
-        return SparkShardProgress(**own, byte_count=number(BYTES), throttles=number(THROTTLES), retries=number(RETRIES))
 
 
 class ProgressLog:
@@ -82,22 +42,21 @@ class ProgressLog:
 
 
 def to_batch_end(progress: ShardProgress) -> BatchEnd:
-    """The planner's view of an item; a plain ShardProgress (no read cost recorded) costs zeros."""
-    cost = progress if isinstance(progress, SparkShardProgress) else SparkShardProgress(progress.shard_id, progress.end)
+    """The planner's view of an item."""
     return BatchEnd(
         next_position=progress.end,
         record_count=progress.records,
         shard_end=progress.shard_ended,
         stop_reason=progress.stop_reason,
         millis_behind_latest=progress.millis_behind_latest,
-        byte_count=cost.byte_count,
-        throttles=cost.throttles,
-        retries=cost.retries,
+        byte_count=progress.byte_count,
+        throttles=progress.throttles,
+        retries=progress.retries,
     )
 
 
-def to_shard_progress(shard_id: str, end: BatchEnd) -> SparkShardProgress:
-    return SparkShardProgress(
+def to_shard_progress(shard_id: str, end: BatchEnd) -> ShardProgress:
+    return ShardProgress(
         shard_id=shard_id,
         end=end.next_position,
         shard_ended=end.shard_end,
@@ -118,11 +77,11 @@ def open_lease_table(settings: AwsSettings, table: str, application: str, stream
 
 
 def driver_progress_log(leases: LeaseTable) -> ProgressLog:
-    """Driver side: the log over the query's lease table, reading the tasks' read-cost attributes too."""
-    return ProgressLog(SparkProgressStore.of(leases))
+    """Driver side: the log over the query's lease table."""
+    return ProgressLog(ProgressStore.of(leases))
 
 
 @lru_cache(maxsize=8)
 def task_progress_log(settings: AwsSettings, table: str, application: str, stream: str) -> ProgressLog:
     """Executor side: the driver created the table; tasks only write and read items."""
-    return ProgressLog(SparkProgressStore(DynamoDBClient(settings), table, application, stream))
+    return ProgressLog(ProgressStore(DynamoDBClient(settings), table, application, stream))

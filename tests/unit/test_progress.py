@@ -174,9 +174,10 @@ def test_stop_reason_and_lag_round_trip(dummy_credentials) -> None:
 
 
 def spark_task_log(leases: LeaseTable):  # -> ProgressLog (the Spark modules are imported lazily here)
-    from kinesis_src.spark.progress_log import ProgressLog, SparkProgressStore
+    from kinesis_src.leases.progress import ProgressStore
+    from kinesis_src.spark.progress_log import ProgressLog
 
-    return ProgressLog(SparkProgressStore(leases.dynamodb, leases.table_name, leases.application, leases.stream))
+    return ProgressLog(ProgressStore(leases.dynamodb, leases.table_name, leases.application, leases.stream))
 
 
 def test_spark_items_carry_the_reads_bytes_throttles_and_retries_first_writer_wins(leases: LeaseTable) -> None:
