@@ -77,19 +77,6 @@ class ConsumerMetrics:
     shards: dict[str, ShardMetrics] = field(default_factory=dict)
     streams: dict[str, ConsumerMetrics] = field(default_factory=dict)
 
-    def for_unit(self, scope: str, keyed: bool = True) -> StreamMetrics:
-        """The same counters, with shards labelled by the key range ``scope`` (a unit's lease set).
-
-        A worker without a key range may read two units of one shard (#11);
-        ``keyed`` keeps their entries apart (``"<shard id>@<scope>"`` inside
-        the maps, the plain shard id to the caller).
-        """
-        view = object.__new__(StreamMetrics)
-        for name in ("_total", "_own", "stream"):
-            object.__setattr__(view, name, self.__dict__[name])
-        object.__setattr__(view, "shards", self.shards.for_unit(scope, keyed))
-        return view
-
     def count_aggregates(self, aggregates: int, malformed: int) -> None:
         self.aggregates += aggregates
         self.aggregates_malformed += malformed
