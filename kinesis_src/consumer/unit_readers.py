@@ -113,6 +113,9 @@ class UnitReaders:
         self._work: set[asyncio.Future[Any]] = set()  # thread work a close() must wait for
         self._finishing: set[tuple[str, KeyRange]] = set()
         self._orphans: list[Split] = []  # splits whose claimer is gone, found by the last _free()
+        # readers whose coordinator is starting: it takes leases and fetches before the start returns,
+        # so their batches must be found (holding_of) before they join consumer.readers
+        self._starting: dict[str, StreamReader] = {}
 
     def key(self, stream: str, unit: KeyRange) -> str:
         """The reader's key in ``consumer.readers``: the stream for its usual unit, else ``stream@scope``."""
@@ -127,7 +130,7 @@ class UnitReaders:
 
     def holding_of(self, batch: Batch) -> tuple[StreamReader | None, HeldShard | None]:
         """The reader and holding a batch came from, while it is current (holding numbers are unique)."""
-        for reader in list(self.consumer.readers.values()):
+        for reader in [*self.consumer.readers.values(), *self._starting.values()]:
             if reader.stream == batch.stream and (shard := reader.holdings.of(batch.generation, batch.shard_id)):
                 return reader, shard
         return None, None
@@ -241,15 +244,17 @@ class UnitReaders:
         c = self.consumer
         reader = StreamReader(c, stream, c.stream_metrics[stream], unit)
         reader.fan_out = next((r.fan_out for r in c.readers.values() if r.stream == stream), None)
+        key = self.key(stream, unit)
+        self._starting[key] = reader
         try:
-            started = await self._in_thread(self._start_in_thread, reader)
+            if await self._in_thread(self._start_in_thread, reader):
+                log.info("consumer %s: reading %s of %r", c.worker_id, describe(unit), stream)
+                c.readers[key] = reader
         except KinesisSourceError as exc:
             log.warning("consumer %s: could not start reading unit %s of %r (next tick retries): %s",
                         c.worker_id, unit, stream, exc)
-            return
-        if started:
-            log.info("consumer %s: reading %s of %r", c.worker_id, describe(unit), stream)
-            c.readers[self.key(stream, unit)] = reader
+        finally:
+            self._starting.pop(key, None)
 
     def _start_in_thread(self, reader: StreamReader) -> bool:
         coordinator = reader.coordinator = reader.new_coordinator(reader.lease_table())
