@@ -98,9 +98,10 @@ def test_a_killed_sticky_worker_s_unit_is_taken_over_at_its_checkpoints(kinesis,
     producer.put_rounds(2)
     plain = workers("plain", stream_name, "--idle", "0.1")
     sticky = workers("sticky", stream_name, "--key-range", "0/2", "--idle", "0.1")
-    waiting.wait_for(delivered_all(producer, [plain, sticky]), 60, "both workers to read", 0.1)
+    start_while_putting(producer, sticky)  # plain alone may read the first rounds before the claim lands
     producer.put_rounds(2)
     waiting.wait_for(delivered_all(producer, [plain, sticky]), 60, "the next rounds", 0.1)
+    waiting.wait_for(lambda: deliveries([sticky]), 60, "the sticky worker to read its range", 0.1)
     sticky.sigkill()
     sticky.wait_exit(10)
     producer.put_rounds(3)
