@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -24,13 +23,12 @@ import waiting  # tests/waiting.py
 from test_consumer import (  # worker processes
     APP,
     FAILOVER,
-    REPO_ROOT,
     TIMING,
-    WorkerProc,
     deliveries,
     make_stream,
+    spawn,  # noqa: F401 - a fixture
+    split_then_merge_mid_read,
 )
-from worker_process import spawned  # tests/worker_process.py
 
 from kinesis_src import Consumer, KeyRange
 from kinesis_src.aws.dynamodb import DynamoDBClient
@@ -48,34 +46,20 @@ pytestmark = pytest.mark.integration
 SLICES = 3
 
 
-@pytest.fixture
-def workers(emulator_env, tmp_path, request):
-    env = {**os.environ, **emulator_env, "PYTHONPATH": str(REPO_ROOT), "CONSUMER_WORKER_LOG": "INFO"}
-    with spawned(request, lambda worker_id, stream, *extra: WorkerProc(worker_id, stream, env, tmp_path, *extra)) as start:
-        yield start
-
-
 def test_slices_deliver_each_record_once_and_each_key_to_one_worker_through_split_and_merge(
-    kinesis, stream_name, workers
+    kinesis, stream_name, spawn  # noqa: F811 - the fixture imported above
 ) -> None:
     began = time.monotonic()
     make_stream(kinesis, stream_name, 2)
     producer = KeyedProducer(kinesis, stream_name, keys=30)
     producer.put_rounds(2)
-    procs = [workers(f"slice{i}", stream_name, "--key-range", f"{i}/{SLICES}", "--idle", "0.1") for i in range(SLICES)]
+    procs = [spawn(f"slice{i}", stream_name, "--key-range", f"{i}/{SLICES}", "--idle", "0.1") for i in range(SLICES)]
 
     def all_delivered() -> bool:
         return producer.expected() <= {(k, n) for d in deliveries(procs) for k, n, _ in d.records}
 
     waiting.wait_for(all_delivered, 60, "the three slices to deliver the first rounds", 0.1)
-    first = kinesis.list_shards(stream_name)[0]
-    lo, hi = int(first["HashKeyRange"]["StartingHashKey"]), int(first["HashKeyRange"]["EndingHashKey"])
-    kinesis.split_shard(stream_name, "shardId-000000000000", (lo + hi + 1) // 2)  # -> 2 (lower), 3 (upper)
-    kinesis.wait_active(stream_name)
-    producer.put_rounds(2)
-    kinesis.merge_shards(stream_name, "shardId-000000000003", "shardId-000000000001")  # -> 4
-    kinesis.wait_active(stream_name)
-    producer.put_rounds(2)
+    split_then_merge_mid_read(kinesis, stream_name, producer)
     waiting.wait_for(all_delivered, 60, "every record after the split and the merge", 0.1)
     for proc in procs:
         proc.sigterm()

@@ -12,7 +12,11 @@ Worker processes (tests/integration/consumer_worker.py, checkpointing every batc
   this time) is handed back. Exactly once throughout;
 * the sticky worker is SIGKILLed: the worker without a range takes its unit
   over after the failover time, nothing is lost, and the only records
-  delivered twice are in batches the dead worker never checkpointed.
+  delivered twice are in batches the dead worker never checkpointed;
+* three workers without a range share the unit's shards when a sticky
+  worker claims ``0/2``: each hands its part over at its checkpoints (one
+  split, several holders), and when the sticky worker closes they take the
+  range back between them.
 """
 
 from __future__ import annotations
@@ -21,19 +25,29 @@ import contextlib
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 import waiting  # tests/waiting.py
-from test_consumer import REPO_ROOT, WorkerProc, deliveries, make_stream
+from test_consumer import (
+    REPO_ROOT,
+    Delivery,
+    WorkerProc,
+    deliveries,
+    make_stream,
+    split_then_merge_mid_read,
+)
 from worker_process import spawned  # tests/worker_process.py
 
-from kinesis_src import KeyRange
+from kinesis_src import KeyRange, KinesisClient
 from kinesis_src.workload import KeyedProducer
 from lineage import hash_key_of
 
 pytestmark = pytest.mark.integration
 
 LOWER = KeyRange.slice(0, 2)
+
+Workers = Callable[..., WorkerProc]  # the fixture: workers(worker_id, stream, *worker arguments)
 
 
 @pytest.fixture
@@ -47,80 +61,19 @@ def delivered_all(producer: KeyedProducer, procs: list[WorkerProc]):
     return lambda: producer.expected() <= {(k, n) for d in deliveries(procs) for k, n, _ in d.records}
 
 
-def test_a_sticky_worker_joins_a_worker_without_a_range_through_a_split_and_a_merge(
-    kinesis, stream_name, workers
-) -> None:
-    make_stream(kinesis, stream_name, 2)
-    producer = KeyedProducer(kinesis, stream_name, keys=30)
+def a_stream_read_by(
+    kinesis: KinesisClient, stream: str, workers: Workers, *plain_ids: str, shards: int = 2
+) -> tuple[KeyedProducer, list[WorkerProc]]:
+    """Every test's opening: a stream, two rounds put, then workers without a range (``plain_ids``) started."""
+    make_stream(kinesis, stream, shards)
+    producer = KeyedProducer(kinesis, stream, keys=30)
     producer.put_rounds(2)
-    plain = workers("plain", stream_name, "--idle", "0.1")
-    waiting.wait_for(delivered_all(producer, [plain]), 60, "the worker without a range to read alone", 0.1)
-    sticky = workers("sticky", stream_name, "--key-range", "0/2", "--idle", "0.1")
-    cut_over = start_while_putting(producer, sticky)
-    producer.put_rounds(2)
-    first = kinesis.list_shards(stream_name)[0]
-    lo, hi = int(first["HashKeyRange"]["StartingHashKey"]), int(first["HashKeyRange"]["EndingHashKey"])
-    kinesis.split_shard(stream_name, "shardId-000000000000", (lo + hi + 1) // 2)  # -> 2 (lower), 3 (upper)
-    kinesis.wait_active(stream_name)
-    producer.put_rounds(2)
-    kinesis.merge_shards(stream_name, "shardId-000000000003", "shardId-000000000001")  # -> 4
-    kinesis.wait_active(stream_name)
-    producer.put_rounds(2)
-    waiting.wait_for(delivered_all(producer, [plain, sticky]), 90, "every record after the split and the merge", 0.1)
-    for proc in (plain, sticky):
-        proc.sigterm()
-    for proc in (plain, sticky):
-        assert proc.wait_exit(30) == 0, proc.stderr_tail()
-
-    delivered = deliveries([plain, sticky])
-    copies = Counter((k, n) for d in delivered for k, n, _ in d.records)
-    assert set(copies) == producer.expected()
-    assert max(copies.values()) == 1, f"delivered twice: {[r for r, c in copies.items() if c > 1][:5]}"
-    for d in delivered:
-        for key, n, _ in d.records:
-            if d.worker == "sticky":
-                assert hash_key_of(key) in LOWER, f"{key}:{n} is outside the sticky worker's range"
-            elif hash_key_of(key) in LOWER:
-                assert d.t < cut_over, f"{key}:{n} of the sticky range reached the other worker after the cut-over"
-    assert {d.worker for d in delivered if d.t > cut_over} == {"plain", "sticky"}
-    assert any(hash_key_of(k) in LOWER for d in delivered if d.worker == "plain" for k, _, _ in d.records)
-    assert {"shardId-000000000002", "shardId-000000000004"} <= {d.shard for d in delivered}
-    last: dict[str, int] = {}
-    for d in delivered:  # per key, one reader at a time: delivery order (across the two) is the key's order
-        for key, n, _ in d.records:
-            assert n > last.get(key, 0), f"{key}:{n} after {key}:{last[key]}"
-            last[key] = n
+    return producer, [workers(worker_id, stream, "--idle", "0.1") for worker_id in plain_ids]
 
 
-def test_a_killed_sticky_worker_s_unit_is_taken_over_at_its_checkpoints(kinesis, stream_name, workers) -> None:
-    make_stream(kinesis, stream_name, 2)
-    producer = KeyedProducer(kinesis, stream_name, keys=30)
-    producer.put_rounds(2)
-    plain = workers("plain", stream_name, "--idle", "0.1")
-    sticky = workers("sticky", stream_name, "--key-range", "0/2", "--idle", "0.1")
-    start_while_putting(producer, sticky)  # plain alone may read the first rounds before the claim lands
-    producer.put_rounds(2)
-    waiting.wait_for(delivered_all(producer, [plain, sticky]), 60, "the next rounds", 0.1)
-    waiting.wait_for(lambda: deliveries([sticky]), 60, "the sticky worker to read its range", 0.1)
-    sticky.sigkill()
-    sticky.wait_exit(10)
-    producer.put_rounds(3)
-    waiting.wait_for(delivered_all(producer, [plain, sticky]), 90, "the other worker to take the unit over", 0.1)
-    plain.sigterm()
-    assert plain.wait_exit(30) == 0, plain.stderr_tail()
-
-    delivered = deliveries([plain, sticky])
-    copies = Counter((k, n) for d in delivered for k, n, _ in d.records)
-    assert set(copies) == producer.expected()
-    acknowledged = {(e["shard"], e["holding"], e["index"]) for e in sticky.of("checkpointed")}
-    unacknowledged = {(k, n) for d in delivered if d.worker == "sticky"
-                      and (d.shard, d.holding, d.index) not in acknowledged for k, n, _ in d.records}
-    twice = {r for r, c in copies.items() if c > 1}
-    assert max(copies.values()) <= 2
-    assert twice <= unacknowledged, f"delivered twice though checkpointed: {sorted(twice - unacknowledged)[:5]}"
-    assert all(hash_key_of(k) in LOWER for k, _ in twice)
-    taken_over = [d for d in delivered if d.worker == "plain" and d.t > sticky.events[-1]["t"]]
-    assert any(hash_key_of(k) in LOWER for d in taken_over for k, _, _ in d.records)
+def sticky_worker(workers: Workers, stream: str, worker_id: str = "sticky") -> WorkerProc:
+    """A worker claiming ``LOWER`` (``0/2``)."""
+    return workers(worker_id, stream, "--key-range", "0/2", "--idle", "0.1")
 
 
 def start_while_putting(producer: KeyedProducer, proc: WorkerProc) -> float:
@@ -134,36 +87,156 @@ def start_while_putting(producer: KeyedProducer, proc: WorkerProc) -> float:
     return proc.of("started")[0]["t"]
 
 
+def stop_gracefully(procs: list[WorkerProc]) -> None:
+    """SIGTERM all at once (their hand-overs overlap), then each must exit 0."""
+    for proc in procs:
+        proc.sigterm()
+    for proc in procs:
+        assert proc.wait_exit(30) == 0, proc.stderr_tail()
+
+
+def copies_of(producer: KeyedProducer, delivered: list[Delivery]) -> Counter:
+    """How many times each record was delivered; every record Kinesis acknowledged must be there, no other."""
+    copies = Counter((k, n) for d in delivered for k, n, _ in d.records)
+    assert set(copies) == producer.expected()
+    return copies
+
+
+def assert_exactly_once(copies: Counter) -> None:
+    assert max(copies.values()) == 1, f"delivered twice: {[r for r, c in copies.items() if c > 1][:5]}"
+
+
+def unacknowledged(procs: list[WorkerProc], delivered: list[Delivery]) -> set[tuple[str, int]]:
+    """Records of the batches whose checkpoint their worker never saw succeed: the only ones allowed twice."""
+    acknowledged = {(p.worker_id, e["shard"], e["holding"], e["index"]) for p in procs for e in p.of("checkpointed")}
+    return {(k, n) for d in delivered if (d.worker, d.shard, d.holding, d.index) not in acknowledged
+            for k, n, _ in d.records}
+
+
+def assert_in_key_order(delivered: list[Delivery]) -> None:
+    """Per key, one reader at a time: first deliveries, in time order across workers, follow the key's counter."""
+    last: dict[str, int] = {}
+    seen: set[tuple[str, int]] = set()
+    for d in delivered:
+        for key, n, _ in d.records:
+            if (key, n) in seen:
+                continue  # a redelivery: whether it was allowed is checked against the checkpoints
+            seen.add((key, n))
+            assert n > last.get(key, 0), f"{key}:{n} after {key}:{last[key]}"
+            last[key] = n
+
+
+def lower_times(delivered: list[Delivery], worker_ids: set[str]) -> list[float]:
+    """When ``worker_ids`` delivered records of keys in ``LOWER``."""
+    return [d.t for d in delivered if d.worker in worker_ids for k, _, _ in d.records if hash_key_of(k) in LOWER]
+
+
+def test_a_sticky_worker_joins_a_worker_without_a_range_through_a_split_and_a_merge(
+    kinesis, stream_name, workers
+) -> None:
+    producer, [plain] = a_stream_read_by(kinesis, stream_name, workers, "plain")
+    waiting.wait_for(delivered_all(producer, [plain]), 60, "the worker without a range to read alone", 0.1)
+    sticky = sticky_worker(workers, stream_name)
+    cut_over = start_while_putting(producer, sticky)
+    producer.put_rounds(2)
+    split_then_merge_mid_read(kinesis, stream_name, producer)
+    waiting.wait_for(delivered_all(producer, [plain, sticky]), 90, "every record after the split and the merge", 0.1)
+    stop_gracefully([plain, sticky])
+
+    delivered = deliveries([plain, sticky])
+    assert_exactly_once(copies_of(producer, delivered))
+    for d in delivered:
+        for key, n, _ in d.records:
+            if d.worker == "sticky":
+                assert hash_key_of(key) in LOWER, f"{key}:{n} is outside the sticky worker's range"
+            elif hash_key_of(key) in LOWER:
+                assert d.t < cut_over, f"{key}:{n} of the sticky range reached the other worker after the cut-over"
+    assert {d.worker for d in delivered if d.t > cut_over} == {"plain", "sticky"}
+    assert lower_times(delivered, {"plain"})
+    assert {"shardId-000000000002", "shardId-000000000004"} <= {d.shard for d in delivered}
+    assert_in_key_order(delivered)
+
+
+def test_a_killed_sticky_worker_s_unit_is_taken_over_at_its_checkpoints(kinesis, stream_name, workers) -> None:
+    producer, [plain] = a_stream_read_by(kinesis, stream_name, workers, "plain")
+    sticky = sticky_worker(workers, stream_name)
+    start_while_putting(producer, sticky)  # plain alone may read the first rounds before the claim lands
+    producer.put_rounds(2)
+    waiting.wait_for(delivered_all(producer, [plain, sticky]), 60, "the next rounds", 0.1)
+    waiting.wait_for(lambda: deliveries([sticky]), 60, "the sticky worker to read its range", 0.1)
+    sticky.sigkill()
+    sticky.wait_exit(10)
+    producer.put_rounds(3)
+    waiting.wait_for(delivered_all(producer, [plain, sticky]), 90, "the other worker to take the unit over", 0.1)
+    stop_gracefully([plain])
+
+    delivered = deliveries([plain, sticky])
+    copies = copies_of(producer, delivered)
+    never_checkpointed = unacknowledged([sticky], [d for d in delivered if d.worker == "sticky"])
+    twice = {r for r, c in copies.items() if c > 1}
+    assert max(copies.values()) <= 2
+    assert twice <= never_checkpointed, f"delivered twice though checkpointed: {sorted(twice - never_checkpointed)[:5]}"
+    assert all(hash_key_of(k) in LOWER for k, _ in twice)
+    assert any(t > sticky.events[-1]["t"] for t in lower_times(delivered, {"plain"}))  # taken over
+
+
 def test_a_unit_goes_back_and_forth_between_a_sticky_worker_and_one_without_a_range(
     kinesis, stream_name, workers
 ) -> None:
     """Graceful moves only (close, then a sticky worker again, no split the second time): exactly once."""
-    make_stream(kinesis, stream_name, 2)
-    producer = KeyedProducer(kinesis, stream_name, keys=30)
-    producer.put_rounds(2)
-    plain = workers("plain", stream_name, "--idle", "0.1")
-    first = workers("sticky-1", stream_name, "--key-range", "0/2", "--idle", "0.1")
+    producer, [plain] = a_stream_read_by(kinesis, stream_name, workers, "plain")
+    first = sticky_worker(workers, stream_name, "sticky-1")
     waiting.wait_for(delivered_all(producer, [plain, first]), 60, "both workers to read", 0.1)
-    first.sigterm()
-    assert first.wait_exit(30) == 0, first.stderr_tail()
+    stop_gracefully([first])
     left = first.of("stopped")[0]["t"]
     producer.put_rounds(2)
     waiting.wait_for(delivered_all(producer, [plain, first]), 60, "the worker without a range to take over", 0.1)
-    second = workers("sticky-2", stream_name, "--key-range", "0/2", "--idle", "0.1")
+    second = sticky_worker(workers, stream_name, "sticky-2")
     back = start_while_putting(producer, second)
     producer.put_rounds(2)
     procs = [plain, first, second]
     waiting.wait_for(delivered_all(producer, procs), 60, "every record", 0.1)
-    for proc in (plain, second):
-        proc.sigterm()
-    for proc in (plain, second):
-        assert proc.wait_exit(30) == 0, proc.stderr_tail()
+    stop_gracefully([plain, second])
 
     delivered = deliveries(procs)
-    copies = Counter((k, n) for d in delivered for k, n, _ in d.records)
-    assert set(copies) == producer.expected()
-    assert max(copies.values()) == 1, f"delivered twice: {[r for r, c in copies.items() if c > 1][:5]}"
-    lower_by_plain = [d.t for d in delivered if d.worker == "plain" for k, _, _ in d.records if hash_key_of(k) in LOWER]
+    assert_exactly_once(copies_of(producer, delivered))
+    lower_by_plain = lower_times(delivered, {"plain"})
     assert any(left < t < back for t in lower_by_plain)  # it read the unit between the two sticky workers
     assert all(t < back for t in lower_by_plain)  # and never after the second one started
     assert all(hash_key_of(k) in LOWER for d in delivered if d.worker != "plain" for k, _, _ in d.records)
+
+
+PLAIN = ("plain-1", "plain-2", "plain-3")
+
+
+def test_workers_without_a_range_sharing_the_unit_each_hand_their_part_over_and_take_it_back(
+    kinesis, stream_name, workers
+) -> None:
+    """One split of the full-space unit, its four shards held by three workers: each hands its own over."""
+    producer, plain = a_stream_read_by(kinesis, stream_name, workers, *PLAIN, shards=4)
+    waiting.wait_for(lambda: all(p.held() for p in plain), 60, "each worker without a range to hold shards", 0.1)
+    producer.put_rounds(1)
+    waiting.wait_for(delivered_all(producer, plain), 60, "the workers without a range to read", 0.1)
+    before = {d.worker for d in deliveries(plain)}
+    sticky = sticky_worker(workers, stream_name)
+    cut_over = start_while_putting(producer, sticky)
+    producer.put_rounds(2)
+    procs = [*plain, sticky]
+    waiting.wait_for(delivered_all(producer, procs), 90, "every record after the claim", 0.1)
+    stop_gracefully([sticky])
+    left = sticky.of("stopped")[0]["t"]
+    producer.put_rounds(2)
+    waiting.wait_for(delivered_all(producer, procs), 90, "the workers without a range to take the range back", 0.1)
+    stop_gracefully(plain)
+
+    delivered = deliveries(procs)
+    copies = copies_of(producer, delivered)
+    twice = {r for r, c in copies.items() if c > 1}
+    assert twice <= unacknowledged(procs, delivered), f"delivered twice though checkpointed: {sorted(twice)[:5]}"
+    assert before == set(PLAIN)  # every one of them held part of the unit when the claim came
+    assert all(hash_key_of(k) in LOWER for d in delivered if d.worker == "sticky" for k, _, _ in d.records)
+    late = [t for t in lower_times(delivered, set(PLAIN)) if t > cut_over]
+    assert all(t > left for t in late), "a key of the sticky range reached a worker without a range while claimed"
+    assert late  # taken back once the sticky worker left
+    assert lower_times(delivered, {"sticky"})
+    assert_in_key_order(delivered)
