@@ -10,7 +10,8 @@ import re
 
 from .errors import ConfigurationError
 
-_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+MAX_NAME_LENGTH = 128  # stream, application and stream consumer names
+_NAME = re.compile(rf"[A-Za-z0-9_.-]{{1,{MAX_NAME_LENGTH}}}")
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
 
 

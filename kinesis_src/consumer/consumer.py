@@ -201,7 +201,7 @@ class Consumer:
         await self.close()
 
     async def start(self) -> None:
-        """Open clients, check every stream, claim the key range, start each stream's leases.
+        """Open clients, check every stream, claim the key range, register EFO consumers, start the leases.
 
         A missing or recreated stream, a bad table, an overlapping key range:
         each fails here, before any stream is read.
@@ -209,12 +209,6 @@ class Consumer:
         self.loop = asyncio.get_running_loop()
         if self.handle_signals:  # first: a SIGTERM while starting still ends in a graceful close
             self._sigterm.install(self.loop, self.stop)
-        try:
-            for reader in self.readers.values():
-                await asyncio.to_thread(reader.register_fan_out)
-        except BaseException:
-            self._sigterm.remove()
-            raise
         connections = FAN_OUT_CONNECTIONS if self.consumer_mode is ConsumerMode.EFO else POLLING_CONNECTIONS
         self.kinesis = await AsyncKinesisClient(self.settings, connections, before_decode=self.writes.quiet).__aenter__()
         try:
@@ -245,6 +239,7 @@ class Consumer:
                 await asyncio.to_thread(reader.coordinator.stop)
         await asyncio.to_thread(self._guard.release)
         await self.kinesis.__aexit__(None, None, None)  # type: ignore[union-attr]
+        await asyncio.to_thread(self.units.deregister_fan_outs)  # failures are logged; the start's is raised
 
     async def close(self) -> None:
         """Stop fetching, release every lease (graceful hand-off), deregister, close clients."""
@@ -263,9 +258,10 @@ class Consumer:
         await asyncio.to_thread(self._guard.release)
         if self.kinesis is not None:
             await self.kinesis.__aexit__(None, None, None)
-        for reader in self.readers.values():
-            await asyncio.to_thread(reader.deregister_fan_out)
+        failures = await asyncio.to_thread(self.units.deregister_fan_outs)
         log.info("consumer %s stopped: %s", self.worker_id, self.metrics.summary())
+        if failures:
+            raise failures[0]
 
     async def process(self, handler: Callable[[Any], Awaitable[Any]], **options: Any) -> ProcessingMetrics:
         """Process records many at a time, each acknowledged on its own, instead of the ``async for`` loop.

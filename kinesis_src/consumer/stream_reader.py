@@ -4,7 +4,8 @@ A consumer of several streams runs one :class:`StreamReader` per stream and
 fans their batches into one queue (:mod:`.consumer`). Everything that makes
 a stream independent lives here: its own lease coordinator (the lease table
 namespaces leases by application and stream), its stream binding (a
-recreated stream is refused), its own enhanced fan-out registration, its
+recreated stream is refused), its enhanced fan-out target (one stream
+consumer per unit, registered by :mod:`.unit_readers`), its
 holdings and acknowledgements, and its metrics (:class:`.metrics.StreamMetrics`).
 
 A reader reads one *unit* of its stream (:mod:`.units`): the whole hash
@@ -34,7 +35,7 @@ from ..leases.shard_sync import ShardSync
 from ..leases.stream_binding import bind_stream
 from ..leases.table import LeaseTable
 from ..records import RecordPage
-from ..retrieval.registration import ConsumerMode, FanOutTarget, deregister, register
+from ..retrieval.registration import FanOutTarget
 from .acks import Acknowledger
 from .batch import Batch
 from .bridge import LoopListener, cancel
@@ -63,7 +64,7 @@ class StreamReader:
         # shards labelled by key range; kept apart when this is not the worker's usual unit (#11)
         metrics = metrics.for_unit(self.scope, keyed=self.unit != (consumer.key_range or FULL))
         self.metrics = metrics
-        self.fan_out: FanOutTarget | None = None  # this stream's registered consumer, in EFO mode
+        self.fan_out: FanOutTarget | None = None  # EFO: its unit's own stream consumer (.unit_readers)
         self.coordinator: LeaseCoordinator | None = None
         self.holdings = Holdings(metrics, consumer.prefetch_batches)  # type: ignore[arg-type]
         self.acks = Acknowledger(
@@ -72,10 +73,6 @@ class StreamReader:
         )
 
     # -- start and stop (on worker threads) --------------------------------------------------
-
-    def register_fan_out(self) -> None:
-        if self.consumer.consumer_mode is ConsumerMode.EFO:
-            self.fan_out = register(KinesisClient(self.consumer.settings), self.stream, self.consumer.consumer_name)
 
     def lease_table(self) -> LeaseTable:
         c = self.consumer
@@ -103,10 +100,6 @@ class StreamReader:
         c = self.consumer
         return RangeClaims(DynamoDBClient(c.settings), c.table_name, c.application, self.stream,
                            c.timing.failover_s).read_all()[1]
-
-    def deregister_fan_out(self) -> None:
-        if self.fan_out is not None and self.consumer.require_consumer_deregistration:
-            deregister(KinesisClient(self.consumer.settings), self.fan_out)
 
     async def stop_fetching(self) -> None:
         """close(): deliver nothing more, stop every fetcher (the coordinator releases the leases)."""

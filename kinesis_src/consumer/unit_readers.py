@@ -18,19 +18,29 @@ Neither kind can miss the other: a worker without a range writes its
 heartbeat in a unit's lease set *before* it reads the claims one last time
 and starts taking leases, and a sticky worker records its claim *before* it
 waits for the unit's heartbeats to leave.
+
+With enhanced fan-out each reader subscribes under its unit's own stream
+consumer (:func:`~kinesis_src.retrieval.registration.unit_consumer_name`),
+registered before its leases start, off the event loop: AWS allows one
+subscription per (consumer, shard), and two units of one worker overlap the
+shards they straddle. A unit handed over keeps its consumer registered:
+other workers without a range may be subscribed under it now, and the unit
+may come back; ``require_consumer_deregistration`` removes them all at close.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from lineage import KeyRange
 
-from ..aws import DynamoDBClient
+from ..aws import DynamoDBClient, KinesisClient
 from ..clock import since_boot
-from ..errors import KinesisSourceError
+from ..errors import ConsumerLimitError, KinesisSourceError
+from ..retrieval.registration import ConsumerMode, Registrations, unit_consumer_name
 from .batch import Batch
 from .range_claims import RangeClaim, RangeClaims
 from .shard_state import HeldShard
@@ -46,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 20
+T = TypeVar("T")
 
 
 class ClaimWatch:
@@ -102,6 +113,18 @@ def settle_claim(claims: RangeClaims, key_range: KeyRange, worker_id: str, failo
     return units.inside(key_range)
 
 
+def while_beating(fn: Callable[[], T], beat: Callable[[], object], every_s: float) -> T:
+    """``fn()`` on a thread of its own while this one calls ``beat`` every ``every_s``: a sticky
+    worker's claims must not look dead while it waits for EFO registrations (ACTIVE takes seconds)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="kinesis-src-register") as pool:
+        future = pool.submit(fn)
+        while True:
+            try:
+                return future.result(timeout=every_s)
+            except TimeoutError:
+                beat()
+
+
 class UnitReaders:
     """The consumer's readers, one per (stream, unit): planned at start, followed at runtime."""
 
@@ -116,6 +139,7 @@ class UnitReaders:
         # readers whose coordinator is starting: it takes leases and fetches before the start returns,
         # so their batches must be found (holding_of) before they join consumer.readers
         self._starting: dict[str, StreamReader] = {}
+        self.fan_outs = Registrations()  # EFO: every stream consumer this worker registered
 
     def key(self, stream: str, unit: KeyRange) -> str:
         """The reader's key in ``consumer.readers``: the stream for its usual unit, else ``stream@scope``."""
@@ -169,11 +193,11 @@ class UnitReaders:
             for unit in units:
                 key = self.key(stream, unit)
                 reader = old.get(key) or StreamReader(c, stream, c.stream_metrics[stream], unit)
-                if reader.fan_out is None and stream in old:
-                    reader.fan_out = old[stream].fan_out
                 if reader.coordinator is None:
                     reader.coordinator = reader.new_coordinator(reader.lease_table())
                 c.readers[key] = reader
+        if c.consumer_mode is ConsumerMode.EFO:
+            while_beating(lambda: [self.register_fan_out(r) for r in c.readers.values()], beat, c.timing.renew_s)
 
     def recheck(self) -> None:
         """Without a range: heartbeats written in every unit, look at the claims once more before reading."""
@@ -188,6 +212,21 @@ class UnitReaders:
                 if reader.stream == stream and reader.unit not in free:
                     reader.coordinator.stop(release=False)  # type: ignore[union-attr]
                     del c.readers[key]
+
+    def register_fan_out(self, reader: StreamReader) -> None:
+        """EFO: the stream consumer of the reader's unit, registered (or found) and ACTIVE; blocking."""
+        c = self.consumer
+        if c.consumer_mode is ConsumerMode.EFO and reader.fan_out is None:
+            name = unit_consumer_name(c.consumer_name, reader.scope, scope_of(self.default_unit))
+            reader.fan_out = self.fan_outs.register(lambda: KinesisClient(c.settings), reader.stream, name)
+
+    def deregister_fan_outs(self) -> list[KinesisSourceError]:
+        """With ``require_consumer_deregistration``: every consumer this worker registered, read now or
+        before a hand-over; each failure is logged and returned."""
+        c = self.consumer
+        if not c.require_consumer_deregistration or not self.fan_outs.targets():
+            return []
+        return self.fan_outs.deregister_all(KinesisClient(c.settings))
 
     def _free(self, stream: str) -> tuple[KeyRange, ...]:
         """Units no live claim overlaps and nobody splits (dead claims are deleted; orphan splits noted)."""
@@ -243,13 +282,15 @@ class UnitReaders:
     async def _start(self, stream: str, unit: KeyRange) -> None:
         c = self.consumer
         reader = StreamReader(c, stream, c.stream_metrics[stream], unit)
-        reader.fan_out = next((r.fan_out for r in c.readers.values() if r.stream == stream), None)
         key = self.key(stream, unit)
         self._starting[key] = reader
         try:
             if await self._in_thread(self._start_in_thread, reader):
                 log.info("consumer %s: reading %s of %r", c.worker_id, describe(unit), stream)
                 c.readers[key] = reader
+        except ConsumerLimitError as exc:  # nobody can read the unit until a consumer slot is freed
+            log.error("consumer %s: cannot read unit %s of %r: %s", c.worker_id, unit, stream, exc)
+            c.fail(exc)
         except KinesisSourceError as exc:
             log.warning("consumer %s: could not start reading unit %s of %r (next tick retries): %s",
                         c.worker_id, unit, stream, exc)
@@ -257,6 +298,7 @@ class UnitReaders:
             self._starting.pop(key, None)
 
     def _start_in_thread(self, reader: StreamReader) -> bool:
+        self.register_fan_out(reader)  # first: the coordinator may start fetching before start() returns
         coordinator = reader.coordinator = reader.new_coordinator(reader.lease_table())
         try:
             coordinator.register()

@@ -8,18 +8,28 @@ and :func:`deregister` (only when the user asked for it:
 ``requireConsumerDeregistration``, as Databricks names it, default false,
 because every restart would otherwise pay a registration of seconds and
 other workers sharing the consumer would lose their subscriptions).
+
+A Consumer reading several units of one stream (:mod:`kinesis_src.consumer.units`)
+registers one stream consumer per unit (:func:`unit_consumer_name`): AWS allows
+one subscription per (consumer, shard), so two units' readers subscribing to
+the same shard under one consumer would take it from each other forever.
+:class:`Registrations` remembers what one worker registered, so it is
+registered once per worker and deregistered (on request) at close.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..aws import KinesisClient
 from ..aws.fanout import check_consumer_stream
-from ..errors import ConfigurationError
-from ..names import validate_consumer_name
+from ..errors import ConfigurationError, KinesisSourceError
+from ..names import MAX_NAME_LENGTH, validate_consumer_name
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +57,26 @@ def consumer_name(value: str | None, application: str, option: str = "consumerNa
     return validate_consumer_name(application if value is None else value, option)
 
 
+UNIT_DIGEST_CHARS = 10  # hex digits of the unit's digest: 40 bits, against at most 20 consumers per stream
+
+
+def unit_consumer_name(base: str, scope: str, usual_scope: str) -> str:
+    """The stream consumer a worker reads the unit of lease scope ``scope`` with.
+
+    Its usual unit (``usual_scope``: the whole space, or its ``key_range``) keeps
+    ``base``, the configured name, as before units existed. Any other unit gets
+    ``<base>-unit-<digest>``, the digest taken over both names so it is stable
+    across workers and restarts (workers without a range reading the same unit
+    share its consumer) and distinct per unit. A long ``base`` is cut so the
+    digest always fits Kinesis' 128 characters.
+    """
+    if scope == usual_scope:
+        return base
+    digest = hashlib.sha256(f"{base}\0{scope}".encode()).hexdigest()[:UNIT_DIGEST_CHARS]
+    suffix = f"-unit-{digest}"
+    return validate_consumer_name(base[:MAX_NAME_LENGTH - len(suffix)] + suffix)
+
+
 @dataclass(frozen=True)
 class FanOutTarget:
     """A registered, ACTIVE stream consumer: what a fan-out reader subscribes with. Picklable."""
@@ -72,3 +102,44 @@ def deregister(kinesis: KinesisClient, target: FanOutTarget) -> None:
         "enhanced fan-out consumer %r %s", target.consumer_name,
         "deregistered" if removed else "was not registered any more",
     )
+
+
+class Registrations:
+    """The stream consumers one worker registered (or found), by (stream, name); thread-safe.
+
+    A unit read again (handed over, then back) reuses its target without a call,
+    and :meth:`deregister_all` reaches the consumers of units this worker no
+    longer reads as well as those it does.
+    """
+
+    def __init__(self) -> None:
+        self._targets: dict[tuple[str, str], FanOutTarget] = {}
+        self._lock = threading.Lock()
+
+    def register(self, kinesis: Callable[[], KinesisClient], stream: str, name: str) -> FanOutTarget:
+        """:func:`register`, once per (stream, name); ``kinesis`` makes the client only when needed."""
+        with self._lock:
+            known = self._targets.get((stream, name))
+        if known is not None:
+            return known
+        target = register(kinesis(), stream, name)
+        with self._lock:
+            return self._targets.setdefault((stream, name), target)
+
+    def targets(self) -> list[FanOutTarget]:
+        with self._lock:
+            return list(self._targets.values())
+
+    def deregister_all(self, kinesis: KinesisClient) -> list[KinesisSourceError]:
+        """Deregister every consumer registered here; each is tried, and the failures are returned."""
+        failures: list[KinesisSourceError] = []
+        for target in self.targets():
+            try:
+                deregister(kinesis, target)
+            except KinesisSourceError as exc:
+                log.warning("could not deregister enhanced fan-out consumer %r: %s", target.consumer_name, exc)
+                failures.append(exc)
+                continue
+            with self._lock:
+                self._targets = {k: t for k, t in self._targets.items() if t != target}
+        return failures

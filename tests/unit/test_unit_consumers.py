@@ -1,0 +1,194 @@
+"""Enhanced fan-out with several units per worker (#11): one stream consumer per unit, without servers.
+
+AWS allows one subscription per (stream consumer, shard). A worker reading two units that overlap one
+shard subscribes to it once per unit, so each unit needs a consumer of its own
+(:func:`kinesis_src.retrieval.registration.unit_consumer_name`). Here the Consumer starts for real on
+moto's DynamoDB (lease table, claims, units) with the fake Kinesis as both its clients, and the units
+are made by a sticky claim of the middle third recorded straight in the table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from consumer_harness import until
+from fake_kinesis import FakeKinesis
+from moto import mock_aws
+
+import kinesis_src.consumer.consumer as consumer_module
+import kinesis_src.consumer.stream_reader as stream_reader_module
+import kinesis_src.consumer.unit_readers as unit_readers_module
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.aws.fanout import CONSUMER_LIMIT
+from kinesis_src.config import AwsSettings
+from kinesis_src.consumer import Consumer
+from kinesis_src.consumer.range_claims import RangeClaims
+from kinesis_src.consumer.unit_readers import settle_claim
+from kinesis_src.consumer.units import FULL, scope_of
+from kinesis_src.errors import ConsumerLimitError, StreamNotFoundError
+from kinesis_src.leases.table import LeaseTable
+from kinesis_src.leases.timing import LeaseTiming
+from kinesis_src.names import default_table_name, validate_consumer_name
+from kinesis_src.retrieval.registration import FanOutTarget, unit_consumer_name
+from kinesis_src.retry import RetryPolicy
+from lineage import KeyRange, hash_key_of
+
+APP = "app"
+MIDDLE = KeyRange.slice(1, 3)
+LOWER, UPPER = KeyRange(FULL.start, MIDDLE.start - 1), KeyRange(MIDDLE.end + 1, FULL.end)
+TIMING = LeaseTiming(failover_s=30.0, renew_interval_s=0.5, scan_interval_s=0.1)  # the sticky claim stays live
+
+
+# -- the name -------------------------------------------------------------------------------------
+
+
+def test_the_usual_unit_keeps_the_plain_name_and_every_other_unit_gets_a_stable_name_of_its_own() -> None:
+    assert unit_consumer_name("billing", "", "") == "billing"  # a worker without a range, the whole space
+    assert unit_consumer_name("billing-0", str(MIDDLE), str(MIDDLE)) == "billing-0"  # a sticky worker's own range
+    names = {unit_consumer_name("billing", scope_of(u), "") for u in (LOWER, MIDDLE, UPPER)}
+    assert len(names) == 3 and "billing" not in names
+    assert unit_consumer_name("billing", str(LOWER), "") == unit_consumer_name("billing", str(LOWER), "")
+    assert all(re.fullmatch(r"billing-unit-[0-9a-f]{10}", n) for n in names)
+    assert unit_consumer_name("other", str(LOWER), "") != unit_consumer_name("billing", str(LOWER), "")
+
+
+def test_a_long_base_name_is_cut_so_the_digest_always_fits() -> None:
+    long_a, long_b = "a" * 128, "a" * 127 + "b"  # equal for the first 117 characters
+    a, b = (unit_consumer_name(base, str(LOWER), "") for base in (long_a, long_b))
+    assert len(a) == len(b) == 128 and a != b
+    assert validate_consumer_name(a) == a and validate_consumer_name(b) == b
+    assert a.startswith("a" * 112 + "-unit-")
+
+
+# -- the Consumer on moto + the fake Kinesis --------------------------------------------------------
+
+
+class _AsyncClient:
+    """Stands in for AsyncKinesisClient(settings, ...): entering it gives the fake's async twin."""
+
+    def __init__(self, fake: FakeKinesis) -> None:
+        self.fake = fake
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _AsyncClient:
+        return self
+
+    async def __aenter__(self) -> Any:
+        return await self.fake.aio().__aenter__()
+
+
+@pytest.fixture
+def fake(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKinesis]:
+    """Stream "orders", one shard over the whole space, six records; moto serves DynamoDB."""
+    fake = FakeKinesis()
+    fake.create_stream("orders")
+    for i in range(6):
+        fake.put_record("orders", f"k{i}", b"r%d" % i)
+    fake.records_per_event = 10
+    for module in (stream_reader_module, unit_readers_module):
+        monkeypatch.setattr(module, "KinesisClient", lambda *_, **__: fake, raising=False)
+    monkeypatch.setattr(consumer_module, "AsyncKinesisClient", _AsyncClient(fake))
+    with mock_aws():
+        yield fake
+
+
+def worker(streams: str | list[str], **options: Any) -> Consumer:
+    return Consumer(streams, application_name=APP, region="us-east-1", worker_id="plain", consumer_mode="efo",
+                    lease_timing=TIMING, handle_signals=False, idle_interval_s=0.05, **options)
+
+
+def split_by_a_sticky_claim(stream: str = "orders") -> None:
+    """A live sticky claim of the middle third, its split finished: units LOWER, MIDDLE, UPPER."""
+    dynamodb = DynamoDBClient(AwsSettings(region="us-east-1", retry=RetryPolicy(max_attempts=2)))
+    LeaseTable(dynamodb, default_table_name(APP), APP, stream).ensure_table(create=True)
+    claims = RangeClaims(dynamodb, default_table_name(APP), APP, stream, TIMING.failover_s)
+    claims.claim("sticky", MIDDLE)
+    assert settle_claim(claims, MIDDLE, "sticky", TIMING.failover_s) == (MIDDLE,)
+
+
+def subscribed_with(fake: FakeKinesis) -> set[str]:
+    return {c.args["consumer_arn"] for c in fake.calls_to("subscribe")}
+
+
+def outside_the_claim() -> list[bytes]:
+    return sorted(b"r%d" % i for i in range(6) if hash_key_of(f"k{i}") not in MIDDLE)
+
+
+def test_two_units_of_one_shard_on_one_worker_subscribe_under_two_consumers(fake: FakeKinesis) -> None:
+    split_by_a_sticky_claim()
+    wanted = outside_the_claim()
+    assert wanted
+
+    async def scenario() -> tuple[dict[str, FanOutTarget | None], list[bytes]]:
+        async with worker("orders") as consumer:
+            targets = {key: reader.fan_out for key, reader in consumer.readers.items()}
+            seen: list[bytes] = []
+            while len(seen) < len(wanted):  # each record once, from the one unit holding its hash key
+                batch = await consumer.__anext__()
+                seen.extend(r.data for r in batch.records)
+                await batch.checkpoint()
+            await until(lambda: len(subscribed_with(fake)) == 2, "both units to subscribe")
+            return targets, seen
+
+    targets, seen = asyncio.run(asyncio.wait_for(scenario(), 20))
+    assert sorted(seen) == wanted
+    assert set(targets) == {f"orders@{LOWER}", f"orders@{UPPER}"}
+    assert all(t is not None for t in targets.values())
+    arns = {t.consumer_arn for t in targets.values() if t is not None}
+    assert len(arns) == 2, "two units of one worker share a stream consumer"
+    assert {t.consumer_name for t in targets.values() if t is not None} == {
+        unit_consumer_name(APP, str(LOWER), ""), unit_consumer_name(APP, str(UPPER), "")}
+    assert subscribed_with(fake) == arns  # shard 0 straddles both units: one subscription per unit's consumer
+    assert set(fake.stream("orders").consumers) == {t.consumer_name for t in targets.values() if t is not None}
+
+
+def piece_names() -> set[str]:
+    return {unit_consumer_name(APP, str(LOWER), ""), unit_consumer_name(APP, str(UPPER), "")}
+
+
+def test_units_started_at_runtime_get_their_own_consumers_and_close_deregisters_every_one(fake: FakeKinesis) -> None:
+    """The worker reads the whole space under the plain name; a sticky claim cuts it; the pieces it then
+    starts have a consumer each. The whole space's consumer stays registered after its hand-over (others
+    may be subscribed under it, and it may come back), and close() deregisters all three on request."""
+
+    async def scenario() -> tuple[FanOutTarget | None, dict[str, FanOutTarget | None], set[str]]:
+        async with worker("orders", require_consumer_deregistration=True) as consumer:
+            (whole,) = consumer.readers.values()
+            await asyncio.to_thread(split_by_a_sticky_claim)
+            pieces = {f"orders@{LOWER}", f"orders@{UPPER}"}
+            await until(lambda: set(consumer.readers) == pieces, "the pieces to start", 15)
+            await until(lambda: len(subscribed_with(fake) - {whole.fan_out.consumer_arn}) == 2,  # type: ignore[union-attr]
+                        "both pieces to subscribe", 15)
+            targets = {key: reader.fan_out for key, reader in consumer.readers.items()}
+            return whole.fan_out, targets, set(fake.stream("orders").consumers)
+
+    whole, targets, registered = asyncio.run(asyncio.wait_for(scenario(), 40))
+    assert whole is not None and whole.consumer_name == APP
+    assert all(t is not None for t in targets.values())
+    arns = {t.consumer_arn for t in targets.values() if t is not None}
+    assert len(arns) == 2 and whole.consumer_arn not in arns
+    assert {t.consumer_name for t in targets.values() if t is not None} == piece_names()
+    assert registered == {APP} | piece_names()  # kept while the worker runs
+    assert fake.stream("orders").consumers == {}  # require_consumer_deregistration: every one, at close
+
+
+def test_a_start_that_fails_on_a_later_stream_deregisters_the_consumers_it_registered(fake: FakeKinesis) -> None:
+    """"payments" has the 20 consumers Kinesis allows: registering there fails after "orders" registered."""
+    payments = fake.create_stream("payments")
+    for n in range(CONSUMER_LIMIT):
+        fake.register_consumer(payments.arn, f"other-{n}")
+    consumer = worker(["orders", "payments"], require_consumer_deregistration=True)
+    with pytest.raises(ConsumerLimitError):
+        asyncio.run(asyncio.wait_for(consumer.start(), 20))
+    assert fake.stream("orders").consumers == {}
+    assert len(fake.stream("payments").consumers) == CONSUMER_LIMIT
+
+
+def test_a_start_that_fails_on_a_missing_stream_leaves_no_consumer_registered(fake: FakeKinesis) -> None:
+    consumer = worker(["orders", "missing"], require_consumer_deregistration=True)
+    with pytest.raises(StreamNotFoundError, match="missing"):
+        asyncio.run(asyncio.wait_for(consumer.start(), 20))
+    assert fake.stream("orders").consumers == {}
