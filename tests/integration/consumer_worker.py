@@ -18,6 +18,8 @@ Events (stdout)::
     {"event": "checkpoint_failed", "worker": "w1", "shard": "...", "holding": 3, "error": "LeaseLostError", ...}
     {"event": "skipped_checkpoint", "worker": "w1", "shard": "...", "holding": 3, "index": 2}
     {"event": "held", "worker": "w1", "shards": [...]}       (on every change, and every --held-interval s)
+    {"event": "fan_out", "worker": "w1", "readers": {"s@START-END": ["name", "arn"], ...}}
+                                      (--consumer-mode efo: each reader's stream consumer, on every change)
     {"event": "stopped", "worker": "w1", "metrics": {...}}   (then exit 0)
     {"event": "failed", "worker": "w1", "error": "...", "message": "..."}   (then exit 3)
 
@@ -66,9 +68,17 @@ def batch_records(batch: Batch) -> list[list[Any]]:
     return out
 
 
+def fan_out_targets(consumer: Consumer) -> dict[str, list[str]]:
+    """Each reader's stream consumer (EFO), by reader key: ``[name, arn]``."""
+    return {key: [r.fan_out.consumer_name, r.fan_out.consumer_arn]
+            for key, r in list(consumer.readers.items()) if r.fan_out is not None}
+
+
 async def report_held(consumer: Consumer, poll_s: float, every_s: float) -> None:
-    """``held`` when the set of held shards changes (polled every ``poll_s``), and every ``every_s``."""
+    """``held`` when the set of held shards changes (polled every ``poll_s``), and every ``every_s``;
+    ``fan_out`` when the readers' stream consumers change."""
     last: list[str] | None = None
+    last_targets: dict[str, list[str]] = {}
     next_periodic = time.monotonic()
     while True:
         held = consumer.held_shards()
@@ -76,6 +86,9 @@ async def report_held(consumer: Consumer, poll_s: float, every_s: float) -> None
         if held != last or now >= next_periodic:
             emit("held", shards=held, changed=held != last)
             last, next_periodic = held, now + every_s
+        if (targets := fan_out_targets(consumer)) != last_targets:
+            emit("fan_out", readers=targets)
+            last_targets = targets
         await asyncio.sleep(poll_s)
 
 
@@ -95,6 +108,8 @@ async def run(args: argparse.Namespace) -> int:
         max_records_per_fetch=args.max_records,
         release_timeout_s=args.release_timeout,
         metrics_interval_s=args.metrics_interval,
+        consumer_mode=args.consumer_mode,
+        **({"consumer_name": args.consumer_name} if args.consumer_name else {}),
     )
     async with consumer:
         emit("started", pid=os.getpid())
@@ -144,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--release-timeout", type=float, default=5.0)
     parser.add_argument("--metrics-interval", type=float, default=60.0)
     parser.add_argument("--held-interval", type=float, default=1.0)
+    parser.add_argument("--consumer-mode", default="polling", help="polling or efo (enhanced fan-out)")
+    parser.add_argument("--consumer-name", default="", help="EFO: the stream consumer's name (default: the application)")
     args = parser.parse_args(argv)
     if args.checkpoint_every < 1:
         parser.error("--checkpoint-every must be >= 1")
