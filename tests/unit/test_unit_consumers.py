@@ -100,13 +100,14 @@ def worker(streams: str | list[str], **options: Any) -> Consumer:
                     lease_timing=TIMING, handle_signals=False, idle_interval_s=0.05, **options)
 
 
-def split_by_a_sticky_claim(stream: str = "orders") -> None:
-    """A live sticky claim of the middle third, its split finished: units LOWER, MIDDLE, UPPER."""
+def split_by_a_sticky_claim(claim: KeyRange = MIDDLE, stream: str = "orders") -> RangeClaims:
+    """A live sticky claim (of the middle third: units LOWER, MIDDLE, UPPER), its split finished."""
     dynamodb = DynamoDBClient(AwsSettings(region="us-east-1", retry=RetryPolicy(max_attempts=2)))
     LeaseTable(dynamodb, default_table_name(APP), APP, stream).ensure_table(create=True)
     claims = RangeClaims(dynamodb, default_table_name(APP), APP, stream, TIMING.failover_s)
-    claims.claim("sticky", MIDDLE)
-    assert settle_claim(claims, MIDDLE, "sticky", TIMING.failover_s) == (MIDDLE,)
+    claims.claim("sticky", claim)
+    assert settle_claim(claims, claim, "sticky", TIMING.failover_s) == (claim,)
+    return claims
 
 
 def subscribed_with(fake: FakeKinesis) -> set[str]:
@@ -192,3 +193,38 @@ def test_a_start_that_fails_on_a_missing_stream_leaves_no_consumer_registered(fa
     with pytest.raises(StreamNotFoundError, match="missing"):
         asyncio.run(asyncio.wait_for(consumer.start(), 20))
     assert fake.stream("orders").consumers == {}
+
+
+def test_a_sticky_worker_whose_claim_is_two_units_reads_each_under_a_consumer_named_after_its_own(
+    fake: FakeKinesis,
+) -> None:
+    """Units 0/4 and 1/4 (an earlier claim of 0/4, released), then a worker claiming 0/2: two units."""
+    split_by_a_sticky_claim(KeyRange.slice(0, 4)).release()
+    low, high = KeyRange.slice(0, 4), KeyRange.slice(1, 4)
+
+    async def scenario() -> dict[str, FanOutTarget | None]:
+        async with worker("orders", key_range="0/2", consumer_name="app-low") as consumer:
+            return {key: reader.fan_out for key, reader in consumer.readers.items()}
+
+    targets = asyncio.run(asyncio.wait_for(scenario(), 20))
+    assert set(targets) == {f"orders@{low}", f"orders@{high}"}
+    names = {unit_consumer_name("app-low", str(unit), str(KeyRange.slice(0, 2))) for unit in (low, high)}
+    assert {t.consumer_name for t in targets.values() if t is not None} == names and len(names) == 2
+    assert len({t.consumer_arn for t in targets.values() if t is not None}) == 2
+
+
+def test_a_unit_that_cannot_have_a_consumer_fails_the_worker_naming_the_limit(fake: FakeKinesis) -> None:
+    """The stream's 20 consumer slots are taken when the worker starts reading the pieces: no retry frees
+    one, and nobody else can read the unit either, so the application hears of it."""
+    stream = fake.stream("orders")
+
+    async def scenario() -> None:
+        async with worker("orders") as consumer:
+            for n in range(CONSUMER_LIMIT - 1):
+                fake.register_consumer(stream.arn, f"other-{n}")
+            await asyncio.to_thread(split_by_a_sticky_claim)
+            async for _ in consumer:
+                pass
+
+    with pytest.raises(ConsumerLimitError):
+        asyncio.run(asyncio.wait_for(scenario(), 20))
