@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,7 +28,7 @@ from kinesis_src.aws.fanout import CONSUMER_LIMIT
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer import Consumer
 from kinesis_src.consumer.range_claims import RangeClaims
-from kinesis_src.consumer.unit_readers import settle_claim
+from kinesis_src.consumer.unit_readers import settle_claim, while_beating
 from kinesis_src.consumer.units import FULL, scope_of
 from kinesis_src.errors import ConsumerLimitError, StreamNotFoundError
 from kinesis_src.leases.table import LeaseTable
@@ -62,6 +63,31 @@ def test_a_long_base_name_is_cut_so_the_digest_always_fits() -> None:
     assert len(a) == len(b) == 128 and a != b
     assert validate_consumer_name(a) == a and validate_consumer_name(b) == b
     assert a.startswith("a" * 112 + "-unit-")
+
+
+# -- registering while a sticky worker's claims are renewed -------------------------------------------
+
+
+def test_a_registration_waiting_for_active_does_not_stop_the_claims_heartbeat() -> None:
+    """The registration (here: an event the third beat sets) runs on a thread; the caller keeps beating."""
+    active = threading.Event()
+    beats: list[int] = []
+
+    def beat() -> None:
+        beats.append(len(beats))
+        if len(beats) == 3:
+            active.set()
+
+    assert while_beating(lambda: "registered" if active.wait(10) else "never", beat, 0.01) == "registered"
+    assert len(beats) == 3
+
+
+def test_a_failed_registration_reaches_the_caller() -> None:
+    def fail() -> None:
+        raise ConsumerLimitError("20 consumers")
+
+    with pytest.raises(ConsumerLimitError, match="20 consumers"):
+        while_beating(fail, lambda: None, 0.01)
 
 
 # -- the Consumer on moto + the fake Kinesis --------------------------------------------------------
