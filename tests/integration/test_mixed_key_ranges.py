@@ -16,13 +16,18 @@ Worker processes (tests/integration/consumer_worker.py, checkpointing every batc
 * three workers without a range share the unit's shards when a sticky
   worker claims ``0/2``: each hands its part over at its checkpoints (one
   split, several holders), and when the sticky worker closes they take the
-  range back between them.
+  range back between them;
+* one of two workers without a range is paused (SIGSTOP) as the claim
+  comes: the split waits out its heartbeat, then cuts over; resumed, it
+  acknowledges nothing of what it lost (no record acknowledged twice, the
+  split unit's leases stay gone).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -30,6 +35,8 @@ from collections.abc import Callable
 import pytest
 import waiting  # tests/waiting.py
 from test_consumer import (
+    APP,
+    FAILOVER,
     REPO_ROOT,
     Delivery,
     WorkerProc,
@@ -40,6 +47,12 @@ from test_consumer import (
 from worker_process import spawned  # tests/worker_process.py
 
 from kinesis_src import KeyRange, KinesisClient
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.config import AwsSettings
+from kinesis_src.consumer.units import FULL, scope_of
+from kinesis_src.leases.model import Lease
+from kinesis_src.leases.table import LeaseTable
+from kinesis_src.names import default_table_name
 from kinesis_src.workload import KeyedProducer
 from lineage import hash_key_of
 
@@ -124,6 +137,13 @@ def assert_in_key_order(delivered: list[Delivery]) -> None:
             seen.add((key, n))
             assert n > last.get(key, 0), f"{key}:{n} after {key}:{last[key]}"
             last[key] = n
+
+
+def signal_group(proc: WorkerProc, sig: signal.Signals) -> float:
+    """Send ``sig`` to the worker's process group (SIGSTOP pauses every thread of it); when it was sent."""
+    sent = time.monotonic()
+    os.killpg(proc.proc.pid, sig)
+    return sent
 
 
 def lower_times(delivered: list[Delivery], worker_ids: set[str]) -> list[float]:
@@ -242,3 +262,50 @@ def test_workers_without_a_range_sharing_the_unit_each_hand_their_part_over_and_
     lower_shards = {"shardId-000000000000", "shardId-000000000001"}  # of four: the hash space in quarters
     assert lower_shards <= {d.shard for d in delivered if d.worker == "sticky"}
     assert_in_key_order(delivered)
+
+
+def test_a_paused_worker_without_a_range_is_split_past_and_fenced_when_it_resumes(
+    kinesis, stream_name, workers
+) -> None:
+    """One of two workers sharing the unit stops answering (SIGSTOP) as a sticky worker claims ``0/2``: the
+    split waits for its heartbeat to go stale, takes its lease and cuts over; resumed, it checkpoints nothing
+    it lost, and what it delivers again (a batch fetched before the pause) is never acknowledged."""
+    producer, plain = a_stream_read_by(kinesis, stream_name, workers, "plain-1", "plain-2")
+    waiting.wait_for(lambda: all(p.held() for p in plain), 60, "each worker without a range to hold a shard", 0.1)
+    waiting.wait_for(delivered_all(producer, plain), 60, "the workers without a range to read", 0.1)
+    paused = plain[0]
+    stopped = signal_group(paused, signal.SIGSTOP)
+    sticky = sticky_worker(workers, stream_name)
+    cut_over = start_while_putting(producer, sticky)
+    producer.put_rounds(2)
+    procs = [*plain, sticky]
+    waiting.wait_for(delivered_all(producer, procs), 90, "every record while one worker is paused", 0.1)
+    resumed = signal_group(paused, signal.SIGCONT)
+    producer.put_rounds(2)
+    waiting.wait_for(delivered_all(producer, procs), 90, "every record after the resume", 0.1)
+    stop_gracefully([*plain, sticky])
+
+    delivered = deliveries(procs)
+    copies = copies_of(producer, delivered)
+    twice = {r for r, c in copies.items() if c > 1}
+    never_checkpointed = unacknowledged(procs, delivered)
+    assert twice <= never_checkpointed, f"delivered twice though checkpointed: {sorted(twice)[:5]}"
+    assert cut_over - stopped >= FAILOVER * 0.9  # the split waited for the paused worker's heartbeat
+    late_lower = {(k, n) for d in delivered if d.worker != "sticky" and d.t > cut_over
+                  for k, n, _ in d.records if hash_key_of(k) in LOWER}
+    assert late_lower <= never_checkpointed, f"the sticky range acknowledged elsewhere: {sorted(late_lower)[:5]}"
+    delivered_at = {(d.shard, d.holding, d.index): d.t for d in delivered if d.worker == paused.worker_id}
+    lost = {(shard, holding) for (shard, holding, _), t in delivered_at.items() if t < stopped}
+    late = [(e["shard"], e["holding"], e["index"]) for e in paused.of("checkpointed")
+            if e["t"] > resumed and (e["shard"], e["holding"]) in lost]
+    # a checkpoint reported after the resume is one sent before the pause (it landed before the split)
+    assert all(delivered_at[batch] < stopped for batch in late), f"a lost lease took a new checkpoint: {late}"
+    assert unit_leases(stream_name, FULL) == [], "the split unit's leases came back"
+    print(f"paused: {len(copies)} records, {len(twice)} delivered twice, {len(late_lower)} of the sticky range "
+          f"by a worker without a range after the cut-over, {len(late)} checkpoint(s) reported after the resume")
+
+
+def unit_leases(stream: str, unit: KeyRange) -> list[Lease]:
+    """The leases of one unit of ``stream`` in the tests' application."""
+    dynamodb = DynamoDBClient(AwsSettings.from_env())
+    return LeaseTable(dynamodb, default_table_name(APP), APP, stream, scope=scope_of(unit)).list_leases()
