@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import binascii
 import json
+from functools import lru_cache
 from itertools import repeat
 from operator import itemgetter
 from typing import Any, Callable
@@ -163,6 +164,50 @@ def decode_get_records(body: bytes | str, next_key: str = _NEXT_ITERATOR, what: 
             "(record contents are not shown)"
         )
     )
+
+
+# -- the plain layout, cut without a JSON parser where numpy is installed ----------------------------
+
+PLAIN_CUT_FROM = 16 * 1024
+"""Bodies shorter than this (a few dozen records) take the reference decoder: the cut's fixed cost per
+call (numpy and Arrow calls, the layout of the first record) is larger than what it saves there."""
+
+
+def decode_page(body: bytes | str) -> RecordPage:
+    """A GetRecords body as a page: cut at its quotes when it has the plain layout, else :func:`decode_get_records`.
+
+    The plain layout is what services write (:mod:`.plain_body`); the cut
+    gives the reference's page (tests/unit/test_plain_body.py holds the two
+    to it on random and mutated bodies) with its Arrow columns, so
+    ``batch.to_arrow()`` costs nothing more. What it saves in the Consumer is
+    less the parser than the allocations: ``json.loads`` makes a str of the
+    whole body and a dict per record, the cut one array of quote positions
+    (half the page faults; docs/performance.md). Any other body (escapes,
+    another field order per record, ChildShards, a small page) and any body
+    when numpy is absent takes the reference, whose page or
+    ``MalformedResponseError`` is then the answer.
+    """
+    cut = plain_cut()
+    if cut is None or not isinstance(body, bytes) or len(body) < PLAIN_CUT_FROM:
+        return decode_get_records(body)
+    try:
+        return cut(body)
+    except ValueError:  # NotThisLayout, and the ValueErrors json, UTF-8 and base64 raise on other bodies
+        return decode_get_records(body)
+
+
+@lru_cache(maxsize=1)
+def plain_cut() -> Callable[[bytes], RecordPage] | None:
+    """The plain-layout cutter, or None without numpy (the ``spark`` extra); imported once.
+
+    The import takes ~0.3 s (numpy, ``pyarrow.compute``): a polling reader
+    calls this when it is made, so the first page does not pay for it.
+    """
+    try:
+        from .plain_body import cut_page
+    except ImportError:
+        return None
+    return cut_page
 
 
 def _decode(body: bytes | str, next_key: str = _NEXT_ITERATOR) -> RecordPage:
@@ -343,7 +388,7 @@ def is_get_records(shape: Any) -> bool:
 def parse_get_records(
     parser: parsers.BaseJSONParser,
     response: dict[str, Any],
-    decode: Callable[[bytes], RecordPage] = decode_get_records,
+    decode: Callable[[bytes], RecordPage] = decode_page,
 ) -> dict[str, Any]:
     """A GetRecords success body, parsed the fast way, in the dict shape both botocore parsers return.
 

@@ -31,6 +31,12 @@ and the caller tries the next decoder (``pyarrow.json``, then the
 reference), so the page or the error is the reference's in every case
 (tests/unit/test_arrow_decode.py runs the decoders on random pages of every
 field order and on mutated ones).
+
+Two readers take the cut: Spark tasks (:mod:`.arrow_decode`, which tries
+``pyarrow.json`` next) and every other GetRecords page, the Consumer's among
+them (:func:`.decode.decode_page`, :func:`cut_page`, which goes straight to
+the reference). numpy is only in the ``spark`` extra: without it
+:func:`.decode.decode_page` never imports this module.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrow import PageColumns, arrival_micros
+from ..arrow import ArrowPage, PageColumns, arrival_micros
 from .record_layout import Layout, first_record_fields, layout
 from .vector_base64 import decode_column, spans_as_array
 
@@ -96,6 +102,30 @@ def cut_body(body: bytes) -> PlainBody:
     _check_skeleton(raw, q, shape, begin, closes)
     outer = _outer_fields(body[:opening], body[closing + 1 :])
     return _columns(raw, spans, outer)
+
+
+def cut_page(body: bytes) -> ArrowPage:
+    """The page of a body of the plain layout, with its Arrow columns; :class:`NotThisLayout` for any other body.
+
+    Every way the cut can fail on a body it was not made for (an index past
+    the quotes, Arrow refusing a value) is :class:`NotThisLayout` here, so a
+    caller falls back on that one error.
+    """
+    try:
+        cut = cut_body(body)
+    except (IndexError, pa.ArrowException) as exc:
+        raise NotThisLayout(type(exc).__name__) from None
+    return ArrowPage(
+        partition_keys=cut.partition_keys,
+        data=cut.data,
+        sequence_numbers=cut.sequence_numbers,
+        arrival_epoch=cut.arrival_epoch,
+        encryption_types=cut.encryption_types,
+        next_iterator=cut.next_iterator,
+        millis_behind_latest=cut.millis_behind_latest,
+        columns=cut.columns,
+        columns_of=cut.sequence_numbers,
+    )
 
 
 def _value_spans(q: np.ndarray, shape: Layout, closes: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
