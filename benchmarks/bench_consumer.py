@@ -30,6 +30,9 @@ namespace there is no network, so create it first::
      reader can do, not what it may do against one real 4-shard stream;
    * the same, pacing off, reading the page's columns (``batch.page.data``,
      what ``batch.to_arrow()`` reads) instead of building ``Record`` objects;
+   * the last two with numpy unimportable (``nonumpy-*``: installed without
+     the spark extra, every page decodes with ``json.loads``, not the
+     plain-layout cut of kinesis_src/aws/plain_body.py);
    * a plain boto3 loop: GetRecords round-robin over the shards, Limit=10000,
      botocore's standard parser, no leases, no checkpoints;
    * async-kinesis (PyPI ``async-kinesis``) ``kinesis.Consumer`` with a raw
@@ -313,11 +316,13 @@ def read_with_boto3(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_reader(args: argparse.Namespace) -> None:
+    if args.run.startswith(WITHOUT_NUMPY):  # as installed without the spark extra: every page takes json.loads
+        sys.modules["numpy"] = None  # type: ignore[assignment]  # `import numpy` raises ImportError
     if args.run == "boto3":
         result = read_with_boto3(args)
     else:
         result = asyncio.run(read_with_consumer(args, pacing_off=args.run != "consumer",
-                                                columns=args.run == "consumer-columns"))
+                                                columns=args.run.endswith("columns")))
     print(json.dumps({"method": args.run, **result}), flush=True)
 
 
@@ -387,11 +392,16 @@ def before_tree(rev: str) -> str:
     return target
 
 
+WITHOUT_NUMPY = "nonumpy"
+"""Readers named so run with numpy unimportable (the Consumer then decodes every page with ``json.loads``)."""
+
 LABELS = {  # also the order the readers run in, in each round
     "boto3": "boto3 GetRecords loop",
     "consumer": "kinesis-src Consumer",
     "consumer-nopacing": "kinesis-src Consumer, pacing off",
     "consumer-columns": "  the same, columns (batch.page)",
+    "nonumpy-nopacing": "Consumer, pacing off, without numpy",
+    "nonumpy-columns": "  the same, columns (batch.page)",
     "async-kinesis": "async-kinesis Consumer",
 }
 
@@ -664,7 +674,8 @@ def main() -> None:
     parser.add_argument("--setup-async-kinesis", action="store_true",
                         help=f"create the async-kinesis virtualenv at {ASYNC_KINESIS_VENV} and exit")
     # internal: one reader run in this subprocess
-    parser.add_argument("--run", choices=["consumer", "consumer-nopacing", "consumer-columns", "boto3"],
+    parser.add_argument("--run", choices=["consumer", "consumer-nopacing", "consumer-columns", "nonumpy-nopacing",
+                                          "nonumpy-columns", "boto3"],
                         help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--dynamodb", help=argparse.SUPPRESS)
