@@ -9,7 +9,13 @@ unit must have a consumer of its own
 (:func:`kinesis_src.retrieval.registration.unit_consumer_name`): the stream
 lists one consumer per unit read, the two units' readers subscribe under two
 ARNs, every record is delivered once, and keys of the sticky range reach the
-sticky worker alone once it has started.
+sticky worker alone once it has started. And the other way round: a worker
+without a range that starts when the units exist registers only theirs.
+
+LocalStack does not refuse a second subscription of one consumer to one
+shard (checked: two at once, and a third 6 s later, all get events), so on
+it the shared consumer shows as the consumer list and the readers' ARNs,
+not as subscriptions kicking each other out.
 """
 
 from __future__ import annotations
@@ -102,3 +108,29 @@ def test_a_worker_without_a_range_reads_two_units_of_one_shard_under_two_stream_
     assert any(hash_key_of(k) in LOWER for d in after for k, _, _ in d.records)
     assert any(hash_key_of(k) in UPPER for d in after for k, _, _ in d.records)
     assert any(d.worker == "sticky" for d in delivered)
+
+
+def test_a_worker_without_a_range_that_starts_after_the_split_registers_only_its_units_consumers(
+    localstack_kinesis: KinesisClient, stream_name: str, efo_workers
+) -> None:
+    make_stream(localstack_kinesis, stream_name, 1)
+    producer = KeyedProducer(localstack_kinesis, stream_name, keys=30)
+    producer.put_rounds(2)
+    sticky = efo_workers("sticky", stream_name, "--key-range", "1/3", "--consumer-name", STICKY_CONSUMER)
+    waiting.wait_for(sticky.started, 60, "the sticky worker to start", 0.1)
+    plain = efo_workers("plain", stream_name)
+    readers = waiting.wait_for(lambda: reads_two_units(plain, stream_name), 60, "the two units' readers", 0.1)
+    producer.put_rounds(2)
+    waiting.wait_for(delivered_all(producer, [plain, sticky]), 90, "every record, read by both workers", 0.1)
+    for proc in (plain, sticky):
+        proc.sigterm()
+    for proc in (plain, sticky):
+        assert proc.wait_exit(30) == 0, proc.stderr_tail()
+
+    names = {unit_consumer_name(APP, str(unit), "") for unit in (LOWER, UPPER)}
+    assert {name for name, _ in readers.values()} == names
+    assert len({arn for _, arn in readers.values()}) == 2
+    assert consumers_of(localstack_kinesis, stream_name) == sorted({STICKY_CONSUMER} | names)  # not the plain name
+    delivered = deliveries([plain, sticky])
+    assert_exactly_once(copies_of(producer, delivered))
+    assert all((hash_key_of(k) in MIDDLE) == (d.worker == "sticky") for d in delivered for k, _, _ in d.records)
