@@ -23,6 +23,7 @@ from moto import mock_aws
 import kinesis_src.consumer.consumer as consumer_module
 import kinesis_src.consumer.stream_reader as stream_reader_module
 import kinesis_src.consumer.unit_readers as unit_readers_module
+import kinesis_src.retrieval.registration as registration_module
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.aws.fanout import CONSUMER_LIMIT
 from kinesis_src.config import AwsSettings
@@ -176,10 +177,29 @@ def piece_names() -> set[str]:
     return {unit_consumer_name(APP, str(LOWER), ""), unit_consumer_name(APP, str(UPPER), "")}
 
 
-def test_units_started_at_runtime_get_their_own_consumers_and_close_deregisters_every_one(fake: FakeKinesis) -> None:
+def on_a_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def test_units_started_at_runtime_get_their_own_consumers_and_close_deregisters_every_one(
+    fake: FakeKinesis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The worker reads the whole space under the plain name; a sticky claim cuts it; the pieces it then
-    starts have a consumer each. The whole space's consumer stays registered after its hand-over (others
-    may be subscribed under it, and it may come back), and close() deregisters all three on request."""
+    starts have a consumer each, registered off the event loop (it waits for ACTIVE). The whole space's
+    consumer stays registered after its hand-over (others may be subscribed under it, and it may come
+    back), and close() deregisters all three on request."""
+    registered_on_loop: list[bool] = []
+    register = registration_module.register
+
+    def recording(*args: Any, **kwargs: Any) -> FanOutTarget:
+        registered_on_loop.append(on_a_loop())
+        return register(*args, **kwargs)
+
+    monkeypatch.setattr(registration_module, "register", recording)
 
     async def scenario() -> tuple[FanOutTarget | None, dict[str, FanOutTarget | None], set[str]]:
         async with worker("orders", require_consumer_deregistration=True) as consumer:
@@ -193,6 +213,7 @@ def test_units_started_at_runtime_get_their_own_consumers_and_close_deregisters_
             return whole.fan_out, targets, set(fake.stream("orders").consumers)
 
     whole, targets, registered = asyncio.run(asyncio.wait_for(scenario(), 40))
+    assert registered_on_loop == [False, False, False]  # the whole space's, then each piece's: once each
     assert whole is not None and whole.consumer_name == APP
     assert all(t is not None for t in targets.values())
     arns = {t.consumer_arn for t in targets.values() if t is not None}
