@@ -19,6 +19,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
+import waiting  # tests/waiting.py
 from proxy import ProxyPair
 
 from kinesis_src import AwsSettings, KinesisClient
@@ -37,15 +38,12 @@ def log(message: str) -> None:
 
 
 def poll(condition: Callable[[], Any], timeout_s: float, poll_s: float = 0.1) -> Any:
-    """The condition's first truthy value, or None after the deadline (the caller reports what was missing)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(poll_s)
+    """The condition's first truthy value, or None after the deadline (the caller reports what was missing:
+    a scenario's missed deadline is a note in its Result, not an error)."""
+    try:
+        return waiting.wait_for(condition, timeout_s, "a campaign condition", poll_s)
+    except AssertionError:
+        return None
 
 
 class PacedProducer:
