@@ -20,7 +20,10 @@ Worker processes (tests/integration/consumer_worker.py, checkpointing every batc
 * one of two workers without a range is paused (SIGSTOP) as the claim
   comes: the split waits out its heartbeat, then cuts over; resumed, it
   acknowledges nothing of what it lost (no record acknowledged twice, the
-  split unit's leases stay gone).
+  split unit's leases stay gone);
+* two sticky workers claim both halves at once from two workers without a
+  range: those read nothing while both claims live, and everything again
+  once the sticky workers close.
 """
 
 from __future__ import annotations
@@ -309,3 +312,40 @@ def unit_leases(stream: str, unit: KeyRange) -> list[Lease]:
     """The leases of one unit of ``stream`` in the tests' application."""
     dynamodb = DynamoDBClient(AwsSettings.from_env())
     return LeaseTable(dynamodb, default_table_name(APP), APP, stream, scope=scope_of(unit)).list_leases()
+
+
+def test_two_sticky_workers_claiming_both_halves_at_once_take_the_unit_from_two_workers_without_a_range(
+    kinesis, stream_name, workers
+) -> None:
+    """Both claims cut the one full-space unit at the same moment (one split, finished by either); the workers
+    without a range, left with no unit, read nothing until the sticky workers close, then take it all back."""
+    producer, plain = a_stream_read_by(kinesis, stream_name, workers, "plain-1", "plain-2", shards=4)
+    waiting.wait_for(lambda: all(p.held() for p in plain), 60, "each worker without a range to hold shards", 0.1)
+    waiting.wait_for(delivered_all(producer, plain), 60, "the workers without a range to read", 0.1)
+    halves = {"lower": LOWER, "upper": KeyRange.slice(1, 2)}
+    sticky = {name: workers(name, stream_name, "--key-range", f"{i}/2", "--idle", "0.1")
+              for i, name in enumerate(halves)}
+    both = max(start_while_putting(producer, proc) for proc in sticky.values())
+    producer.put_rounds(2)
+    procs = [*plain, *sticky.values()]
+    waiting.wait_for(delivered_all(producer, procs), 90, "every record after both claims", 0.1)
+    terminated = time.monotonic()
+    stop_gracefully(list(sticky.values()))
+    left = max(proc.of("stopped")[0]["t"] for proc in sticky.values())
+    producer.put_rounds(2)
+    waiting.wait_for(delivered_all(producer, procs), 90, "the workers without a range to take it all back", 0.1)
+    stop_gracefully(plain)
+
+    delivered = deliveries(procs)
+    copies = copies_of(producer, delivered)
+    twice = {r for r, c in copies.items() if c > 1}
+    assert twice <= unacknowledged(procs, delivered), f"delivered twice though checkpointed: {sorted(twice)[:5]}"
+    for name, half in halves.items():
+        assert all(hash_key_of(k) in half for d in delivered if d.worker == name for k, _, _ in d.records)
+        assert any(d.worker == name and d.records for d in delivered), f"{name} read nothing"
+    idle = [d for d in delivered if d.worker.startswith("plain") and both < d.t < terminated and d.records]
+    assert not idle, f"a worker without a range read while both halves were claimed: {idle[0]}"
+    assert {d.worker for d in delivered if d.t > left and d.records} <= {"plain-1", "plain-2"}
+    assert any(d.t > left for d in delivered if d.worker.startswith("plain") and d.records)
+    assert_in_key_order(delivered)
+    print(f"both halves: {len(copies)} records, {len(twice)} delivered twice")
