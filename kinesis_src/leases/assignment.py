@@ -77,7 +77,7 @@ def plan_assignment(
       stays at or above M without them (count: above ceil(N/W));
     * free leases are taken while the taker is below M, or, when another
       worker is starving (load + u <= M; count: below floor), only while
-      the taker stays at most M;
+      the taker stays at most M, starving or not (:func:`_floor_first_takes`);
     * when nothing is free and a worker is starving, the most loaded worker
       that can gives it one lease: one of weight at most half their load
       gap (count: it has two more), the heaviest such. Gracefully (the
@@ -113,11 +113,11 @@ def plan_assignment(
             release=tuple(blocked + surplus), assignable=len(ready), workers=len(workers),
             hand_to=_takers_of(surplus, loads, scale),
         )
-    takers = {w for w in workers if loads[w] < scale.mean_load - 1e-9} | {me}  # who will want free leases
+    starving = sorted((x for x in workers if scale.starving(loads[x])), key=lambda x: (loads[x], x))
+    takers = _takers(me, workers, loads, scale, starving)
     free = _by_preference(me, takers, [l for l in ready if l.owner is not None and l.owner not in workers])
     free += _by_preference(me, takers, [l for l in ready if l.owner is None])  # dead owners' first
-    starving = sorted((x for x in workers if scale.starving(loads[x])), key=lambda x: (loads[x], x))
-    take = _takes(free, loads[me], scale, strict=bool(starving) and me not in starving)
+    take = _floor_first_takes(me, free, loads[me], scale, starving)
     held = loads[me] + scale.total(take)
     release = list(blocked)
     steal: tuple[Lease, ...] = ()
@@ -203,6 +203,34 @@ def _surplus(mine: Sequence[Lease], scale: _Scale) -> list[Lease]:
             shed.append(lease)
             load -= scale.of_lease(lease)
     return shed[::-1]
+
+
+def _takers(me: str, workers: Collection[str], loads: Mapping[str, float], scale: _Scale,
+            starving: Sequence[str]) -> set[str]:
+    """Who will want free leases, over whom they are homed: the starving workers while another one
+    starves (the others take none, :func:`_floor_first_takes`), else those below the mean."""
+    if any(w != me for w in starving):
+        return set(starving) | {me}
+    return {w for w in workers if loads[w] < scale.mean_load - 1e-9} | {me}
+
+
+def _floor_first_takes(me: str, free: Sequence[Lease], load: float, scale: _Scale, starving: Sequence[str]) -> list[Lease]:
+    """Free leases to take: only up to M (count: floor) while another worker starves, else while below M.
+
+    After 10 of 100 workers crashed or left (10,000 shards), every survivor
+    below the mean took up to ceil(N/W); those that read the leases first
+    filled up and the last ones found nothing free, stayed a few leases
+    below floor and were then served one hand-over at a time (more than 60 s
+    in the simulation). Up to floor first, the free leases suffice for all
+    of them (floor x W <= N); the rest, fewer than W, go once nobody starves.
+    With weights a starving worker may find no free lease that keeps it at
+    most M: it takes as before rather than leave a heavy lease unowned.
+    """
+    others_starve = any(w != me for w in starving)
+    take = _takes(free, load, scale, strict=others_starve)
+    if not take and others_starve and me in starving:
+        take = _takes(free, load, scale, strict=False)
+    return take
 
 
 def _takes(free: Sequence[Lease], load: float, scale: _Scale, strict: bool) -> list[Lease]:
