@@ -334,7 +334,7 @@ class Consumer:
 
     @property
     def fan_out(self) -> FanOutTarget | None:
-        """The registered EFO stream consumer of the first stream (each stream's: ``readers[name].fan_out``)."""
+        """The EFO stream consumer of the first reader; each reader (stream and unit) has its own: ``readers[key].fan_out``."""
         return next((r.fan_out for r in self.readers.values() if r.fan_out is not None), None)
 
     def held_shards(self) -> list[str]:
