@@ -191,7 +191,8 @@ def decode_page(body: bytes | str) -> RecordPage:
     if cut is None or not isinstance(body, bytes) or len(body) < PLAIN_CUT_FROM:
         return decode_get_records(body)
     try:
-        return cut(body)
+        with gc_paused():  # its lists and Arrow objects are no cycles either (see gc_paused)
+            return cut(body)
     except ValueError:  # NotThisLayout, and the ValueErrors json, UTF-8 and base64 raise on other bodies
         return decode_get_records(body)
 
