@@ -33,7 +33,14 @@ next page or event), ``shard.lag_ms`` (MillisBehindLatest); endpoint quirks
 ``shard_filter`` ("supported" | "rejected" | "ignored") and
 ``ignores_exclusive_start``; ``events_per_subscription`` (a subscription's
 5 minutes) and ``records_per_event``; ``subscriptions_open`` (made, and neither
-ended nor closed by the reader).
+ended nor closed by the reader) and ``open_subscriptions`` (the same per
+(consumer ARN, shard)); ``FakeKinesis(concurrent_subscriptions="refused")``
+models AWS's one subscription per consumer and shard: a second SubscribeToShard
+of the pair while one is open fails on its first ``next()`` as FanOut.subscribe
+does when AWS keeps answering ResourceInUseException (RetriesExhaustedError
+over SubscriptionBusyError, with no retries waited out); the default
+"allowed" is LocalStack's behaviour. AWS's takeover of a subscription 5 s
+old is not modelled: the first one keeps the pair until it ends or is closed.
 """
 
 from .aio import AsyncFakeKinesis

@@ -5,8 +5,10 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Self
 
@@ -35,6 +37,7 @@ from .model import (
     SEQUENCE_BASE,
     START,
     Call,
+    ConcurrentSubscriptions,
     FakeRecord,
     FakeShard,
     FakeStream,
@@ -42,6 +45,7 @@ from .model import (
     Gate,
     passes_filter,
     reads_after,
+    subscription_refused,
     utc,
 )
 
@@ -52,8 +56,9 @@ class FakeKinesis:
     endpoint = "fake-kinesis"
     region = "us-east-1"
 
-    def __init__(self, *, clock: float = START) -> None:
+    def __init__(self, *, clock: float = START, concurrent_subscriptions: ConcurrentSubscriptions = "allowed") -> None:
         self.clock = clock
+        self.concurrent_subscriptions = concurrent_subscriptions
         self.streams: dict[str, FakeStream] = {}
         self.calls: list[Call] = []
         self.counts: Counter[tuple[str, str | None]] = Counter()
@@ -63,6 +68,8 @@ class FakeKinesis:
         self.events_per_subscription = 100
         self.records_per_event = 1000
         self.subscriptions_open = 0  # subscriptions made and not yet ended or closed by the reader
+        self.open_subscriptions: Counter[tuple[str, str]] = Counter()  # the same, per (consumer ARN, shard)
+        self._lock = threading.Lock()  # the sync twin may subscribe from several threads
         self.idle_delay_s = 0.001  # the async twin's pause on an empty page (no busy loop)
         self._sequence = itertools.count(SEQUENCE_BASE)
         self._generation = 0
@@ -344,11 +351,27 @@ class FakeKinesis:
         consumer = self._consumer(consumer_arn)
         s = self._stream_of(consumer.stream_arn)
         after = reads_after(self.shard(s.name, shard_id), position)
-        self.subscriptions_open += 1
-        try:
+        with self._open(consumer_arn, shard_id, position, stream_arn):
             yield from self._events(s, consumer, shard_id, after)
+
+    @contextmanager
+    def _open(self, consumer_arn: str, shard_id: str, position: Position, stream_arn: str | None) -> Iterator[None]:
+        """Count the subscription open until it ends; with ``concurrent_subscriptions="refused"`` a second one
+        of the same consumer and shard is refused meanwhile (AWS lets one reader hold the pair)."""
+        pair = (consumer_arn, shard_id)
+        with self._lock:
+            if self.concurrent_subscriptions == "refused" and self.open_subscriptions[pair]:
+                raise subscription_refused(consumer_arn, shard_id, position, stream_arn, self.endpoint)
+            self.open_subscriptions[pair] += 1
+            self.subscriptions_open += 1
+        try:
+            yield
         finally:
-            self.subscriptions_open -= 1
+            with self._lock:
+                self.open_subscriptions[pair] -= 1
+                self.subscriptions_open -= 1
+                if not self.open_subscriptions[pair]:
+                    del self.open_subscriptions[pair]
 
     def _events(self, s: FakeStream, consumer: ConsumerDescription, shard_id: str,
                 after: int) -> Iterator[FanOutEvent | Gate]:
