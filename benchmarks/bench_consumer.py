@@ -468,6 +468,7 @@ def run_rounds(opts: argparse.Namespace, source: dict[str, Any], dynamodb: str, 
             chosen[method] = pick(good) if good else results[-1]
         print(f"\n   {kind} of {opts.rounds} rounds (the run with the {kind} rec/s, per reader):")
         print_table(chosen, source["server"])
+    print_cpu_per_round(runs)
     ceiling = [r["records"] / r["server_cpu_s"] for rs in runs.values() for r in rs
                if "error" not in r and r["server_cpu_s"] > 0]
     if ceiling:
@@ -476,6 +477,17 @@ def run_rounds(opts: argparse.Namespace, source: dict[str, Any], dynamodb: str, 
     versions = next((r.get("version") for r in runs.get("async-kinesis", []) if r.get("version")), None)
     if versions:
         print(f"   async-kinesis environment: {versions}")
+
+
+def print_cpu_per_round(runs: dict[str, list[dict[str, Any]]]) -> None:
+    """CPU per record of every round, and their median: the tables pick a run by its rate, and on a
+    shared box the rate varies ~2x between rounds while CPU per record varies ~±10 %."""
+    print("\n   CPU us/rec in each round (median):")
+    for method, results in runs.items():
+        per_record = [1e6 * r["cpu_s"] / r["records"] for r in results if "error" not in r]
+        if per_record:
+            rounds = " / ".join(f"{x:.2f}" for x in per_record)
+            print(f"   {label(method):<43}{rounds}  ({statistics.median(per_record):.2f})")
 
 
 def throughput_replay(opts: argparse.Namespace, dynamodb: str, na_reason: str | None) -> None:
