@@ -5,6 +5,8 @@ record; on a 10,000-record body that costs about 7x what ``json.loads`` plus
 base64 decoding cost (see benchmarks/bench_decode.py). GetRecords is the one
 call whose body grows with throughput, so only it takes the fast path; every
 other operation, and every error response, is parsed by botocore as usual.
+A body of the layout services write is cut at its quotes without a JSON
+parser when numpy is installed (:func:`decode_page`, :mod:`.plain_body`).
 
 The hook is a botocore ``ResponseParserFactory`` registered as the session's
 ``response_parser_factory`` component (and put on the client's endpoint by
@@ -169,22 +171,18 @@ def decode_get_records(body: bytes | str, next_key: str = _NEXT_ITERATOR, what: 
 # -- the plain layout, cut without a JSON parser where numpy is installed ----------------------------
 
 PLAIN_CUT_FROM = 16 * 1024
-"""Bodies shorter than this (a few dozen records) take the reference decoder: the cut's fixed cost per
-call (numpy and Arrow calls, the layout of the first record) is larger than what it saves there."""
+"""Smaller bodies (a few dozen records) take the reference: the cut's fixed cost per call is larger there."""
 
 
 def decode_page(body: bytes | str) -> RecordPage:
     """A GetRecords body as a page: cut at its quotes when it has the plain layout, else :func:`decode_get_records`.
 
     The plain layout is what services write (:mod:`.plain_body`); the cut
-    gives the reference's page (tests/unit/test_plain_body.py holds the two
-    to it on random and mutated bodies) with its Arrow columns, so
-    ``batch.to_arrow()`` costs nothing more. What it saves in the Consumer is
-    less the parser than the allocations: ``json.loads`` makes a str of the
-    whole body and a dict per record, the cut one array of quote positions
-    (half the page faults; docs/performance.md). Any other body (escapes,
-    another field order per record, ChildShards, a small page) and any body
-    when numpy is absent takes the reference, whose page or
+    gives the reference's page (tests/unit/test_plain_body.py) with its
+    Arrow columns, so ``batch.to_arrow()`` costs nothing more. In the
+    Consumer it saves ~15 % of the decode and half its page faults: no str
+    of the whole body, no dict per record (docs/performance.md). Any other
+    body, and every body without numpy, takes the reference, whose page or
     ``MalformedResponseError`` is then the answer.
     """
     cut = plain_cut()
@@ -199,11 +197,8 @@ def decode_page(body: bytes | str) -> RecordPage:
 
 @lru_cache(maxsize=1)
 def plain_cut() -> Callable[[bytes], RecordPage] | None:
-    """The plain-layout cutter, or None without numpy (the ``spark`` extra); imported once.
-
-    The import takes ~0.3 s (numpy, ``pyarrow.compute``): a polling reader
-    calls this when it is made, so the first page does not pay for it.
-    """
+    """The cutter, or None without numpy (the ``spark`` extra). Its imports take ~0.3 s: polling readers
+    call this as they are made, so that no page waits for them."""
     try:
         from .plain_body import cut_page
     except ImportError:
