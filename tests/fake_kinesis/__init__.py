@@ -1,7 +1,8 @@
 """One in-memory Kinesis for the unit tests: streams, shards, records, resharding, retention, EFO.
 
 ``from fake_kinesis import FakeKinesis`` (``tests/`` is on ``sys.path``). Modules: :mod:`.model`
-(shards, records, faults, calls), :mod:`.client` (the calls), :mod:`.aio` (the async twin).
+(shards, records, faults, calls), :mod:`.client` (the calls), :mod:`.aio` (the async twin),
+:mod:`.subscriptions` (one subscription per consumer and shard, when asked to).
 
 ``FakeKinesis`` answers the calls the readers make of
 :class:`kinesis_src.aws.KinesisClient` (``describe_stream``, ``list_shards``,
@@ -34,13 +35,15 @@ next page or event), ``shard.lag_ms`` (MillisBehindLatest); endpoint quirks
 ``ignores_exclusive_start``; ``events_per_subscription`` (a subscription's
 5 minutes) and ``records_per_event``; ``subscriptions_open`` (made, and neither
 ended nor closed by the reader) and ``open_subscriptions`` (the same per
-(consumer ARN, shard)); ``FakeKinesis(concurrent_subscriptions="refused")``
-models AWS's one subscription per consumer and shard: a second SubscribeToShard
-of the pair while one is open fails on its first ``next()`` as FanOut.subscribe
-does when AWS keeps answering ResourceInUseException (RetriesExhaustedError
-over SubscriptionBusyError, with no retries waited out); the default
-"allowed" is LocalStack's behaviour. AWS's takeover of a subscription 5 s
-old is not modelled: the first one keeps the pair until it ends or is closed.
+(consumer ARN, shard)). ``FakeKinesis(concurrent_subscriptions=...)``
+(:mod:`.subscriptions`): "allowed" (default, LocalStack) takes any number of
+subscriptions of one consumer to one shard; "refused" refuses a second one while
+one is open; "takeover" is AWS in full: refused while the open one is younger
+than 5 s on the fake's ``clock`` (``advance`` it), then the new one takes over
+and the old one fails at its next event. A refusal is what FanOut.subscribe
+raises after its retries (RetriesExhaustedError over SubscriptionBusyError over
+botocore's ResourceInUseException; no retry is waited out); a taken-over
+subscription's events raise SubscriptionBusyError, as its event stream would.
 """
 
 from .aio import AsyncFakeKinesis

@@ -5,10 +5,8 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
-import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Self
 
@@ -16,11 +14,11 @@ from kinesis_src.aws.fanout import (
     CONSUMER_LIMIT,
     ConsumerDescription,
     FanOutEvent,
-    check_consumer_stream,
     consumer_limit,
     consumer_stream_arn,
     event_from,
 )
+from kinesis_src.aws.fanout_model import subscribe_request
 from kinesis_src.aws.kinesis import StreamSummary, shard_not_found, stream_not_found
 from kinesis_src.errors import (
     InvalidRequestError,
@@ -37,7 +35,6 @@ from .model import (
     SEQUENCE_BASE,
     START,
     Call,
-    ConcurrentSubscriptions,
     FakeRecord,
     FakeShard,
     FakeStream,
@@ -45,8 +42,14 @@ from .model import (
     Gate,
     passes_filter,
     reads_after,
-    subscription_refused,
     utc,
+)
+from .subscriptions import (
+    ConcurrentSubscriptions,
+    OpenSubscription,
+    SubscriptionState,
+    SubscriptionTable,
+    taken_over,
 )
 
 
@@ -67,9 +70,7 @@ class FakeKinesis:
         self.ignores_exclusive_start = False
         self.events_per_subscription = 100
         self.records_per_event = 1000
-        self.subscriptions_open = 0  # subscriptions made and not yet ended or closed by the reader
-        self.open_subscriptions: Counter[tuple[str, str]] = Counter()  # the same, per (consumer ARN, shard)
-        self._lock = threading.Lock()  # the sync twin may subscribe from several threads
+        self.subscriptions = SubscriptionTable()
         self.idle_delay_s = 0.001  # the async twin's pause on an empty page (no busy loop)
         self._sequence = itertools.count(SEQUENCE_BASE)
         self._generation = 0
@@ -84,6 +85,16 @@ class FakeKinesis:
         """Raise ``action`` (or hold at it) on the given calls of ``method`` (the next one by default)."""
         self.faults.append(Fault(method, action, shard_id, None if calls is None else frozenset(calls)))
         return action
+
+    @property
+    def subscriptions_open(self) -> int:
+        """Subscriptions made and not yet ended or closed by the reader."""
+        return sum(self.subscriptions.counts().values())
+
+    @property
+    def open_subscriptions(self) -> dict[tuple[str, str], int]:
+        """The same, per (consumer ARN, shard id)."""
+        return self.subscriptions.counts()
 
     def count(self, method: str, shard_id: str | None = None) -> int:
         return self.counts[(method, shard_id)]
@@ -342,8 +353,7 @@ class FakeKinesis:
     def subscription(self, consumer_arn: str, shard_id: str, position: Position,
                      stream_arn: str | None) -> Iterator[FanOutEvent | Gate]:
         """The events of one subscription, and the gates to wait at between them (for both twins)."""
-        if stream_arn is not None:
-            check_consumer_stream(consumer_arn, stream_arn)
+        what, _ = subscribe_request(consumer_arn, shard_id, position, stream_arn)
         name = consumer_stream_arn(consumer_arn).rsplit("/", 1)[-1]
         gate = self.enter("subscribe", name, shard_id, position, consumer_arn=consumer_arn)
         if gate is not None:
@@ -351,34 +361,22 @@ class FakeKinesis:
         consumer = self._consumer(consumer_arn)
         s = self._stream_of(consumer.stream_arn)
         after = reads_after(self.shard(s.name, shard_id), position)
-        with self._open(consumer_arn, shard_id, position, stream_arn):
-            yield from self._events(s, consumer, shard_id, after)
-
-    @contextmanager
-    def _open(self, consumer_arn: str, shard_id: str, position: Position, stream_arn: str | None) -> Iterator[None]:
-        """Count the subscription open until it ends; with ``concurrent_subscriptions="refused"`` a second one
-        of the same consumer and shard is refused meanwhile (AWS lets one reader hold the pair)."""
-        pair = (consumer_arn, shard_id)
-        with self._lock:
-            if self.concurrent_subscriptions == "refused" and self.open_subscriptions[pair]:
-                raise subscription_refused(consumer_arn, shard_id, position, stream_arn, self.endpoint)
-            self.open_subscriptions[pair] += 1
-            self.subscriptions_open += 1
+        sub = self.subscriptions.start(self.concurrent_subscriptions, what, (consumer_arn, shard_id), self.clock,
+                                       self.endpoint)
         try:
-            yield
+            yield from self._events(s, consumer, sub, after)
         finally:
-            with self._lock:
-                self.open_subscriptions[pair] -= 1
-                self.subscriptions_open -= 1
-                if not self.open_subscriptions[pair]:
-                    del self.open_subscriptions[pair]
+            self.subscriptions.end(sub)
 
-    def _events(self, s: FakeStream, consumer: ConsumerDescription, shard_id: str,
+    def _events(self, s: FakeStream, consumer: ConsumerDescription, sub: OpenSubscription,
                 after: int) -> Iterator[FanOutEvent | Gate]:
+        shard_id = sub.pair[1]
         for _ in range(self.events_per_subscription):
             gate = self.enter("subscribe_event", s.name, shard_id)
             if gate is not None:
                 yield gate
+            if sub.state is SubscriptionState.TAKEN_OVER:
+                raise taken_over(sub, self.endpoint)
             if consumer.name not in s.consumers or shard_id not in s.shards:
                 return  # deregistered or trimmed: the service ends the subscription
             records, ended, lag = self._take(s.shards[shard_id], after, self.records_per_event)

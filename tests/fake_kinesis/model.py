@@ -6,14 +6,9 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
-
-from botocore.exceptions import ClientError
+from typing import Any
 
 from kinesis_src.aws.fanout import ConsumerDescription
-from kinesis_src.aws.fanout_errors import fanout_error
-from kinesis_src.aws.fanout_model import subscribe_request
-from kinesis_src.errors import RetriesExhaustedError
 from kinesis_src.positions import Position
 from kinesis_src.records import ChildShard
 
@@ -21,10 +16,6 @@ MAX_HASH_KEY = 2**128 - 1
 START = 1_700_000_000.0  # the default clock (epoch seconds): 2023-11-14
 SEQUENCE_BASE = 49_590_000_000_000_000_000_000
 ACCOUNT_ARN = "arn:aws:kinesis:us-east-1:000000000000:stream/"
-
-# "allowed": any number of open subscriptions per (consumer, shard), as LocalStack does;
-# "refused": a second one while one is open fails with ResourceInUseException, as AWS does.
-ConcurrentSubscriptions = Literal["allowed", "refused"]
 
 
 def shard_id(number: int) -> str:
@@ -142,21 +133,6 @@ class FakeStream:
     def children(self, sid: str) -> tuple[ChildShard, ...]:
         return tuple(ChildShard(c.shard_id, c.parents, c.start, c.end) for c in self.shards.values() if sid in c.parents)
 
-
-
-def subscription_refused(consumer_arn: str, shard_id: str, position: Position, stream_arn: str | None,
-                         endpoint: str) -> RetriesExhaustedError:
-    """What FanOut.subscribe raises when AWS keeps answering ResourceInUseException: botocore's error,
-    mapped as the library maps it, after the retry budget (the fake does not wait out the retries)."""
-    what, _ = subscribe_request(consumer_arn, shard_id, position, stream_arn)
-    in_use = ClientError({"Error": {"Code": "ResourceInUseException",
-                                    "Message": f"Another active subscription exists for consumer {consumer_arn} "
-                                               f"and shard {shard_id}"},
-                          "ResponseMetadata": {"HTTPStatusCode": 400}}, "SubscribeToShard")
-    busy = fanout_error(in_use, what, endpoint, subscribing=True)
-    assert busy is not None, "the library no longer maps ResourceInUseException on SubscribeToShard"
-    busy.__cause__ = in_use
-    return RetriesExhaustedError(f"{what} still failing after 1 attempt(s): {busy}", busy)
 
 
 def reads_after(shard: FakeShard, position: Position) -> int:

@@ -2,7 +2,8 @@
 
 AWS refuses a second SubscribeToShard of a consumer to a shard while the first is read
 (ResourceInUseException); LocalStack, and the fake by default, accept any number. Tests that must
-show a reader never shares a pair opt in with ``FakeKinesis(concurrent_subscriptions="refused")``.
+show a reader never shares a pair opt in with ``FakeKinesis(concurrent_subscriptions="refused")``;
+"takeover" adds AWS's takeover by a subscription made 5 s or more (on the fake's clock) after the open one.
 """
 
 from __future__ import annotations
@@ -114,3 +115,34 @@ def test_the_async_twin_refuses_too_and_frees_the_pair_on_aclose() -> None:
     refused, records = asyncio.run(scenario())
     assert isinstance(refused, SubscriptionBusyError) and records == 1
     assert fake.open_subscriptions == {}
+
+
+def test_refused_keeps_the_first_however_old_it_is() -> None:
+    fake, a, _ = strict_fake()
+    first = opened(fake, a)
+    fake.advance(3600)
+    refusal(fake, a)
+    next(first)
+    first.close()
+
+
+def test_takeover_refuses_for_five_seconds_then_the_new_one_takes_the_pair_and_the_old_one_fails() -> None:
+    fake, a, b = strict_fake()
+    fake.concurrent_subscriptions = "takeover"
+    first = opened(fake, a)
+    other = opened(fake, b)  # another consumer's subscription is never taken over
+    fake.advance(4.9)
+    refusal(fake, a)
+    fake.advance(0.1)
+    second = opened(fake, a)
+    with pytest.raises(SubscriptionBusyError) as caught:  # as its event stream would: not retried
+        next(first)
+    assert isinstance(caught.value.__cause__, ClientError)
+    assert caught.value.__cause__.response["Error"]["Code"] == "ResourceInUseException"
+    assert fake.open_subscriptions == {(a, S0): 1, (b, S0): 1}  # the failed one is over
+    next(second)
+    next(other)
+    refusal(fake, a)  # the new one is young again
+    for events in (second, other):
+        events.close()
+    assert fake.subscriptions_open == 0
