@@ -115,9 +115,11 @@ def plan_assignment(
         )
     starving = sorted((x for x in workers if scale.starving(loads[x])), key=lambda x: (loads[x], x))
     takers = _takers(me, workers, loads, scale, starving)
-    free = _by_preference(me, takers, [l for l in ready if l.owner is not None and l.owner not in workers])
-    free += _by_preference(me, takers, [l for l in ready if l.owner is None])  # dead owners' first
-    take = _floor_first_takes(me, free, loads[me], scale, starving)
+    dead_owned = [l for l in ready if l.owner is not None and l.owner not in workers]
+    unowned = [l for l in ready if l.owner is None]
+    free = _by_preference(me, takers, dead_owned) + _by_preference(me, takers, unowned)  # dead owners' first
+    dealt = _dealt(me, (dead_owned, unowned), starving, loads, scale) if starving else []
+    take = _floor_first_takes(me, dealt, free, loads[me], scale, starving)
     held = loads[me] + scale.total(take)
     release = list(blocked)
     steal: tuple[Lease, ...] = ()
@@ -214,20 +216,67 @@ def _takers(me: str, workers: Collection[str], loads: Mapping[str, float], scale
     return {w for w in workers if loads[w] < scale.mean_load - 1e-9} | {me}
 
 
-def _floor_first_takes(me: str, free: Sequence[Lease], load: float, scale: _Scale, starving: Sequence[str]) -> list[Lease]:
-    """Free leases to take: only up to M (count: floor) while another worker starves, else while below M.
+def _dealt(me: str, free: Iterable[Sequence[Lease]], starving: Sequence[str], loads: Mapping[str, float],
+           scale: _Scale) -> list[Lease]:
+    """The free leases dealt to ``me`` while workers starve, in one plan that every worker sharing the
+    view computes alike: each goes to its home among the starving workers while that keeps the home at
+    most M (count: floor); the rest, one at a time, to the least loaded starving worker it keeps at most
+    M, or, once none, to the least loaded worker below M, starving first (count: up to ceil). Dead owners' leases
+    (the first group of ``free``) are dealt before unowned ones.
+
+    With homes alone a worker with few homed leases took its neighbours' from their tail while they
+    took their own: after 10 of 100 workers crashed, planning on one view left 22 survivors below floor
+    (lost races), and the last N mod W leases waited for views in which nobody starved.
+    """
+    ranked = sorted(starving)
+    now = dict(loads)
+    mine: list[Lease] = []
+
+    def give(worker: str, lease: Lease) -> None:
+        now[worker] += scale.of_lease(lease)
+        if worker == me:
+            mine.append(lease)
+
+    def fits(worker: str, lease: Lease) -> bool:
+        return now[worker] + scale.of_lease(lease) <= scale.mean_load + 1e-9
+
+    def below(worker: str) -> bool:
+        return now[worker] < scale.mean_load - 1e-9
+
+    for group in free:
+        left = []
+        for lease in group:
+            home = ranked[home_index(lease.shard_id, len(ranked))]
+            if fits(home, lease):
+                give(home, lease)
+            else:
+                left.append(lease)
+        for lease in left:
+            able = ([w for w in ranked if fits(w, lease)] or [w for w in ranked if below(w)]
+                    or [w for w in now if below(w)])
+            if able:
+                give(min(able, key=lambda w: (now[w], w)), lease)
+    return mine
+
+
+def _floor_first_takes(me: str, dealt: Sequence[Lease], free: Sequence[Lease], load: float, scale: _Scale,
+                       starving: Sequence[str]) -> list[Lease]:
+    """What to take: the leases dealt to ``me`` (:func:`_dealt`), then, in its order of preference,
+    free leases only up to M (count: floor) while another worker starves, else while below M.
 
     After 10 of 100 workers crashed or left (10,000 shards), every survivor
     below the mean took up to ceil(N/W); those that read the leases first
     filled up and the last ones found nothing free, stayed a few leases
     below floor and were then served one hand-over at a time (more than 60 s
     in the simulation). Up to floor first, the free leases suffice for all
-    of them (floor x W <= N); the rest, fewer than W, go once nobody starves.
-    With weights a starving worker may find no free lease that keeps it at
-    most M: it takes as before rather than leave a heavy lease unowned.
+    of them (floor x W <= N). With weights a starving worker may find no free
+    lease that keeps it at most M: it takes as before rather than leave a
+    heavy lease unowned.
     """
     others_starve = any(w != me for w in starving)
-    take = _takes(free, load, scale, strict=others_starve)
+    dealt_ids = {l.shard_id for l in dealt}
+    rest = [l for l in free if l.shard_id not in dealt_ids]
+    take = list(dealt) + _takes(rest, load + scale.total(dealt), scale, strict=others_starve)
     if not take and others_starve and me in starving:
         take = _takes(free, load, scale, strict=False)
     return take
