@@ -31,9 +31,11 @@ from kinesis_src.consumer import Consumer
 from kinesis_src.consumer.range_claims import RangeClaims
 from kinesis_src.consumer.unit_readers import settle_claim
 from kinesis_src.consumer.units import FULL
+from kinesis_src.errors import SubscriptionBusyError
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.names import default_table_name
+from kinesis_src.positions import Position
 from kinesis_src.retry import RetryPolicy
 from lineage import KeyRange, hash_key_of
 
@@ -58,10 +60,11 @@ class _AsyncClient:
         return await self.fake.aio().__aenter__()
 
 
-@pytest.fixture
-def strict(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKinesis]:
+@pytest.fixture(params=["refused"])
+def strict(request: pytest.FixtureRequest, dummy_credentials: None,
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKinesis]:
     """Stream "orders", one shard over the whole space; one record per key; moto serves DynamoDB."""
-    fake = FakeKinesis(concurrent_subscriptions="refused")
+    fake = FakeKinesis(concurrent_subscriptions=request.param)
     fake.create_stream("orders")
     for key in KEYS:
         fake.put_record("orders", key, key.encode())
@@ -121,3 +124,37 @@ def test_two_units_sharing_a_shard_on_one_worker_both_read_it_where_aws_allows_o
     assert sorted(seen) == wanted, f"records never delivered within {READ_DEADLINE_S:.0f}s: {missing}"
     assert len(held) == 2 and {sid for _, sid in held} == {shard_id(0)}, (
         "both units hold a subscription to shard 0 at once, under two consumers")
+
+
+def plain_worker() -> Consumer:
+    return Consumer("orders", application_name=APP, region="us-east-1", worker_id="plain", consumer_mode="efo",
+                    lease_timing=TIMING, handle_signals=False, idle_interval_s=0.05)
+
+
+@pytest.mark.parametrize("strict", ["takeover"], indirect=True)
+@pytest.mark.xfail(strict=True, raises=SubscriptionBusyError, reason=(
+    "FanOutFetcher.run (kinesis_src/retrieval/async_fanout.py) lets a SubscriptionBusyError raised by the event "
+    "stream fail the whole worker; it should resubscribe from the cursor after a pause, as after a broken stream"))
+def test_a_subscription_taken_over_by_another_reader_of_the_consumer_is_resubscribed_not_fatal(
+    strict: FakeKinesis,
+) -> None:
+    """All workers of an application read their usual unit under one consumer: a worker that takes (or
+    steals) a lease subscribes while the old owner may still read. 5 s or more after the old owner's
+    subscription, AWS gives the pair to the new one and fails the old one's event stream with
+    ResourceInUseException. That costs the old owner this subscription, not its other shards: here the
+    other reader lets go at once, and the worker must go on to the record written after the takeover."""
+
+    async def scenario() -> list[bytes]:
+        async with plain_worker() as consumer:
+            await read_until(consumer, sorted(k.encode() for k in KEYS), [])
+            ((consumer_arn, sid),) = strict.open_subscriptions
+            strict.advance(5.0)
+            other = strict.subscribe(consumer_arn, sid, Position.latest())
+            next(other)  # taken over: the worker's next event fails
+            strict.put_record("orders", "after", b"after")
+            other.close()
+            seen: list[bytes] = []
+            await asyncio.wait_for(read_until(consumer, [b"after"], seen), READ_DEADLINE_S)
+            return seen
+
+    assert asyncio.run(asyncio.wait_for(scenario(), READ_DEADLINE_S + 30)) == [b"after"]
