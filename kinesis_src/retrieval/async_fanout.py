@@ -8,9 +8,17 @@ to ``on_expired``. What differs is the transport: SubscribeToShard pushes
 events, each subscription lasts at most 5 minutes, and the next one starts
 where the cursor stands (:class:`.subscriptions.ShardSubscriptions`, shared
 with the sync driver). Refused subscriptions are retried by the AWS layer
-(at least 1 s apart); outages and broken event streams are waited out
-here, so a shard slows down without stopping the consumer. Errors no retry
-can fix propagate.
+(at least 1 s apart); outages, broken event streams and subscriptions
+taken over are waited out here, so a shard slows down without stopping the
+consumer. Errors no retry can fix propagate.
+
+A subscription is *taken over* when another reader subscribes the same
+(consumer, shard) 5 s or more after it: AWS fails the older event stream
+with ResourceInUseException. All workers of an application share one
+consumer, so that happens whenever a lease moves while its old owner still
+reads; the old owner pauses (:data:`TAKEN_OVER_PAUSE_S`, time for its lease
+layer to see the lease gone and stop this fetcher) and resubscribes where
+its cursor stands.
 """
 
 from __future__ import annotations
@@ -20,11 +28,15 @@ import logging
 from typing import Awaitable, Callable
 
 from ..aws.async_fanout import AsyncFanOut
-from ..errors import EndpointUnreachableError, RetriesExhaustedError
+from ..errors import (
+    EndpointUnreachableError,
+    RetriesExhaustedError,
+    SubscriptionBusyError,
+)
 from ..positions import Position
 from ..records import RecordPage
 from .cursor import ShardCursor
-from .subscriptions import ShardSubscriptions
+from .subscriptions import TAKEN_OVER_PAUSE_S, ShardSubscriptions
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +85,10 @@ class FanOutFetcher:
                 self.shard.broke_off()
                 log.info("shard %s: %s; resubscribing at %s", self.shard.shard_id, exc, self.shard.position)
                 await asyncio.sleep(BROKEN_PAUSE_S)
+            except SubscriptionBusyError as exc:  # raised by the event stream: another reader took it over
+                log.info("shard %s: subscription taken over (%s); resubscribing at %s in %.0fs",
+                         self.shard.shard_id, exc, self.shard.position, TAKEN_OVER_PAUSE_S)
+                await asyncio.sleep(TAKEN_OVER_PAUSE_S)
 
     async def _subscription(self) -> bool:
         """Read one subscription to its end; True when the shard ended."""

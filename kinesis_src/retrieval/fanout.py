@@ -6,9 +6,12 @@ recorded end (replay), the record cap and SHARD_END behave exactly as with
 polling. Where and when to resubscribe is shared with the async driver
 (:class:`.subscriptions.ShardSubscriptions`): a subscription is opened at
 the cursor's position on the first step, and again whenever one ends, a
-page was cut short, or the event stream broke off. What is this driver's
-own: a bounded read closes its subscription when it stops, and gives up
-after :data:`BROKEN_SUBSCRIPTIONS` broken streams in a row.
+page was cut short, the event stream broke off, or another reader of the
+consumer took the subscription over (a task's retry or speculative copy
+subscribing the same shard: AWS then fails the older event stream). What is
+this driver's own: a bounded read closes its subscription when it stops, and
+gives up after :data:`BROKEN_SUBSCRIPTIONS` broken or taken-over streams in
+a row.
 
 There is no pacing: the service pushes at most 2 MB/s per shard to each
 consumer, and no Kinesis-side call limit applies between events.
@@ -21,11 +24,11 @@ import time
 from typing import Callable, Iterator
 
 from ..aws.fanout import FanOut, FanOutEvent
-from ..errors import ConfigurationError, EndpointUnreachableError
+from ..errors import ConfigurationError, EndpointUnreachableError, SubscriptionBusyError
 from ..positions import Position
 from .bounded import MAX_RECORDS_PER_FETCH, BoundedRead, ShardRead
 from .cursor import NO_END, ReadEnd, ShardCursor, Step
-from .subscriptions import ShardSubscriptions, resubscribe_position
+from .subscriptions import TAKEN_OVER_PAUSE_S, ShardSubscriptions, resubscribe_position
 
 log = logging.getLogger(__name__)
 
@@ -108,3 +111,9 @@ class FanOutReader(BoundedRead):
                     raise
                 log.info("shard %s: event stream broke off (%s); resubscribing at %s", self.shard_id, exc, self.position)
                 self._sleep(BROKEN_BACKOFF_S * broken)
+            except SubscriptionBusyError as exc:  # raised by the event stream: another reader took it over
+                self._events = None
+                if self.shard.broke_off() >= BROKEN_SUBSCRIPTIONS:
+                    raise
+                log.info("shard %s: subscription taken over (%s); resubscribing at %s", self.shard_id, exc, self.position)
+                self._sleep(TAKEN_OVER_PAUSE_S)

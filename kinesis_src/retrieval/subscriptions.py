@@ -22,6 +22,10 @@ from ..aws.fanout_model import FanOutEvent
 from ..positions import Position, PositionKind
 from .cursor import NO_END, ReadEnd, ShardCursor, Step
 
+# a subscription taken over by another reader of the consumer (ResourceInUseException on its event
+# stream): pause this long before subscribing again; AWS refuses a new one within 5 s of the last anyway
+TAKEN_OVER_PAUSE_S = 5.0
+
 log = logging.getLogger(__name__)
 
 

@@ -26,6 +26,7 @@ from kinesis_src.retrieval import async_fanout
 from kinesis_src.retrieval.async_fanout import FanOutFetcher
 from kinesis_src.retrieval.cursor import StopReason
 from kinesis_src.retrieval.fanout import FanOutReader, resubscribe_position
+from kinesis_src.retrieval.subscriptions import TAKEN_OVER_PAUSE_S
 
 STREAM = "orders"
 SHARD, LEFT, RIGHT = (shard_id(i) for i in range(3))
@@ -153,6 +154,26 @@ def test_a_broken_event_stream_resubscribes_where_the_cursor_stands_and_gives_up
         reader(fake, arn, sleeps=sleeps).read(until_caught_up=True)
     assert fake.count("subscribe") == 5 and sleeps == [1.0, 2.0, 3.0, 4.0]
     assert starts(fake) == [Position.trim_horizon()] * 5
+
+
+def test_a_subscription_taken_over_by_another_reader_resubscribes_where_the_cursor_stands() -> None:
+    """Another reader of the same consumer subscribes the shard 5 s or more later (a task's retry or a
+    speculative copy): AWS fails this reader's event stream with ResourceInUseException. The task
+    pauses and resubscribes after its last record instead of failing (it failed before)."""
+    fake, arn, seqs = stream_of(3, per_event=1)
+    fake.concurrent_subscriptions = "takeover"
+    sleeps: list[float] = []
+    r = reader(fake, arn, sleeps=sleeps)
+    first = r.step()
+    assert list(first.page.sequence_numbers) == seqs[:1]
+    fake.advance(5.0)
+    other = fake.subscribe(arn, SHARD, Position.latest())
+    next(other)  # takes the pair over: this reader's next event fails
+    other.close()
+    rest = r.read(until_caught_up=True)
+    assert seqs_of(rest) == seqs[1:]
+    assert starts(fake) == [Position.trim_horizon(), Position.latest(), Position.after_sequence(seqs[0])]
+    assert sleeps == [TAKEN_OVER_PAUSE_S] and fake.subscriptions_open == 0
 
 
 # -- the async driver (the Consumer) -------------------------------------------------------------

@@ -31,7 +31,6 @@ from kinesis_src.consumer import Consumer
 from kinesis_src.consumer.range_claims import RangeClaims
 from kinesis_src.consumer.unit_readers import settle_claim
 from kinesis_src.consumer.units import FULL
-from kinesis_src.errors import SubscriptionBusyError
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.names import default_table_name
@@ -132,9 +131,6 @@ def plain_worker() -> Consumer:
 
 
 @pytest.mark.parametrize("strict", ["takeover"], indirect=True)
-@pytest.mark.xfail(strict=True, raises=SubscriptionBusyError, reason=(
-    "FanOutFetcher.run (kinesis_src/retrieval/async_fanout.py) lets a SubscriptionBusyError raised by the event "
-    "stream fail the whole worker; it should resubscribe from the cursor after a pause, as after a broken stream"))
 def test_a_subscription_taken_over_by_another_reader_of_the_consumer_is_resubscribed_not_fatal(
     strict: FakeKinesis,
 ) -> None:
