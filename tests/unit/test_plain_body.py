@@ -269,3 +269,22 @@ def test_the_parser_hook_cuts_get_records_bodies_as_botocore_parses_them() -> No
     assert (ours["NextShardIterator"], ours["MillisBehindLatest"]) == ("AAAA", 7)
     theirs.pop("ResponseMetadata")
     assert page_as_botocore(ours[PAGE_KEY]) == theirs
+
+
+def test_a_polling_reader_imports_the_cutter_as_it_is_made() -> None:
+    """numpy and pyarrow.compute take ~0.3 s to import: a reader pays that as it starts, not on its first page."""
+    from kinesis_src.positions import Position
+    from kinesis_src.retrieval.async_polling import ShardFetcher
+    from kinesis_src.retrieval.pacing import FetchPacing
+
+    async def nothing(page: RecordPage) -> None:
+        raise AssertionError("nothing is read here")
+
+    decode.plain_cut.cache_clear()
+    try:
+        ShardFetcher(None, "orders", "shardId-000000000000", Position.trim_horizon(), limit=10_000,  # type: ignore[arg-type]
+                     pacing=FetchPacing(), deliver=nothing, on_end=nothing)
+        assert decode.plain_cut.cache_info().currsize == 1
+        assert decode.plain_cut() is not None
+    finally:
+        decode.plain_cut.cache_clear()
