@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from consumer_harness import until
 from fake_kinesis import FakeKinesis
-from moto import mock_aws
+from moto_threads import serialized_mock_aws  # tests/moto_threads.py
 
 import kinesis_src.consumer.consumer as consumer_module
 import kinesis_src.consumer.stream_reader as stream_reader_module
@@ -118,7 +118,7 @@ def fake(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[F
     for module in (stream_reader_module, unit_readers_module):
         monkeypatch.setattr(module, "KinesisClient", lambda *_, **__: fake, raising=False)
     monkeypatch.setattr(consumer_module, "AsyncKinesisClient", _AsyncClient(fake))
-    with mock_aws():
+    with serialized_mock_aws():  # the Consumer's threads call moto at once
         yield fake
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from fake_kinesis import FakeKinesis, shard_id
-from moto import mock_aws
+from moto_threads import serialized_mock_aws  # tests/moto_threads.py
 
 import kinesis_src.consumer.consumer as consumer_module
 import kinesis_src.consumer.stream_reader as stream_reader_module
@@ -72,7 +72,7 @@ def strict(request: pytest.FixtureRequest, dummy_credentials: None,
     for module in (stream_reader_module, unit_readers_module):
         monkeypatch.setattr(module, "KinesisClient", lambda *_, **__: fake, raising=False)
     monkeypatch.setattr(consumer_module, "AsyncKinesisClient", _AsyncClient(fake))
-    with mock_aws():
+    with serialized_mock_aws():  # the Consumer's threads call moto at once
         yield fake
 
 
