@@ -56,8 +56,7 @@ from .decode import (
     is_get_records,
     parse_get_records,
 )
-from .plain_body import NotThisLayout, cut_body
-from .record_layout import NotALayout
+from .plain_body import cut_page
 from .vector_base64 import decode_column
 
 SMALL_BODY = 16 * 1024
@@ -84,13 +83,16 @@ class NotPlain(Exception):
     """The body is not of the plain shape this path decodes; the reference decoder takes it."""
 
 
+_cut = cut_page  # the layout cut, shared with the Consumer's decode (a name the benchmarks swap out)
+
+
 def decode_get_records_arrow(body: bytes | str) -> RecordPage:
     """The page of a GetRecords body, with its Arrow columns when the body is of the plain shape."""
     if isinstance(body, str) or len(body) < SMALL_BODY:
         return decode_get_records(body)
     try:
         return _cut(body)  # a body with ChildShards does not pass: they take the reference decoder below
-    except (NotThisLayout, NotALayout, ValueError, IndexError, pa.ArrowException):  # another layout: parse it
+    except ValueError:  # another layout (NotThisLayout, NotALayout): parse it
         pass
     if _CHILD_SHARDS in body:
         return decode_get_records(body)
@@ -98,22 +100,6 @@ def decode_get_records_arrow(body: bytes | str) -> RecordPage:
         return _decode(body)
     except (NotPlain, pa.ArrowException, ValueError, binascii.Error):  # ValueError: UnicodeDecodeError too
         return decode_get_records(body)  # the same page, or the named MalformedResponseError
-
-
-def _cut(body: bytes) -> ArrowPage:
-    """The page of a body of the layout Kinesis writes (:mod:`.plain_body`): no JSON parser for the records."""
-    cut = cut_body(body)
-    return ArrowPage(
-        partition_keys=cut.partition_keys,
-        data=cut.data,
-        sequence_numbers=cut.sequence_numbers,
-        arrival_epoch=cut.arrival_epoch,
-        encryption_types=cut.encryption_types,
-        next_iterator=cut.next_iterator,
-        millis_behind_latest=cut.millis_behind_latest,
-        columns=cut.columns,
-        columns_of=cut.sequence_numbers,
-    )
 
 
 def _decode(body: bytes) -> ArrowPage:

@@ -44,6 +44,7 @@ from botocore import parsers
 
 from ..errors import KinesisSourceError, MalformedResponseError, TruncatedResponseError
 from ..records import ChildShard, RecordPage, epoch_to_datetime, gc_paused
+from .decode_diagnosis import diagnose, json_problem, kind
 
 PAGE_KEY = "Page"
 """Key under which the fast parser returns the decoded :class:`RecordPage`."""
@@ -117,9 +118,9 @@ def parse_json_output(parser: parsers.BaseJSONParser, response: dict[str, Any], 
         try:
             doc = json.loads(body.decode(parser.DEFAULT_ENCODING) if isinstance(body, bytes) else body)
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-            problem = f"not JSON ({_json_problem(exc)})"
+            problem = f"not JSON ({json_problem(exc)})"
         else:
-            problem = None if isinstance(doc, dict) else f"top level is a JSON {_kind(doc)}, not an object"
+            problem = None if isinstance(doc, dict) else f"top level is a JSON {kind(doc)}, not an object"
         if problem:  # raised outside the except block: the JSON error's text may quote the body
             raise from_parser(
                 MalformedResponseError(
@@ -159,7 +160,7 @@ def decode_get_records(body: bytes | str, next_key: str = _NEXT_ITERATOR, what: 
         with gc_paused():  # json.loads' dicts are garbage once the columns are out (see gc_paused)
             return _decode(body, next_key)
     except _DECODE_ERRORS as exc:
-        problem = _diagnose(body) or f"unexpected shape ({type(exc).__name__})"
+        problem = diagnose(body) or f"unexpected shape ({type(exc).__name__})"
     raise from_parser(
         MalformedResponseError(
             f"{what} ({len(body)} bytes) does not have the documented shape: {problem} "
@@ -248,93 +249,6 @@ def child_shard(raw: dict[str, Any]) -> ChildShard:
         starting_hash_key=int(hash_range["StartingHashKey"]),
         ending_hash_key=int(hash_range["EndingHashKey"]),
     )
-
-
-# -- diagnosis of a body the fast path rejected (slow, runs once, names fields only) -----------------
-
-
-def _diagnose(body: bytes | str) -> str | None:
-    """The first problem in ``body`` as "field problem", or None if none is found."""
-    try:
-        doc = json.loads(body)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        return f"not JSON ({_json_problem(exc)})"
-    if not isinstance(doc, dict):
-        return f"top level is a JSON {_kind(doc)}, not an object"
-    return _records_problem(doc.get("Records")) or _children_problem(doc.get("ChildShards"))
-
-
-def _json_problem(exc: ValueError) -> str:
-    """Position and reason only: JSONDecodeError.doc and UnicodeDecodeError.object hold the body."""
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg}: character {exc.pos} of {len(exc.doc)}"
-    if isinstance(exc, UnicodeDecodeError):
-        return f"invalid {exc.encoding} at byte {exc.start}"
-    return type(exc).__name__
-
-
-def _kind(value: object) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
-    return names.get(type(value), "number")
-
-
-def _records_problem(records: object) -> str | None:
-    if not records:
-        return None
-    if not isinstance(records, list):
-        return f"'Records' is a JSON {_kind(records)}, not an array"
-    for i, record in enumerate(records):
-        problem = _record_problem(record)
-        if problem:
-            return f"Records[{i}]{problem}"
-    return None
-
-
-def _record_problem(record: object) -> str | None:
-    if not isinstance(record, dict):
-        return f" is a JSON {_kind(record)}, not an object"
-    for field in ("SequenceNumber", "Data"):
-        if field not in record:
-            return f".{field} is missing"
-    data = record["Data"]
-    if not isinstance(data, str):
-        return f".Data is a JSON {_kind(data)}, not a base64 string"
-    if not data.isascii():
-        return ".Data is not base64 (non-ASCII characters)"
-    try:
-        binascii.a2b_base64(data)
-    except binascii.Error:
-        return ".Data is not valid base64 (bad length or padding)"
-    return None
-
-
-def _children_problem(children: object) -> str | None:
-    if not children:
-        return None
-    if not isinstance(children, list):
-        return f"'ChildShards' is a JSON {_kind(children)}, not an array"
-    for i, child in enumerate(children):
-        if not isinstance(child, dict):
-            return f"ChildShards[{i}] is a JSON {_kind(child)}, not an object"
-        for field in ("ShardId", "HashKeyRange"):
-            if field not in child:
-                return f"ChildShards[{i}].{field} is missing"
-        problem = _hash_range_problem(child["HashKeyRange"])
-        if problem:
-            return f"ChildShards[{i}].HashKeyRange{problem}"
-    return None
-
-
-def _hash_range_problem(hash_range: object) -> str | None:
-    if not isinstance(hash_range, dict):
-        return f" is a JSON {_kind(hash_range)}, not an object"
-    for field in ("StartingHashKey", "EndingHashKey"):
-        value = hash_range.get(field)
-        if value is None:
-            return f".{field} is missing"
-        if not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
-            return f".{field} is not a decimal integer"
-    return None
 
 
 def page_as_botocore(page: RecordPage) -> dict[str, Any]:
