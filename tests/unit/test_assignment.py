@@ -347,8 +347,7 @@ def test_workers_sharing_one_view_plan_mostly_different_takes(shards: int, worke
     free = [Lease(f"shardId-{i:012d}", Checkpoint.trim_horizon(), HashRange(0, 1)) for i in range(shards)]
     names = [f"worker-{i}" for i in range(workers)]
     planned = Counter(l.shard_id for me in names for l in plan_assignment(me, free, names).take)
-    # together they plan to take floor(N/W) each (the other N mod W once nobody starves)
-    assert sum(planned.values()) >= workers * (shards // workers)
+    assert sum(planned.values()) >= shards  # together they plan to take every lease
     assert sum(n - 1 for n in planned.values() if n > 1) <= shards // 10  # and seldom the same one
 
 
