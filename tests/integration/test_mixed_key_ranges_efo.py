@@ -30,6 +30,7 @@ from test_mixed_key_ranges import (
     copies_of,
     delivered_all,
     start_while_putting,
+    stop_gracefully,
 )
 from worker_process import spawned  # tests/worker_process.py
 
@@ -85,10 +86,7 @@ def test_a_worker_without_a_range_reads_two_units_of_one_shard_under_two_stream_
     readers = waiting.wait_for(lambda: reads_two_units(plain, stream_name), 60, "the two units' readers", 0.1)
     producer.put_rounds(3)
     waiting.wait_for(delivered_all(producer, [plain, sticky]), 90, "every record, read by both workers", 0.1)
-    for proc in (plain, sticky):
-        proc.sigterm()
-    for proc in (plain, sticky):
-        assert proc.wait_exit(30) == 0, proc.stderr_tail()
+    stop_gracefully([plain, sticky])
 
     names = {unit_consumer_name(APP, str(unit), "") for unit in (LOWER, UPPER)}
     assert {name for name, _ in readers.values()} == names
@@ -122,10 +120,7 @@ def test_a_worker_without_a_range_that_starts_after_the_split_registers_only_its
     readers = waiting.wait_for(lambda: reads_two_units(plain, stream_name), 60, "the two units' readers", 0.1)
     producer.put_rounds(2)
     waiting.wait_for(delivered_all(producer, [plain, sticky]), 90, "every record, read by both workers", 0.1)
-    for proc in (plain, sticky):
-        proc.sigterm()
-    for proc in (plain, sticky):
-        assert proc.wait_exit(30) == 0, proc.stderr_tail()
+    stop_gracefully([plain, sticky])
 
     names = {unit_consumer_name(APP, str(unit), "") for unit in (LOWER, UPPER)}
     assert {name for name, _ in readers.values()} == names
