@@ -58,6 +58,7 @@ from ..retrieval.registration import consumer_name as consumer_name_of
 from ..retry import RetryPolicy
 from .batch import Batch
 from .bridge import SigtermHandler, cancel, on_loop
+from .delivery import deliverable
 from .fetching import FAN_OUT_CONNECTIONS, POLLING_CONNECTIONS
 from .key_range_guard import KeyRangeGuard
 from .metrics import ConsumerMetrics, StreamMetrics
@@ -306,27 +307,19 @@ class Consumer:
             item = await self._queue.get()
             if self._queue.empty():
                 self.writes.wake()  # the application will wait for a page next: decoding must not wait for writes
-            if item is _STOP:
-                continue
-            reader, shard = self.units.holding_of(item)
-            if reader is not None:
-                await self._until_trusted(reader)
-            if reader is None or shard is None or not shard.state.delivering:
-                continue  # the lease moved on, or the shard ended, while the batch waited
+            if item is _STOP or (found := await deliverable(self, item)) is None:
+                continue  # a wake-up; or the lease moved on, the shard ended, or its unit was handed over
+            reader, shard = found
             shard.slots.release()
             shard.state.hand_out(item.index)
             self._set_in_flight(item)
             reader.count_delivery(item)
             return item
 
-    async def _until_trusted(self, reader: StreamReader) -> None:
-        """A worker whose own heartbeat is overdue (paused process, DynamoDB unreachable) may already
-        be declared dead, and one whose table view is stale may have been stolen from unseen: deliver
-        nothing of that stream until it renews and reads the table again, or until its leases are dropped."""
-        while not reader.trusted():
-            if self.stopping:
-                return
-            await asyncio.sleep(0.05)
+    @property
+    def failure(self) -> BaseException | None:
+        """What ends the iteration with an error (raised by ``__anext__``), once something failed."""
+        return self._failure
 
     def _set_in_flight(self, batch: Batch | None) -> None:
         self.in_flight = batch
