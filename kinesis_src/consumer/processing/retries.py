@@ -9,6 +9,7 @@ waits behind it.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -25,13 +26,29 @@ class Backoff:
     multiplier: float = 2.0
 
     def __post_init__(self) -> None:
-        if not 0 <= self.initial_s <= self.max_s or self.multiplier < 1:
+        finite = all(math.isfinite(v) for v in (self.initial_s, self.max_s, self.multiplier))
+        if not finite or not 0 <= self.initial_s <= self.max_s or self.multiplier < 1:
             raise ConfigurationError(
-                "retry_backoff must satisfy 0 <= initial_s <= max_s and multiplier >= 1, got "
+                "retry_backoff must be finite numbers with 0 <= initial_s <= max_s and multiplier >= 1, got "
                 f"initial_s={self.initial_s}, max_s={self.max_s}, multiplier={self.multiplier}"
             )
 
     def delay_s(self, retry: int, rng: random.Random | None = None) -> float:
         """The wait before retry number ``retry`` (1 for the first retry)."""
-        ceiling = min(self.max_s, self.initial_s * self.multiplier ** max(0, retry - 1))
-        return ceiling * (0.5 + 0.5 * (rng or random).random())
+        return self.ceiling_s(retry) * (0.5 + 0.5 * (rng or random).random())
+
+    def ceiling_s(self, retry: int) -> float:
+        """The capped delay before jitter, for any retry count.
+
+        Worked out in logarithms and compared before any power is taken, so a
+        record retried "forever" (millions of times) gets ``max_s`` instead of
+        an OverflowError from ``multiplier ** n``.
+        """
+        steps = max(0, retry - 1)
+        growth = math.log(self.multiplier)
+        if self.initial_s == 0 or growth <= 0:
+            return self.initial_s
+        room = math.log(self.max_s) - math.log(self.initial_s)  # log of how many times initial_s fits in max_s
+        if steps >= room / growth:  # an int against a float: exact, whatever the size of ``steps``
+            return self.max_s
+        return min(self.max_s, math.exp(math.log(self.initial_s) + steps * growth))
