@@ -274,7 +274,7 @@ class StreamReader:
             shard.last_sequence_number = batch.last_sequence_number or shard.last_sequence_number
 
     def trusted(self) -> bool:
-        """See ``Consumer._until_trusted``: this stream's coordinator renewed and read the table lately."""
+        """See :mod:`.delivery`: this stream's coordinator renewed and read the table lately."""
         coordinator = self.coordinator
         return coordinator is None or coordinator.failure is not None or (
             coordinator.is_live() and coordinator.view_is_fresh()
