@@ -363,3 +363,27 @@ def test_random_outcomes_never_checkpoint_past_an_undone_record_and_end_with_eve
         assert metrics.buffered_records == 0
 
     run(scenario)
+
+
+def test_holdings_lost_again_and_again_while_every_slot_is_busy_keep_the_ready_queue_within_the_buffer() -> None:
+    """Dropped records give their bytes back to the buffer; they must leave the ready queue too."""
+
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+        handler = GatedHandler(lambda record: record.shard_id == "shard-0")
+        consumer.put("shard-0", [("busy", 1)])
+        proc, metrics = processor(consumer, handler, max_in_flight=1, max_buffered_records=20)
+        async with processing(proc, consumer):
+            await until(lambda: handler.started == ["00001"], "the one slot busy")
+            for generation in range(1, 41):
+                consumer.put("shard-1", [(f"k{n}", 100 * generation + n) for n in range(5)], generation=generation)
+                await until(lambda: ("s", "shard-1", generation) in proc.holdings
+                            and ("s", "shard-1", generation - 1) not in proc.holdings, f"holding {generation} taken")
+                assert len(proc.scheduler._ready) <= metrics.buffered_records <= 6, (
+                    f"{len(proc.scheduler._ready)} ready entries, {metrics.buffered_records} buffered records")
+                consumer.holding("shard-1", generation).lose()
+            handler.gate.set()
+            await until(lambda: last_checkpoint(consumer, "shard-0") == "00001", "the busy record checkpointed")
+        assert handler.started == ["00001"]
+
+    run(scenario)

@@ -122,3 +122,51 @@ def test_finishing_a_record_that_is_not_running_is_a_bug_and_raises() -> None:
     scheduler.admit(entry)
     with pytest.raises(RuntimeError, match="in state ready"):
         scheduler.finish(entry)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["admit", "take", "finish", "park", "wake", "drop"]),
+                          st.integers(0, 50)), max_size=120),
+       st.sampled_from(list(Ordering)))
+@example([("admit", 0), ("drop", 0)], Ordering.KEY)
+def test_the_ready_queue_holds_only_ready_lane_heads_so_dropped_records_leave_it_at_once(
+    steps: list[Step], ordering: Ordering
+) -> None:
+    """A dropped record must not linger in the ready queue (with its data) until a slot frees."""
+    scheduler = Scheduler(ordering)
+    holdings = [("s", "shard-0", 1), ("s", "shard-1", 1)]
+    running: list[Entry] = []
+    parked: list[Entry] = []
+    seq = 0
+    for action, n in steps:
+        holding = holdings[n % 2]
+        if action == "admit":
+            seq += 1
+            scheduler.admit(Entry(holding, seq, record(KEYS[n % 3], seq, holding[1])))
+        elif action == "take" and (entry := scheduler.take()) is not None:
+            running.append(entry)
+        elif action == "finish" and running:
+            scheduler.finish(running.pop(n % len(running)))
+        elif action == "park" and running:
+            parked.append(running.pop(n % len(running)))
+            scheduler.park(parked[-1])
+        elif action == "wake" and parked:
+            scheduler.wake(parked.pop(n % len(parked)))
+        elif action == "drop":
+            scheduler.drop(holding)
+            holdings[n % 2] = (holding[0], holding[1], holding[2] + 1)
+        heads = {id(lane[0]) for lane in scheduler._lanes.values()}
+        assert all(e.state is EntryState.READY and id(e) in heads for e in scheduler._ready), (
+            f"ready queue holds {[e.state.value for e in scheduler._ready]}")
+
+
+def test_dropping_holdings_again_and_again_while_nothing_is_taken_keeps_the_ready_queue_bounded() -> None:
+    scheduler = Scheduler(Ordering.KEY)
+    busy = Entry(("s", "shard-0", 1), 0, record("busy", 0, "shard-0"))
+    scheduler.admit(busy)
+    assert scheduler.take() is busy  # every slot busy: take() is not called again
+    for generation in range(1, 101):
+        holding = ("s", "shard-1", generation)
+        for n in range(10):
+            scheduler.admit(Entry(holding, n, record(f"k{n}", n, "shard-1")))
+        assert len(scheduler.drop(holding)) == 10
+    assert len(scheduler._ready) == 0 and scheduler.lanes == 1

@@ -14,8 +14,8 @@ A record leaves its lane only when it is *done* (accepted or dead-lettered)
 or dropped (its holding ended). A record that failed or was released stays
 at the head of its lane while it waits for its next delivery, so nothing
 behind it in its key starts first. ``ready`` is the queue of lane heads that
-may start, oldest first; the processor takes from it while fewer than
-``max_in_flight`` run. Pure: no I/O, no event loop (timers are the caller's).
+may start, oldest first, and nothing else (a dropped record leaves it at
+once); the processor takes from it while fewer than ``max_in_flight`` run. Pure: no I/O, no event loop (timers are the caller's).
 """
 
 from __future__ import annotations
@@ -92,12 +92,12 @@ class Scheduler:
 
     def take(self) -> Entry | None:
         """The oldest ready record, now RUNNING; None if none is ready."""
-        while self._ready:
-            entry = self._ready.popleft()
-            if entry.state is EntryState.READY:  # a dropped one may linger in the queue
-                entry.state = EntryState.RUNNING
-                return entry
-        return None
+        if not self._ready:
+            return None
+        entry = self._ready.popleft()
+        self._require(entry, EntryState.READY, "start")
+        entry.state = EntryState.RUNNING
+        return entry
 
     def park(self, entry: Entry) -> None:
         """The running head failed or was released: it waits for a timer, still heading its lane."""
@@ -122,6 +122,8 @@ class Scheduler:
 
         Running records stay at the head of their lanes until they finish,
         so a record of the same key from a later holding still waits for them.
+        The dropped ones leave the ready queue now, not when a slot frees: the
+        buffer already counts their data as given back.
         """
         dropped: list[Entry] = []
         for key in list(self._lanes):
@@ -139,6 +141,8 @@ class Scheduler:
             self._lanes[key] = kept
             if kept[0].state is EntryState.QUEUED:
                 self._make_ready(kept[0])
+        if dropped:
+            self._ready = deque(e for e in self._ready if e.state is EntryState.READY)
         return dropped
 
     def entries(self) -> Iterable[Entry]:
