@@ -387,3 +387,27 @@ def test_holdings_lost_again_and_again_while_every_slot_is_busy_keep_the_ready_q
         assert handler.started == ["00001"]
 
     run(scenario)
+
+
+def test_a_lost_holding_waiting_on_a_long_release_gives_the_buffer_back_promptly_to_the_other_shards() -> None:
+    """Nothing of the lost holding will run again: its buffer share must not wait for the release timer."""
+
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()
+
+        async def handler(record: DeliveredRecord) -> None:
+            if record.shard_id == "shard-1":
+                raise Release("not before a minute", delay_s=60.0)
+
+        consumer.put("shard-1", [("a", 1), ("a", 2), ("a", 3), ("a", 4)])
+        proc, metrics = processor(consumer, handler, max_in_flight=2, max_buffered_records=4)
+        async with processing(proc, consumer):
+            await until(lambda: metrics.released == 1 and metrics.buffered_records == 4,
+                        "shard-1's head parked for 60 s, the buffer full")
+            consumer.holding("shard-1").lose()
+            consumer.put("shard-2", [("b", 21)])
+            await until(lambda: last_checkpoint(consumer, "shard-2") == "00021",
+                        "shard-2's record taken, processed and checkpointed", timeout_s=3.0)
+        assert (metrics.released, metrics.abandoned, metrics.accepted) == (1, 4, 1)
+
+    run(scenario)

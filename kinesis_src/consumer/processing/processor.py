@@ -145,10 +145,18 @@ class Processor:
             self._wake.set()
 
     async def _until_room(self) -> bool:
-        """Wait for the buffer to fall below its caps; False if the consumer was asked to stop meanwhile."""
+        """Wait for the buffer to fall below its caps; False if the consumer was asked to stop meanwhile.
+
+        A holding that stopped delivering still holds its share of the buffer
+        until the dispatcher sweeps it, and nothing else may wake the
+        dispatcher (a parked record's timer can be minutes away): so each
+        poll wakes it when there is such a holding to sweep.
+        """
         while not self._has_room():
             if _stop_requested(self.consumer):
                 return False
+            if self._unswept():
+                self._wake.set()
             self._room.clear()
             try:
                 async with asyncio.timeout(STOP_POLL_S):
@@ -156,6 +164,10 @@ class Processor:
             except TimeoutError:
                 pass
         return True
+
+    def _unswept(self) -> bool:
+        """True if a holding stopped delivering (lease lost or released, shard ended) and was not swept yet."""
+        return any(h.phase is HoldingPhase.ACTIVE and not h.latest.delivering for h in self.holdings.values())
 
     def _has_room(self) -> bool:
         m, o = self.metrics, self.options
