@@ -59,11 +59,22 @@ class KeyRangeGuard:
         self.claims.clear()
 
     def beat_if_due(self) -> None:
-        """Renew the claims when a renewal is due: long waits at start (splits, hand-overs) call it."""
-        if time.monotonic() - self._beaten_at >= self.consumer.timing.renew_s:
+        """Renew the claims when a renewal is due: long waits at start (splits, hand-overs) call it.
+
+        A claim found gone ends the wait with KeyRangeClaimLostError: workers without a range took
+        its units up again, so the hand-over it waits for would never come."""
+        c = self.consumer
+        if time.monotonic() - self._beaten_at >= c.timing.renew_s:
             self._beaten_at = time.monotonic()
-            for claims in self.claims.values():
-                claims.renew()
+            for stream, claims in list(self.claims.items()):
+                if not claims.renew():
+                    self.claims.pop(stream, None)
+                    raise KeyRangeClaimLostError(
+                        f"worker {c.worker_id}'s claim of key range {c.key_range} on stream {stream!r} was removed "
+                        "while the worker was starting (settling its units): its renewals stopped for the failover "
+                        f"time ({c.timing.failover_s:.1f}s), so another worker judged it dead, and workers without a "
+                        "range may read these keys again. Start this worker again."
+                    )
 
     # -- on the loop, from housekeeping ------------------------------------------------------------
 
