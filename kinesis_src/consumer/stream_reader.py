@@ -247,14 +247,17 @@ class StreamReader:
         )
 
     async def _fetched_to_end(self, shard: HeldShard, page: RecordPage) -> None:
-        """The final page: its records (if any) are the last batch; then the end decides what ends the shard."""
+        """The final page: its records (if any) are the last batch; then the end decides what ends the shard.
+
+        The end batch carries no records: the application may have taken the final page's own batch
+        while a checkpoint held the lock, and those records were delivered once already."""
         page = self._in_range(shard, page)
         await self._deliver(shard, page, filtered=True)
         async with shard.lock:  # no checkpoint of this shard is half-way while the end is judged
             action = shard.state.see_end(page.child_shards, self.consumer.now())
             if action is EndAction.DELIVER_END_BATCH:
                 await shard.slots.acquire()  # free: every batch of this holding was handed out
-                self._enqueue(shard, page, shard.state.produced)
+                self._enqueue(shard, page.slice(0), shard.state.produced)
             elif action is EndAction.END_NOW:
                 await self.acks.end_from_fetcher(shard)
 
