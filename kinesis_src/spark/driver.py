@@ -103,6 +103,8 @@ class StreamDriver:
         self._restart_checked = False
         self._unchecked: set[str] = set()  # after a restart: positions not checked for a partial trim yet
         self.held: frozenset[str] = frozenset()  # shards waiting for that check: neither read nor probed
+        self._planned: tuple[str, int] | None = None  # (run, batch) of the last plan latestOffset made here
+        self._replay_checked: tuple[str, int] | None = None  # (run, batch) of a replayed plan already checked
 
     @property
     def identity(self) -> StreamIdentity | None:
@@ -229,6 +231,10 @@ class StreamDriver:
             if found is not None:
                 oldest[sid] = found
         self.held = frozenset(held)
+        return self._settle(frontier, oldest)
+
+    def _settle(self, frontier: Frontier, oldest: Mapping[str, str]) -> Frontier:
+        """Positions whose record is gone (``oldest``: the oldest record left): DataLossError, or logged and counted."""
         if not oldest:
             return frontier
         stream = self.name
@@ -241,6 +247,34 @@ class StreamDriver:
             )
         self.partly_trimmed.update((s, checkpointed_sequence(frontier.positions[s]) or "") for s in oldest)
         return settled
+
+    def planned(self, plan: Plan) -> None:
+        """``latestOffset`` made ``plan`` in this process: its starts were checked here or recorded by tasks."""
+        self._planned = (plan.run, plan.batch)
+
+    def check_replay(self, plan: Plan) -> None:
+        """A plan this driver did not make (the checkpoint's uncommitted batch, re-run first on a restart).
+
+        Its read shards' start positions are checked for a partial trim as the restart check does,
+        all of them before the tasks read (no budget). failOnDataLoss=true raises DataLossError;
+        false logs and counts: the task still resumes after the trimmed record, which Kinesis
+        reads from the oldest record left, and its slice stays the one the batch recorded against.
+        """
+        key = (plan.run, plan.batch)
+        if key in (self._planned, self._replay_checked):
+            return
+        starts = {sid: plan.shards[sid].start for sid in plan.read if checkpointed_sequence(plan.shards[sid].start)}
+        due = sorted(starts, key=shard_sort_key)
+        checks = self.prober.map(lambda sid: self._oldest_if_trimmed(sid, starts[sid]), due)
+        oldest: dict[str, str] = {}
+        for sid, check in zip(due, checks):
+            found, lag = check or (None, None)
+            if lag is not None:
+                self.lag[sid] = lag
+            if found is not None:
+                oldest[sid] = found
+        self._settle(Frontier(starts, {}, frozenset()), oldest)
+        self._replay_checked = key
 
     def _oldest_if_trimmed(self, sid: str, position: Position) -> tuple[str | None, int | None]:
         """GetShardIterator(AT_SEQUENCE_NUMBER, S) + GetRecords(Limit=1): a record other than S means S is gone.

@@ -178,6 +178,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if nxt is None:
             return offset
         nxt = compact_drained(nxt, driver.discovery.graph)  # the lineage implies the rest
+        driver.planned(nxt)
         log.info("kinesis stream %r: batch %d reads %d shard(s)", name, nxt.batch, len(nxt.read))
         return driver.plans.offset_of(nxt)
 
@@ -238,6 +239,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             plan = self._same_stream(driver, driver.plans.plan_of(after[name]))  # a replay reads old positions
             if plan.batch == 0 or not plan.read:
                 continue
+            driver.check_replay(plan)  # a batch planned before a restart: its starts may have expired since
             out.extend(self._stream_partitions(driver, plan, first_index=len(out)))
         return out
 
