@@ -37,7 +37,7 @@ from ..leases.model import Checkpoint, Lease
 from ..records import Record
 from .batch import Batch
 from .metrics import ConsumerMetrics
-from .shard_state import HeldShard, Holdings
+from .shard_state import HeldShard, Holdings, ShardPhase
 from .writes import WritesUnderWay
 
 log = logging.getLogger(__name__)
@@ -159,8 +159,9 @@ class Acknowledger:
             await self._end_failed(shard, exc)
             self.on_progress()
             return exc if isinstance(exc, LeaseLostError) else self._gave_up(shard, exc)
-        shard.state.acknowledge(index)
-        shard.state.ended()
+        if shard.state.phase is ShardPhase.ENDING:  # else LOST: a re-take replaced this holding meanwhile
+            shard.state.acknowledge(index)
+            shard.state.ended()
         self.metrics.checkpoints += 1
         self.metrics.checkpoint_write_us += _micros_since(began)
         self.metrics.shards_ended += 1

@@ -7,7 +7,7 @@
         |                    |                      | begin_end (only if the end was seen)
         +--release-----------+--release--------> RELEASING --released--> RELEASED
 
-    lose: FETCHING, END_SEEN, RELEASING, ENDING --> LOST
+    lose: FETCHING, END_SEEN, RELEASING, ENDING, LOST --> LOST
 
 * FETCHING: the fetch task reads the shard; batches are delivered and acknowledged.
 * END_SEEN: the fetcher read the final page (no next iterator). Batches still
@@ -188,7 +188,10 @@ class ShardState:
         self._move(ShardPhase.RELEASED)
 
     def lose(self) -> None:
-        self._move(ShardPhase.LOST)
+        """Idempotent: a holding replaced by a re-take of its lease while its SHARD_END write was under
+        way is lost twice (by the re-take, then by the write's fenced failure); the second changes nothing."""
+        if self.phase is not ShardPhase.LOST:
+            self._move(ShardPhase.LOST)
 
     # -- guards ------------------------------------------------------------------------
 

@@ -92,8 +92,8 @@ def test_a_lease_re_taken_while_its_shard_end_is_written_leaves_no_runtime_error
     """The SHARD_END write of holding 1 is slow (DynamoDB retries); meanwhile the coordinator lost the
     lease and took it again (holding 2 replaces holding 1, which goes LOST). The write then fails,
     fenced by the new counter (LOST again: before, RuntimeError "cannot go to lost in state lost"
-    reached the checkpoint's caller), or, had the write read the new lease, lands (acknowledging a
-    LOST holding raised the same way). Either way the caller hears what a lost lease says."""
+    reached the checkpoint's caller instead of LeaseLostError), or, had the write read the new lease,
+    lands (acknowledging the LOST holding raised the same RuntimeError): the checkpoint returns."""
 
     async def scenario() -> None:
         consumer, coordinator = make_consumer(closed_shard([1]))
@@ -110,8 +110,13 @@ def test_a_lease_re_taken_while_its_shard_end_is_written_leaves_no_runtime_error
         if not write_lands:
             coordinator.lost.add(SHARD)  # the condition on the old counter fails
         coordinator.end_gate.set()
-        with pytest.raises(LeaseLostError):
+        if write_lands:
             await asyncio.wait_for(checkpoint, 5)
+            assert coordinator.writes == [(SHARD, END)] and consumer.metrics.shards_ended == 1
+        else:
+            with pytest.raises(LeaseLostError):
+                await asyncio.wait_for(checkpoint, 5)
+            assert coordinator.writes == [] and consumer.metrics.shard_ends_failed == 1
         assert old.state.phase is ShardPhase.LOST
         assert reader.holdings.get(SHARD) is not None and reader.holdings.get(SHARD) is not old
 

@@ -25,6 +25,7 @@ LEGAL = {
     (ShardPhase.RELEASING, "lose", ShardPhase.LOST),
     (ShardPhase.ENDING, "ended", ShardPhase.ENDED),
     (ShardPhase.ENDING, "lose", ShardPhase.LOST),  # the SHARD_END write failed
+    (ShardPhase.LOST, "lose", ShardPhase.LOST),  # a re-take lost it, then its SHARD_END write failed too
 }
 METHODS = ("see_end", "begin_end", "ended", "release", "released", "lose")
 
