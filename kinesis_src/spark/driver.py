@@ -166,9 +166,26 @@ class StreamDriver:
         frontier = self._drop_trimmed(frontier)
         frontier = self._verify_positions(frontier, budgeted)
         frontier = self.implied.apply(frontier, self.discovery.graph)  # offsets list only what it does not imply
-        return admit_ready(
+        frontier = admit_ready(
             frontier, self.discovery.graph, self.options.preserve_shard_order, key_range=self.options.key_range
         )
+        self._forget_gone(plan, frontier)
+        return frontier
+
+    def _forget_gone(self, plan: Plan, frontier: Frontier) -> None:
+        """Drop the figures of shards that left the frontier for good (drained, trimmed away).
+
+        Their lag and check times go at once (never read or probed again); their read counts stay
+        while Spark plans from the batch that drained them, so that batch's counts are reported.
+        Without this, a query that outlives many reshards reports every shard it ever read.
+        """
+        live = frontier.positions.keys()
+        counted = live | plan.shards.keys()
+        for figures, kept in ((self.lag, live), (self._verified_at, live), (self.records_read, counted),
+                              (self.read_totals.bytes_read, counted), (self.read_totals.throttles, counted),
+                              (self.read_totals.retries, counted)):
+            for sid in [s for s in figures if s not in kept]:
+                del figures[sid]
 
     def _refresh(self, force: bool) -> None:
         """A full listing (every DISCOVERY_INTERVAL_S, or now): new shards, and which old ones are gone."""
