@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from lineage import KeyRange
 
 from ..aws import DynamoDBClient, KinesisClient
-from ..errors import DataLossError, KinesisSourceError, ShardNotFoundError
+from ..errors import DataLossError, KinesisSourceError, LeaseLostError, ShardNotFoundError
 from ..key_filter import filter_page
 from ..leases.coordinator import LeaseCoordinator
 from ..leases.model import Lease
@@ -137,19 +137,35 @@ class StreamReader:
 
     async def _end_out_of_range(self, lease: Lease) -> None:
         """A shard with no hash key in the range: nothing of it is ours. SHARD_END in the range's own
-        lease set, unread, so its children (equally out of range) follow, and nobody holds it."""
+        lease set, unread, so its children (equally out of range) follow, and nobody holds it.
+
+        A write that fails for want of DynamoDB hands the lease back: kept, it would stay held with
+        no fetcher, and a merge child waiting for this parent would wait forever. A later cycle takes
+        it again (or adopts it, if the release failed too) and tries again."""
         coordinator = self.coordinator
         if coordinator is None:
             return
         try:
             with self.consumer.writes.writing():
                 await asyncio.to_thread(coordinator.shard_ended, lease.shard_id, ())
+        except LeaseLostError:
+            return  # the coordinator dropped it; its new owner ends it
         except KinesisSourceError as exc:
-            log.info("consumer %s: shard %s (outside key range %s) not ended now: %s",
-                     self.consumer.worker_id, lease.shard_id, self.key_range, exc)
+            log.warning("consumer %s: shard %s (outside key range %s) not ended now (%s); its lease is "
+                        "handed back and ended at its next take", self.consumer.worker_id, lease.shard_id,
+                        self.key_range, exc)
+            await asyncio.to_thread(self._hand_back, coordinator, lease.shard_id)
             return
         log.debug("consumer %s: shard %s of %r is outside key range %s: ended unread",
                   self.consumer.worker_id, lease.shard_id, self.stream, self.key_range)
+
+    def _hand_back(self, coordinator: LeaseCoordinator, shard_id: str) -> None:
+        """Release a lease nobody reads; a release whose write fails leaves it to be adopted again."""
+        try:
+            coordinator.release(shard_id)
+        except KinesisSourceError as exc:
+            log.warning("consumer %s: could not hand back shard %s (%s); the next cycle adopts it again",
+                        self.consumer.worker_id, shard_id, exc)
 
     def _fetch_settings(self) -> FetchSettings:
         c = self.consumer
