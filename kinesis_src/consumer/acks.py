@@ -134,6 +134,31 @@ class Acknowledger:
         if metrics is not None:
             metrics.checkpoint = str(checkpoint)
 
+    async def checkpoint_filtered(self, shard: HeldShard, now: float, interval_s: float) -> None:
+        """Checkpoint past records a key range filtered out, when due (:meth:`HeldShard.filtered_due`):
+        else the checkpoint of a straddled shard stays at its last in-range record, which expires
+        while the rest is read, and the next holder reports a loss. Shielded: a write under way
+        lands, and its bookkeeping is done, before a release of the shard goes on."""
+        if shard.filtered_due(now, interval_s) is not None:
+            await asyncio.shield(self._write_filtered(shard, now, interval_s))
+
+    async def _write_filtered(self, shard: HeldShard, now: float, interval_s: float) -> None:
+        async with shard.lock:
+            tail = shard.filtered_due(now, interval_s)  # again: a checkpoint may have landed meanwhile
+            if tail is None or self.holdings.of(shard.generation, shard.shard_id) is not shard:
+                return
+            shard.filtered_written_at = now  # a failed write, too, is tried again only after the interval
+            try:
+                await self._write(shard, tail.checkpoint)
+            except LeaseLostError:
+                return  # dropped by on_lost, like any checkpoint after a lost lease
+            except KinesisSourceError as exc:
+                log.warning("consumer %s: checkpoint past filtered records of shard %s failed (%s); tried "
+                            "again later", self.worker_id, shard.shard_id, exc)
+                return
+            if shard.filtered is tail:
+                shard.filtered = None
+
     # -- SHARD_END ----------------------------------------------------------------------------
 
     async def end(self, shard: HeldShard, index: int) -> None:

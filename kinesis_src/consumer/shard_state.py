@@ -37,7 +37,7 @@ import enum
 import itertools
 from dataclasses import dataclass, field
 
-from ..leases.model import Lease
+from ..leases.model import Checkpoint, Lease
 from ..records import ChildShard
 from .metrics import ConsumerMetrics, ShardMetrics
 
@@ -213,6 +213,19 @@ class ShardState:
         return RuntimeError(f"shard {self.shard_id}: cannot {what} in state {self.phase.value}")
 
 
+@dataclass(frozen=True)
+class FilteredTail:
+    """The last record of a page whose last records a key range filtered out: read, and nobody's here.
+
+    ``after`` is the batch it follows (0: none). Its position is checkpointed
+    only while ``after`` is the last batch acknowledged: never past a batch
+    delivered or queued and not acknowledged, never behind a later checkpoint.
+    """
+
+    checkpoint: Checkpoint
+    after: int
+
+
 @dataclass(eq=False)
 class HeldShard:
     """One holding of a shard as the event loop sees it. ``generation`` tells two holdings apart."""
@@ -225,10 +238,26 @@ class HeldShard:
     task: asyncio.Task[None] | None = None
     partly_acknowledged: tuple[int, int] | None = None
     """(batch index, row) of the last checkpoint at a record before its batch's last."""
+    filtered: FilteredTail | None = None
+    """The latest filtered-out position not checkpointed yet (straddled shards only)."""
+    filtered_written_at: float = 0.0
+    """Event-loop time of the last write of a filtered position (or of the take): they are throttled."""
 
     @property
     def shard_id(self) -> str:
         return self.lease.shard_id
+
+    def filtered_due(self, now: float, interval_s: float) -> FilteredTail | None:
+        """The filtered position to checkpoint now, or None: none pending, too soon after the last
+        one, the end seen (SHARD_END covers it), or a batch before it, or a record after it, not in order."""
+        tail = self.filtered
+        if tail is None or self.state.phase is not ShardPhase.FETCHING:
+            return None
+        if now - self.filtered_written_at < interval_s or self.state.acknowledged != tail.after:
+            return None
+        if self.partly_acknowledged is not None and self.partly_acknowledged[0] > tail.after:
+            return None
+        return tail
 
 
 class Holdings:

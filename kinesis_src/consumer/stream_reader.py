@@ -30,7 +30,7 @@ from ..aws import DynamoDBClient, KinesisClient
 from ..errors import DataLossError, KinesisSourceError, LeaseLostError, ShardNotFoundError
 from ..key_filter import filter_page
 from ..leases.coordinator import LeaseCoordinator
-from ..leases.model import Lease
+from ..leases.model import Checkpoint, Lease
 from ..leases.shard_sync import ShardSync
 from ..leases.stream_binding import bind_stream
 from ..leases.table import LeaseTable
@@ -42,7 +42,7 @@ from .bridge import LoopListener, cancel
 from .fetching import Fetcher, FetchSettings, new_fetcher
 from .metrics import StreamMetrics
 from .range_claims import RangeClaims
-from .shard_state import EndAction, HeldShard, Holdings, ShardPhase
+from .shard_state import EndAction, FilteredTail, HeldShard, Holdings, ShardPhase
 from .unit_split import UnitShardSync
 from .units import FULL, UnitMap, scope_of
 
@@ -50,6 +50,10 @@ if TYPE_CHECKING:
     from .consumer import Consumer
 
 log = logging.getLogger(__name__)
+
+FILTERED_CHECKPOINT_INTERVAL_S = 60.0
+"""At most one checkpoint of filtered-out records per straddled shard per this time: a failover reads
+again at most about this much of other ranges' records, and an idle key range costs few writes."""
 
 
 class StreamReader:
@@ -67,6 +71,7 @@ class StreamReader:
         self.fan_out: FanOutTarget | None = None  # EFO: its unit's own stream consumer (.unit_readers)
         self.coordinator: LeaseCoordinator | None = None
         self.holdings = Holdings(metrics, consumer.prefetch_batches)  # type: ignore[arg-type]
+        self.filtered_checkpoint_interval_s = FILTERED_CHECKPOINT_INTERVAL_S
         self.acks = Acknowledger(
             consumer.worker_id, stream, self.holdings, metrics, lambda: self.coordinator,  # type: ignore[arg-type]
             self._lost, consumer.progressed, consumer.end_ack_warning_s, consumer.writes,
@@ -126,6 +131,7 @@ class StreamReader:
         if start is None:
             return
         shard = self.holdings.take(lease)
+        shard.filtered_written_at = self.consumer.now()
         fetcher = new_fetcher(
             self.consumer.kinesis, self._fetch_settings(), self.stream, lease.shard_id, start,
             deliver=lambda page, s=shard: self._deliver(s, page),
@@ -239,11 +245,15 @@ class StreamReader:
             self.consumer.fail(exc)
 
     def _in_range(self, shard: HeldShard, page: RecordPage) -> RecordPage:
-        """The page's records inside the key range (all of them without one, or when it covers the shard)."""
+        """The page's records inside the key range (all of them without one, or when it covers the shard).
+        A page whose last records are left out notes their position, to be checkpointed (:mod:`.acks`)."""
         if self.key_range is None or not len(page) or self.key_range.covers(shard.lease.hash_range):
             return page
         kept = filter_page(page, self.key_range)
         self.metrics.records_filtered += len(page) - len(kept)
+        tail = filtered_tail(page, kept, shard.state.produced)
+        if tail is not None:
+            shard.filtered = tail
         return kept
 
     async def _deliver(self, shard: HeldShard, page: RecordPage, filtered: bool = False) -> None:
@@ -252,10 +262,11 @@ class StreamReader:
             metrics.millis_behind_latest = page.millis_behind_latest
         if not filtered:
             page = self._in_range(shard, page)
-        if not len(page):
-            return
-        await shard.slots.acquire()
-        self._enqueue(shard, page, shard.state.produce())
+        if len(page):
+            await shard.slots.acquire()
+            self._enqueue(shard, page, shard.state.produce())
+        if shard.filtered is not None and not filtered:
+            await self.acks.checkpoint_filtered(shard, self.consumer.now(), self.filtered_checkpoint_interval_s)
 
     def _enqueue(self, shard: HeldShard, page: RecordPage, index: int) -> None:
         self.consumer.enqueue(
@@ -298,6 +309,16 @@ class StreamReader:
         return coordinator is None or coordinator.failure is not None or (
             coordinator.is_live() and coordinator.view_is_fresh()
         )
+
+
+def filtered_tail(page: RecordPage, kept: RecordPage, produced: int) -> FilteredTail | None:
+    """The position of ``page``'s last record if the filter left it out, after the batch ``kept``
+    becomes (if any); None if the last record was kept (its batch's checkpoint covers it)."""
+    last = len(page) - 1
+    position = (page.sequence_numbers[last], page.sub_sequence(last))
+    if len(kept) and (kept.sequence_numbers[-1], kept.sub_sequence(len(kept) - 1)) == position:
+        return None
+    return FilteredTail(Checkpoint.sequence(*position), produced + (1 if len(kept) else 0))
 
 
 def begin_release(shard: HeldShard) -> None:
