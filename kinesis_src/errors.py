@@ -247,6 +247,29 @@ class SubscriptionBusyError(ThrottledError):
     retriable = True
 
 
+class SubscriptionFailedError(KinesisSourceError):
+    """A SubscribeToShard event stream failed with an error code kinesis-src has no rule for.
+
+    Retriable: only that shard resubscribes where its cursor stands, with backoff. A reader gives up
+    after several in a row with no event between (docs/efo.md, "Errors on the event stream").
+    ``code`` is the code AWS sent.
+    """
+
+    retriable = True
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class EncryptionKeyError(KinesisSourceError):
+    """The stream's KMS key cannot decrypt its records: disabled, deleted, in a key state that forbids
+    use, or the account has no KMS subscription.
+
+    Not retriable: only the key's owner can fix it. The message names the shard, the consumer and the fix.
+    """
+
+
 class FanOutUnsupportedError(KinesisSourceError):
     """The endpoint does not implement enhanced fan-out (kinesis-mock, kinesalite, ...).
 

@@ -16,7 +16,7 @@ from ..positions import Position
 from .async_kinesis import AsyncKinesisClient
 from .boundary import acall
 from .fanout_calls import ActiveWait, Call, adrive, listing_plan, register_plan
-from .fanout_errors import event_stream, mapped_errors
+from .fanout_errors import event_stream, mapped_errors, named_error
 from .fanout_model import (
     ConsumerDescription,
     FanOutEvent,
@@ -97,7 +97,8 @@ class AsyncFanOut:
             async for message in stream._event_generator:  # below aiobotocore's parse: see decoded_event
                 event = decoded_event(message)
                 if event is None and is_error_message(message):
-                    await stream._parse_event(message)  # an error message: aiobotocore raises it
+                    with named_error(message):
+                        await stream._parse_event(message)  # an error message: aiobotocore raises it
                 elif event is not None:
                     yield event
                     if event.shard_ended:

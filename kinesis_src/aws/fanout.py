@@ -25,7 +25,7 @@ from ..errors import ResourceNotFoundError
 from ..positions import Position
 from .boundary import call
 from .fanout_calls import ActiveWait, Call, drive, listing_plan, register_plan
-from .fanout_errors import consumer_limit, event_stream, fanout_error, mapped_errors
+from .fanout_errors import consumer_limit, event_stream, fanout_error, mapped_errors, named_error
 from .fanout_model import (
     CONSUMER_LIMIT,
     ConsumerDescription,
@@ -125,7 +125,8 @@ class FanOut:
             for message in stream._event_generator:  # below botocore's parse: see decoded_event
                 event = decoded_event(message)
                 if event is None and is_error_message(message):
-                    stream._parse_event(message)  # an error message: botocore raises it
+                    with named_error(message):
+                        stream._parse_event(message)  # an error message: botocore raises it
                 elif event is not None:
                     yield event
                     if event.shard_ended:

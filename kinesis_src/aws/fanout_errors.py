@@ -2,16 +2,21 @@
 
 A refused subscription (:class:`SubscriptionBusyError`, retried at least a
 second apart), the consumer limit (:class:`ConsumerLimitError`), endpoints
-without EFO (:class:`FanOutUnsupportedError`) and an event stream that
-broke off (:class:`EndpointUnreachableError`). The two context managers are
-what the botocore and aiobotocore clients wrap their calls and event
-streams in, so both map the same answers the same way.
+without EFO (:class:`FanOutUnsupportedError`), an event stream that
+broke off (:class:`EndpointUnreachableError`), and the errors AWS documents
+on the event stream (:data:`EVENT_STREAM_ERRORS`: transient ones retriable,
+configuration ones naming the fix; a code it does not list is a retriable
+:class:`SubscriptionFailedError`). The two context managers are what the
+botocore and aiobotocore clients wrap their calls and event streams in, so
+both map the same answers the same way.
 """
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
-from typing import Any, Iterator, TypeVar
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, TypeVar
 
 import urllib3.exceptions
 from botocore.eventstream import NoInitialResponseError
@@ -19,11 +24,16 @@ from botocore.exceptions import ClientError
 from botocore.parsers import ResponseParserError
 
 from ..errors import (
+    AccessDeniedError,
     ConsumerLimitError,
+    EncryptionKeyError,
     EndpointUnreachableError,
     FanOutUnsupportedError,
     KinesisSourceError,
+    ResourceNotFoundError,
+    ServiceUnavailableError,
     SubscriptionBusyError,
+    SubscriptionFailedError,
     ThrottledError,
 )
 from .boundary import translate
@@ -61,10 +71,7 @@ def fanout_error(error: BaseException, what: str, endpoint: str, *, subscribing:
     if code in _UNSUPPORTED_CODES:
         return unsupported(what, endpoint, code)
     if subscribing and code in _BUSY_CODES:
-        return SubscriptionBusyError(
-            f"{what}: {code}: AWS allows one subscription per shard and consumer, and a new one at most "
-            "once per second (5 s after the last): retrying"
-        )
+        return _busy(what, code)
     return None
 
 
@@ -75,7 +82,91 @@ def stream_error(error: Exception, what: str, endpoint: str) -> KinesisSourceErr
         return mapped
     if isinstance(error, (urllib3.exceptions.HTTPError, OSError)) or _is_aiohttp_error(error):
         return EndpointUnreachableError(f"{what}: the event stream from {endpoint} broke off ({type(error).__name__})")
-    return translate(error, what, endpoint)
+    code = error_code(error)
+    if code in EVENT_STREAM_ERRORS:
+        return EVENT_STREAM_ERRORS[code](Failure(what, code, _message(error), endpoint))
+    translated = translate(error, what, endpoint)
+    if code is not None and type(translated) is KinesisSourceError:  # a code no rule knows
+        return SubscriptionFailedError(
+            f"{what}: the event stream from {endpoint} failed with {code} ({_message(error)}), an error "
+            "kinesis-src has no rule for: resubscribing where the shard's reader stands", code
+        )
+    return translated
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An error AWS sent on an event stream: the call it ended, its code and message, the endpoint."""
+
+    what: str
+    code: str
+    message: str
+    endpoint: str
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.code}: {self.message}"
+
+
+def _message(error: BaseException) -> str:
+    if isinstance(error, ClientError):
+        return str(error.response.get("Error", {}).get("Message") or "").strip() or "no message"
+    return str(error)
+
+
+def _busy(what: str, code: str) -> SubscriptionBusyError:
+    return SubscriptionBusyError(
+        f"{what}: {code}: AWS allows one subscription per shard and consumer, and a new one at most "
+        "once per second (5 s after the last): retrying"
+    )
+
+
+def _transient(kind: type[KinesisSourceError]) -> Callable[[Failure], KinesisSourceError]:
+    return lambda failure: kind(
+        f"{failure} (a transient failure of the event stream from {failure.endpoint}): resubscribing where "
+        "the shard's reader stands"
+    )
+
+
+def _key(fix: str) -> Callable[[Failure], KinesisSourceError]:
+    return lambda failure: EncryptionKeyError(
+        f"{failure}. The stream's records are encrypted with a KMS key that cannot be used: {fix}"
+    )
+
+
+def _gone(failure: Failure) -> KinesisSourceError:
+    return ResourceNotFoundError(
+        f"{failure} (endpoint {failure.endpoint}). The consumer, its stream or the shard is gone (consumer "
+        "deregistered, stream deleted, shard trimmed past retention). Check with `aws kinesis "
+        "describe-stream-consumer --consumer-arn ARN`; a reader registers its consumer again when it starts."
+    )
+
+
+def _kms_access(failure: Failure) -> KinesisSourceError:
+    return AccessDeniedError(
+        f"{failure}. The credentials may not use the stream's KMS key: grant kms:Decrypt on that key to the "
+        "reader's role (docs/iam.md)."
+    )
+
+
+EVENT_STREAM_ERRORS: dict[str, Callable[[Failure], KinesisSourceError]] = {
+    "InternalFailureException": _transient(ServiceUnavailableError),
+    "KMSThrottlingException": _transient(ThrottledError),
+    "ResourceInUseException": lambda failure: _busy(failure.what, failure.code),  # taken over: see fanout_error
+    "ResourceNotFoundException": _gone,
+    "KMSAccessDeniedException": _kms_access,
+    "KMSDisabledException": _key("it is disabled; enable it (`aws kms enable-key --key-id KEY`)."),
+    "KMSInvalidStateException": _key(
+        "its key state does not allow decryption (pending deletion, pending import, unavailable); cancel "
+        "the deletion or restore the key material (`aws kms describe-key --key-id KEY` shows the state)."
+    ),
+    "KMSNotFoundException": _key(
+        "it no longer exists; records encrypted with it cannot be read. Encrypt new records with an "
+        "existing key (`aws kinesis start-stream-encryption`)."
+    ),
+    "KMSOptInRequired": _key("the account has no AWS KMS subscription; subscribe the account to KMS."),
+}
+"""Every error AWS documents on the SubscribeToShard event stream, by code, and how its kinesis-src
+error is built: transient ones retriable, configuration ones naming the fix."""
 
 
 def _is_aiohttp_error(error: BaseException) -> bool:
@@ -107,6 +198,33 @@ def event_stream(stream: S, what: str, endpoint: str) -> Iterator[S]:
         raise stream_error(exc, what, endpoint) from exc
     finally:
         stream.close()  # type: ignore[attr-defined]
+
+
+@contextmanager
+def named_error(message: Any) -> Iterator[None]:
+    """Around botocore's parse of an event-stream error message: raise it with the code it drops.
+
+    For an exception type the service model does not list, botocore's parse leaves Code and Message
+    empty; the message's headers and payload still have them, and an unknown error must be named.
+    """
+    try:
+        yield
+    except ClientError as exc:
+        error = exc.response.setdefault("Error", {})
+        if not error.get("Code"):
+            headers = message.headers
+            error["Code"] = headers.get(":exception-type") or headers.get(":error-code") or "(no code)"
+        if not error.get("Message"):
+            error["Message"] = message.headers.get(":error-message") or _payload_message(message.payload)
+        raise
+
+
+def _payload_message(payload: bytes) -> str:
+    try:
+        body = json.loads(payload or b"{}")
+    except ValueError:
+        return ""
+    return str(body.get("message") or body.get("Message") or "") if isinstance(body, dict) else ""
 
 
 def consumer_limit(stream_arn: str, names: list[str]) -> ConsumerLimitError:

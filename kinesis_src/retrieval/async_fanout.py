@@ -8,9 +8,12 @@ to ``on_expired``. What differs is the transport: SubscribeToShard pushes
 events, each subscription lasts at most 5 minutes, and the next one starts
 where the cursor stands (:class:`.subscriptions.ShardSubscriptions`, shared
 with the sync driver). Refused subscriptions are retried by the AWS layer
-(at least 1 s apart); outages, broken event streams and subscriptions
-taken over are waited out here, so a shard slows down without stopping the
-consumer. Errors no retry can fix propagate.
+(at least 1 s apart); outages, broken event streams, transient errors on
+the event stream and subscriptions taken over are waited out here, so a
+shard slows down without stopping the consumer. An error on the event
+stream that no rule knows costs the shard a resubscribe too, but
+:data:`UNKNOWN_ERRORS_IN_A_ROW` of them with no event between fail it.
+Errors no retry can fix propagate.
 
 A subscription is *taken over* when another reader subscribes the same
 (consumer, shard) 5 s or more after it: AWS fails the older event stream
@@ -29,19 +32,21 @@ from typing import Awaitable, Callable
 
 from ..aws.async_fanout import AsyncFanOut
 from ..errors import (
-    EndpointUnreachableError,
+    KinesisSourceError,
     RetriesExhaustedError,
     SubscriptionBusyError,
 )
 from ..positions import Position
 from ..records import RecordPage
 from .cursor import ShardCursor
-from .subscriptions import TAKEN_OVER_PAUSE_S, ShardSubscriptions
+from .subscriptions import TAKEN_OVER_PAUSE_S, ShardSubscriptions, backoff_s
 
 log = logging.getLogger(__name__)
 
 OUTAGE_PAUSE_S = 5.0
-BROKEN_PAUSE_S = 1.0
+BROKEN_PAUSE_S = 1.0  # after the first failed event stream; doubling with each in a row ...
+MAX_BROKEN_PAUSE_S = 30.0  # ... to at most this
+UNKNOWN_ERRORS_IN_A_ROW = 10  # unknown event-stream errors in a row, with no event between: give up
 
 
 class FanOutFetcher:
@@ -61,6 +66,7 @@ class FanOutFetcher:
         stream_arn: str | None = None,
         strict_aggregation: bool = False,
         on_deaggregated: Callable[[int, int], None] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.fanout = fanout
         self.start = start
@@ -68,6 +74,7 @@ class FanOutFetcher:
                              on_deaggregated=on_deaggregated)
         self.shard = ShardSubscriptions(consumer_arn, shard_id, cursor, stream_arn=stream_arn)
         self.deliver, self.on_end, self.on_expired = deliver, on_end, on_expired
+        self._sleep = sleep
 
     @property
     def subscriptions(self) -> int:
@@ -80,15 +87,32 @@ class FanOutFetcher:
                     return
             except RetriesExhaustedError as exc:
                 log.warning("shard %s: %s; subscribing again in %.0fs", self.shard.shard_id, exc, OUTAGE_PAUSE_S)
-                await asyncio.sleep(OUTAGE_PAUSE_S)
-            except EndpointUnreachableError as exc:
-                self.shard.broke_off()
-                log.info("shard %s: %s; resubscribing at %s", self.shard.shard_id, exc, self.shard.position)
-                await asyncio.sleep(BROKEN_PAUSE_S)
+                await self._sleep(OUTAGE_PAUSE_S)
             except SubscriptionBusyError as exc:  # raised by the event stream: another reader took it over
                 log.info("shard %s: subscription taken over (%s); resubscribing at %s in %.0fs",
                          self.shard.shard_id, exc, self.shard.position, TAKEN_OVER_PAUSE_S)
-                await asyncio.sleep(TAKEN_OVER_PAUSE_S)
+                await self._sleep(TAKEN_OVER_PAUSE_S)
+            except KinesisSourceError as exc:
+                if not exc.retriable:
+                    raise
+                await self._broken(exc)
+
+    async def _broken(self, error: KinesisSourceError) -> None:
+        """The event stream failed (broke off, a transient or an unknown error): resubscribe after a backoff,
+        or give up after too many unknown errors in a row."""
+        broken = self.shard.broke_off(error)
+        if self.shard.unknown >= UNKNOWN_ERRORS_IN_A_ROW:
+            raise RetriesExhaustedError(
+                f"shard {self.shard.shard_id} of consumer {self.shard.consumer_arn}: {self.shard.unknown} event "
+                f"streams in a row failed with errors kinesis-src has no rule for, with no event between; the last: "
+                f"{error}. Giving up: check the AWS Health Dashboard for Kinesis in this region, and report the "
+                "code if it persists.", error,
+            ) from error
+        pause = backoff_s(broken, BROKEN_PAUSE_S, MAX_BROKEN_PAUSE_S)
+        log.log(logging.WARNING if self.shard.unknown else logging.INFO,
+                "shard %s: %s; resubscribing at %s in %.1fs (%d failed in a row)",
+                self.shard.shard_id, error, self.shard.position, pause, broken)
+        await self._sleep(pause)
 
     async def _subscription(self) -> bool:
         """Read one subscription to its end; True when the shard ended."""

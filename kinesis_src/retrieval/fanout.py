@@ -10,8 +10,9 @@ page was cut short, the event stream broke off, or another reader of the
 consumer took the subscription over (a task's retry or speculative copy
 subscribing the same shard: AWS then fails the older event stream). What is
 this driver's own: a bounded read closes its subscription when it stops, and
-gives up after :data:`BROKEN_SUBSCRIPTIONS` broken or taken-over streams in
-a row.
+gives up after :data:`BROKEN_SUBSCRIPTIONS` failed event streams in a row
+(broken off, taken over, or failed with a transient or unknown error), so
+Spark retries the task.
 
 There is no pacing: the service pushes at most 2 MB/s per shard to each
 consumer, and no Kinesis-side call limit applies between events.
@@ -24,7 +25,7 @@ import time
 from typing import Callable, Iterator
 
 from ..aws.fanout import FanOut, FanOutEvent
-from ..errors import ConfigurationError, EndpointUnreachableError, SubscriptionBusyError
+from ..errors import ConfigurationError, KinesisSourceError, SubscriptionBusyError
 from ..positions import Position
 from .bounded import MAX_RECORDS_PER_FETCH, BoundedRead, ShardRead
 from .cursor import NO_END, ReadEnd, ShardCursor, Step
@@ -32,7 +33,7 @@ from .subscriptions import TAKEN_OVER_PAUSE_S, ShardSubscriptions, resubscribe_p
 
 log = logging.getLogger(__name__)
 
-BROKEN_SUBSCRIPTIONS = 5  # event streams breaking off in a row, with no event between: give up
+BROKEN_SUBSCRIPTIONS = 5  # event streams failing in a row, with no event between: give up
 BROKEN_BACKOFF_S = 1.0
 
 __all__ = ["FanOutReader", "ShardRead", "resubscribe_position"]
@@ -104,16 +105,18 @@ class FanOutReader(BoundedRead):
                 return next(self._events)
             except StopIteration:  # the service ended the subscription (5 minutes): open the next one
                 self._events = None
-            except EndpointUnreachableError as exc:
-                self._events = None
-                broken = self.shard.broke_off()
-                if broken >= BROKEN_SUBSCRIPTIONS:
-                    raise
-                log.info("shard %s: event stream broke off (%s); resubscribing at %s", self.shard_id, exc, self.position)
-                self._sleep(BROKEN_BACKOFF_S * broken)
             except SubscriptionBusyError as exc:  # raised by the event stream: another reader took it over
                 self._events = None
-                if self.shard.broke_off() >= BROKEN_SUBSCRIPTIONS:
+                if self.shard.broke_off(exc) >= BROKEN_SUBSCRIPTIONS:
                     raise
                 log.info("shard %s: subscription taken over (%s); resubscribing at %s", self.shard_id, exc, self.position)
                 self._sleep(TAKEN_OVER_PAUSE_S)
+            except KinesisSourceError as exc:  # broke off, or a transient or unknown error on the event stream
+                self._events = None
+                if not exc.retriable:
+                    raise
+                broken = self.shard.broke_off(exc)
+                if broken >= BROKEN_SUBSCRIPTIONS:
+                    raise
+                log.info("shard %s: event stream failed (%s); resubscribing at %s", self.shard_id, exc, self.position)
+                self._sleep(BROKEN_BACKOFF_S * broken)

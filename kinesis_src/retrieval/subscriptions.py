@@ -10,15 +10,20 @@ counts (subscriptions, events, broken streams in a row). The sync driver
 (:class:`.fanout.FanOutReader`, Spark tasks) and the async one
 (:class:`.async_fanout.FanOutFetcher`, the Consumer) keep only their loops
 and their answer to a broken stream: a bounded Spark read gives up after a
-few, a Consumer waits them out.
+few, a Consumer waits them out (:func:`backoff_s`) unless they are errors
+nobody knows (:class:`~kinesis_src.errors.SubscriptionFailedError`), of
+which it takes only so many in a row.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+import random
+from collections import Counter
+from typing import Any, Callable, Protocol
 
 from ..aws.fanout_model import FanOutEvent
+from ..errors import SubscriptionFailedError
 from ..positions import Position, PositionKind
 from .cursor import NO_END, ReadEnd, ShardCursor, Step
 
@@ -51,6 +56,14 @@ def resubscribe_position(position: Position, continuation: str | None) -> Positi
     return position
 
 
+def backoff_s(in_a_row: int, initial_s: float, max_s: float, rand: Callable[[], float] = random.random) -> float:
+    """The pause before resubscribing after ``in_a_row`` failed event streams: doubling from
+    ``initial_s`` to at most ``max_s``, jittered within the upper half so shards failing together
+    (an outage) do not resubscribe in step."""
+    ceiling = min(max_s, initial_s * 2 ** max(in_a_row - 1, 0))
+    return ceiling / 2 + rand() * ceiling / 2
+
+
 class ShardSubscriptions:
     """A shard cursor moved by fan-out events; one per shard and driver, not thread-safe."""
 
@@ -62,6 +75,8 @@ class ShardSubscriptions:
         self.subscriptions = 0
         self.events = 0
         self.broken = 0  # event streams broken off in a row, with no event between
+        self.unknown = 0  # of those, the ones failed with an error no rule knows (SubscriptionFailedError)
+        self.errors: Counter[str] = Counter()  # every event stream that failed, by error (code) since the start
         self._continuation: str | None = None
 
     @property
@@ -78,13 +93,18 @@ class ShardSubscriptions:
     def accept(self, event: FanOutEvent, end: ReadEnd = NO_END, max_records: int | None = None) -> Step:
         """The event's page, as the cursor judged it; its continuation is where a LATEST start resubscribes."""
         self.events += 1
-        self.broken = 0
+        self.broken = self.unknown = 0
         self._continuation = event.continuation_sequence_number
         return self.cursor.accept(event.page, end, max_records)
 
-    def broke_off(self) -> int:
-        """Count an event stream that broke off; how many did in a row."""
+    def broke_off(self, error: BaseException | None = None) -> int:
+        """Count an event stream that broke off (with ``error``); how many did in a row."""
         self.broken += 1
+        if isinstance(error, SubscriptionFailedError):
+            self.unknown += 1
+            self.errors[error.code] += 1
+        else:
+            self.errors[type(error).__name__ if error is not None else "broken off"] += 1
         return self.broken
 
     def subscription_done(self, step: Step) -> bool:

@@ -43,7 +43,9 @@ than 5 s on the fake's ``clock`` (``advance`` it), then the new one takes over
 and the old one fails at its next event. A refusal is what FanOut.subscribe
 raises after its retries (RetriesExhaustedError over SubscriptionBusyError over
 botocore's ResourceInUseException; no retry is waited out); a taken-over
-subscription's events raise SubscriptionBusyError, as its event stream would.
+subscription's events raise SubscriptionBusyError, as its event stream would. An error message on
+the event stream: ``inject("subscribe_event", event_stream_error(code), ...)`` (botocore's own
+EventStreamError), raised mapped as FanOut.subscribe's event stream maps it.
 """
 
 from .aio import AsyncFakeKinesis
@@ -59,6 +61,7 @@ from .model import (
     shard_id,
     utc,
 )
+from .subscriptions import event_stream_error
 
 __all__ = [
     "MAX_HASH_KEY",
@@ -70,6 +73,7 @@ __all__ = [
     "FakeShard",
     "FakeStream",
     "Gate",
+    "event_stream_error",
     "shard_id",
     "utc",
 ]

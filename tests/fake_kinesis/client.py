@@ -10,6 +10,8 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any, Self
 
+from botocore.exceptions import ClientError
+
 from kinesis_src.aws.fanout import (
     CONSUMER_LIMIT,
     ConsumerDescription,
@@ -49,6 +51,7 @@ from .subscriptions import (
     OpenSubscription,
     SubscriptionState,
     SubscriptionTable,
+    mapped_stream_error,
     taken_over,
 )
 
@@ -372,7 +375,10 @@ class FakeKinesis:
                 after: int) -> Iterator[FanOutEvent | Gate]:
         shard_id = sub.pair[1]
         for _ in range(self.events_per_subscription):
-            gate = self.enter("subscribe_event", s.name, shard_id)
+            try:
+                gate = self.enter("subscribe_event", s.name, shard_id)
+            except ClientError as error:  # botocore's own (event_stream_error): mapped as FanOut's stream maps it
+                raise mapped_stream_error(error, sub, self.endpoint) from error
             if gate is not None:
                 yield gate
             if sub.state is SubscriptionState.TAKEN_OVER:

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EventStreamError
 
 from kinesis_src.aws.fanout_errors import fanout_error, stream_error
 from kinesis_src.errors import KinesisSourceError, RetriesExhaustedError
@@ -95,7 +95,18 @@ def refused(what: str, endpoint: str) -> RetriesExhaustedError:
 
 def taken_over(sub: OpenSubscription, endpoint: str) -> KinesisSourceError:
     """What FanOut.subscribe's events raise when AWS fails a subscription another one took over."""
-    error = in_use(sub.what)
+    return mapped_stream_error(in_use(sub.what), sub, endpoint)
+
+
+def event_stream_error(code: str, message: str = "injected") -> EventStreamError:
+    """An error message on a SubscribeToShard event stream, exactly as botocore raises it: the code and
+    message, no HTTP status (the stream's HTTP answer was 200). Inject it on ``subscribe_event``: the fake
+    raises it mapped as FanOut.subscribe's event stream maps it."""
+    return EventStreamError({"Error": {"Code": code, "Message": message}}, "SubscribeToShard")
+
+
+def mapped_stream_error(error: ClientError, sub: OpenSubscription, endpoint: str) -> KinesisSourceError:
+    """What FanOut.subscribe's events raise for botocore's ``error`` on this subscription's event stream."""
     mapped = stream_error(error, sub.what, endpoint)
     mapped.__cause__ = error
     return mapped

@@ -7,6 +7,7 @@ registered in the fake, as ``start()`` would after registering it.
 
 from __future__ import annotations
 
+import pytest
 from consumer_harness import (
     RecordingCoordinator,
     make_consumer,
@@ -15,12 +16,13 @@ from consumer_harness import (
     run,
     until,
 )
-from fake_kinesis import START, FakeKinesis, shard_id
+from fake_kinesis import START, FakeKinesis, event_stream_error, shard_id
 from kpl import aggregate
 
 from kinesis_src.consumer import Consumer
 from kinesis_src.leases.model import Checkpoint, Lease
 from kinesis_src.positions import Position
+from kinesis_src.retrieval import async_fanout
 from kinesis_src.retrieval.registration import FanOutTarget
 
 STREAM = "orders"
@@ -123,6 +125,38 @@ def test_a_kpl_aggregate_arrives_de_aggregated_and_a_checkpoint_inside_it_resume
         resumed = await consumer.__anext__()
         assert [(r.sequence_number, r.sub_sequence_number) for r in resumed.records] == [(seqs[1], 2), (seqs[2], 0)]
         assert subscribed_at(fake)[-1] == Position.after_sequence(seqs[1], 1)
+        consumer.stop()
+
+    run(scenario)
+
+
+def test_an_internal_failure_on_one_shards_event_stream_costs_that_shard_a_resubscribe_not_the_consumer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """AWS documents InternalFailureException on the event stream as transient: resubscribe. Three
+    shards, the middle one's stream fails after its first event: every record of every shard arrives
+    once and in order, and only that shard subscribed again."""
+    monkeypatch.setattr(async_fanout, "BROKEN_PAUSE_S", 0.0)
+
+    async def scenario() -> None:
+        fake = FakeKinesis()
+        fake.create_stream(STREAM, shard_count=3)
+        shards = [shard_id(i) for i in range(3)]
+        put = {sid: [fake.put_record(STREAM, f"k{i}", b"%s-%d" % (sid.encode(), i), shard_id=sid)["SequenceNumber"]
+                     for i in range(5)] for sid in shards}
+        fake.records_per_event = 2
+        fake.inject("subscribe_event", event_stream_error("InternalFailureException"), shard_id=shards[1], calls=(2,))
+        consumer, _ = efo_consumer(fake)
+        for sid in shards:
+            only(consumer)._acquired(make_lease(sid))
+        seen: dict[str, list[str]] = {sid: [] for sid in shards}
+        while sum(map(len, seen.values())) < 15:
+            batch = await consumer.__anext__()
+            seen[batch.shard_id].extend(r.sequence_number for r in batch.records)
+            await batch.checkpoint()
+        assert seen == put
+        assert [fake.count("subscribe", sid) for sid in shards] == [1, 2, 1]
+        assert fake.calls_to("subscribe", shards[1])[1].position == Position.after_sequence(put[shards[1]][1])
         consumer.stop()
 
     run(scenario)
