@@ -44,7 +44,7 @@ ownership changes or a checkpoint is written.
   that was paused (GC, SIGSTOP, a frozen VM) stops trusting its leases
   before anyone else may take them.
 
-Balancing, takes, steals and releases: :mod:`.ownership`.
+Balancing, takes, steals and releases: :mod:`.ownership`; the renewal loop: :mod:`.renewal_loop`.
 """
 
 
@@ -74,6 +74,7 @@ from .model import (
 )
 from .ownership import STEAL_PATIENCE_RENEWALS, OwnershipSteps
 from .renewal import HeartbeatRenewal, RenewalMode
+from .renewal_loop import RenewalLoop
 from .table import LeaseTable
 from .throughput import RateMeter
 from .timing import LeaseTiming
@@ -87,7 +88,7 @@ log = logging.getLogger(__name__)
 _FATAL_NOTE = "the lease coordinator stopped; fix the cause and restart the worker"
 
 
-class LeaseCoordinator(OwnershipSteps):
+class LeaseCoordinator(OwnershipSteps, RenewalLoop):
     """Keeps this worker's share of an application's leases on one stream.
 
     ``start()`` runs a background thread; ``run_once()`` is the same cycle,
@@ -129,6 +130,7 @@ class LeaseCoordinator(OwnershipSteps):
         self._views = ViewReader(table, timing, clock, table.known_partitions, self.worker_id)
         self._last_scan = float("-inf")
         self._stop = threading.Event()
+        self._renewal_stop = threading.Event()  # set by stop() only after its releases: see stop()
         self._wake = threading.Event()
         self._renewal_wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -164,28 +166,33 @@ class LeaseCoordinator(OwnershipSteps):
         self._thread.start()
         return self
 
-    def renew_on_own_schedule(self, waker: Callable[[], None]) -> None:
-        """From now on the cycle does not renew: whoever calls :meth:`renewal_step` does, and
-        ``waker`` interrupts its wait when a change is to be announced."""
-        self.renewal.waker = waker
-        self.renewal.mode = RenewalMode.OWN_SCHEDULE
-
     def stop(self, release: bool = True, timeout_s: float = 30.0) -> None:
-        """Stop the loops; then release held leases (graceful hand-off) and remove the heartbeat."""
+        """Stop the cycle; release held leases (graceful hand-off); then stop renewing and remove the heartbeat.
+
+        The heartbeat goes on until the releases are done: a release waits for
+        the consumer's in-flight checkpoint, and a worker that stopped renewing
+        first was judged dead by the others when that took longer than the
+        failover time, its leases taken at the older checkpoints (duplicates).
+        """
         self._stop.set()
         self._wake.set()
-        self._renewal_wake.set()
-        for thread in (self._thread, self._renewal_thread):
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout_s)
-        self.renewal.stop()
+        self._join(self._thread, timeout_s)
         if release:
             for lease in list(self._snapshot().values()):
+                self._renew_while_stopping()
                 self._release(lease, "worker stopping")
+        self._renewal_stop.set()
+        self._renewal_wake.set()
+        self._join(self._renewal_thread, timeout_s)
+        self.renewal.stop()
         try:
             self.renewal.deregister()
         except KinesisSourceError as exc:
             log.warning("worker %s: could not remove its heartbeat item: %s", self.worker_id, exc)
+
+    def _join(self, thread: threading.Thread | None, timeout_s: float) -> None:
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
 
     def __enter__(self) -> LeaseCoordinator:
         return self.start()
@@ -333,33 +340,6 @@ class LeaseCoordinator(OwnershipSteps):
         if self.renewal.mode is RenewalMode.IN_CYCLE:
             wake = min(wake, self.renewal.next_due)
         return wake
-
-    # -- the renewal, on its own schedule ----------------------------------------------------
-
-    def _renewal_loop(self) -> None:
-        while not self._stop.is_set() and self.failure is None:
-            wait_s = self.renewal_step()
-            if wait_s is None:
-                return
-            self._renewal_wake.wait(wait_s)
-            self._renewal_wake.clear()
-
-    def renewal_step(self) -> float | None:
-        """Renew if due (or a change waits to be announced); the seconds until the next step, None
-        once the coordinator failed. One call per wake-up of the renewal loop (a thread, or a
-        simulated process)."""
-        try:
-            self.renewal.renew_if_due()
-        except KinesisSourceError as exc:
-            if not _transient(exc):
-                self._fail(exc)
-                return None
-            log.warning("worker %s: heartbeat failed, retrying: %s", self.worker_id, exc)
-            return min(1.0, self.timing.renew_s / 4)
-        except Exception as exc:  # noqa: BLE001 - a bug: stop loudly rather than hold leases without renewing
-            self._fail(exc)
-            return None
-        return max(0.01, self.renewal.seconds_to_next())
 
     def _declared_dead(self) -> None:
         """Another worker deleted our heartbeat: every lease may be someone else's by now."""

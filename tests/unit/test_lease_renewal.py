@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from moto import mock_aws
@@ -108,3 +109,54 @@ def test_a_start_that_fails_leaves_no_renewal_running_and_no_heartbeat(dynamodb:
         coordinator.start(sync_now=False)
     wait_for(lambda: not renewal_threads("w-fails"), 5, "the renewal thread to end")
     assert "w-fails" not in observer.list_workers()
+
+
+class SlowRelease:
+    """A listener whose ``before_release`` waits, as the consumer does for the in-flight batch's checkpoint."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.proceed = threading.Event()
+
+    def on_acquired(self, lease: Lease) -> None:
+        pass
+
+    def on_lost(self, lease: Lease, reason: str) -> None:
+        pass
+
+    def before_release(self, lease: Lease) -> None:
+        self.entered.set()
+        self.proceed.wait(30)
+
+
+def test_stop_keeps_heartbeating_until_its_releases_are_done(dynamodb: DynamoDBClient) -> None:
+    """A release slower than the failover time (the consumer waits for its in-flight batch's checkpoint)
+    must not let another worker judge the stopping one dead and take its lease at the older checkpoint
+    (a sticky key-range worker splitting a unit did so: duplicates). stop() used to end the renewal first."""
+    table = LeaseTable(dynamodb, "leases-renewal", "app", "orders")
+    table.create_lease(Lease("shardId-000000000000", Checkpoint.trim_horizon(), HashRange(0, MAX_HASH_KEY)))
+    listener = SlowRelease()
+    stopping = LeaseCoordinator(table, "w1", timing=TIMING, listener=listener).start(sync_now=False)
+    other = LeaseCoordinator(LeaseTable(dynamodb, "leases-renewal", "app", "orders"), "w2", timing=TIMING)
+    stopper = threading.Thread(target=stopping.stop, name="stopper")
+    declared_dead: list[str] = []
+    try:
+        wait_for(stopping.held, 5, "w1 to take the lease")
+        other.register()
+        stopper.start()
+        wait_for(listener.entered.is_set, 5, "stop() to begin the release")
+        deadline = time.monotonic() + 2 * TIMING.failover_s
+
+        def two_failover_times_watched() -> bool:
+            declared_dead.extend(other.run_once().declared_dead)
+            return time.monotonic() > deadline
+
+        wait_for(two_failover_times_watched, 10, "two failover times of w2 watching w1", poll_s=TIMING.scan_s)
+        assert declared_dead == [] and other.held() == {}
+    finally:
+        listener.proceed.set()
+        stopper.join(10)
+        other.stop()
+    assert not stopper.is_alive()
+    assert table.get_lease("shardId-000000000000").owner is None  # released, then the heartbeat removed
+    assert "w1" not in table.list_workers()
