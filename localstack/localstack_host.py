@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import launcher
+import localstack_ready
 
 LOG = logging.getLogger("kinesis_src.localstack_host")
 
@@ -96,6 +97,10 @@ SERVER_ENV: dict[str, str] = {
     "DISABLE_EVENTS": "1",  # no analytics calls
     "SKIP_SSL_CERT_DOWNLOAD": "1",
 }
+
+# Test knob read by the server process: seconds added to every Kinesis call that
+# reaches LocalStack's engine (see _slow_kinesis).
+ENV_SLOW_KINESIS = "KINESIS_SRC_LOCALSTACK_SLOW_KINESIS_S"
 
 # Seconds between GetRecords polls of a subscription with nothing new
 # (LocalStack's own: 3). AWS pushes records as they arrive and sends an
@@ -382,8 +387,9 @@ def _patch_dynamodb_agent() -> None:
 class LocalStack:
     """Context manager running LocalStack (Kinesis only) on a free loopback port.
 
-    ``startup_seconds`` is the time until Kinesis answered ListStreams with
-    200 (that first call also starts LocalStack's kinesis-mock).
+    ``startup_seconds`` is the time until its Kinesis engine answered
+    ListStreams with 200 (the first Kinesis call starts LocalStack's
+    kinesis-mock; :mod:`localstack_ready` waits that call out).
     """
 
     port: int | None = None
@@ -443,20 +449,16 @@ class LocalStack:
         return self
 
     def _wait_ready(self) -> None:
-        """Until ListStreams answers 200; an early 5xx from the gateway is not ready yet."""
+        """Until Kinesis answers ListStreams 200 from LocalStack's engine (and DynamoDB ListTables, if served).
+
+        See :mod:`localstack_ready`: the engine starts on the first Kinesis call, which is waited out.
+        """
         assert self.server is not None
         deadline = time.monotonic() + self.startup_timeout
-        while not (self.server.poll_ready() and self.server.ready_status == 200):
-            if time.monotonic() > deadline:
-                raise self.server.failure(f"not ready after {self.startup_timeout:.0f}s")
-            time.sleep(0.1)
-        # The first DynamoDB call starts DynamoDB Local (a JVM): until ListTables answers 200.
-        while self.dynamodb and launcher.probe_aws_json(
-                self.server.spec.port, "DynamoDB_20120810.ListTables", "application/x-amz-json-1.0", timeout=30.0) != 200:
-            self.server.poll_ready()  # raises if the server died
-            if time.monotonic() > deadline:
-                raise self.server.failure(f"DynamoDB not ready after {self.startup_timeout:.0f}s")
-            time.sleep(0.1)
+        localstack_ready.wait_for_kinesis(self.server, deadline, localstack_ready.engine_start_limit_s(
+            self.venv or venv_dir()))
+        if self.dynamodb:
+            localstack_ready.wait_for_dynamodb(self.server, deadline)
 
     def stop(self) -> None:
         """SIGINT (LocalStack's clean shutdown, ~4 s; SIGTERM is ignored), then SIGKILL what is left; idempotent.
@@ -643,6 +645,24 @@ def _patch_subscribe_to_shard() -> None:
     provider.KinesisProvider.subscribe_to_shard = subscribe_to_shard
 
 
+def _slow_kinesis(seconds: float) -> None:
+    """Answer every Kinesis call that goes to the engine ``seconds`` late, as a loaded machine does.
+
+    A test knob (:data:`ENV_SLOW_KINESIS`): the wait is added where LocalStack
+    picks the engine for a call, so the first call, which starts the engine,
+    is late as well.
+    """
+    from localstack.services.kinesis.provider import KinesisProvider
+
+    original = KinesisProvider.get_forward_url
+
+    def get_forward_url(self, account_id, region_name):  # type: ignore[no-untyped-def]
+        time.sleep(seconds)
+        return original(self, account_id, region_name)
+
+    KinesisProvider.get_forward_url = get_forward_url
+
+
 def _serve() -> int:
     """Entry point of the server process: patch, then run ``python -m localstack.runtime.main``."""
     import runpy
@@ -650,6 +670,8 @@ def _serve() -> int:
     _patch_subscribe_to_shard()
     if os.environ.get(ENV_SERVE_DYNAMODB) == "1":
         _patch_dynamodb_agent()
+    if float(os.environ.get(ENV_SLOW_KINESIS) or 0) > 0:
+        _slow_kinesis(float(os.environ[ENV_SLOW_KINESIS]))
     sys.argv = ["localstack"]
     runpy.run_module("localstack.runtime.main", run_name="__main__", alter_sys=True)
     return 0
