@@ -37,13 +37,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "localstack"))
 import launcher  # noqa: E402  (localstack/ has no __init__.py on purpose)
 
-from kinesis_src import AwsSettings, KinesisClient  # noqa: E402
-from kinesis_src.retry import RetryPolicy  # noqa: E402
-from kinesis_src.testing import Endpoints  # noqa: E402
+from kinesis_src import KinesisClient  # noqa: E402
+from kinesis_src.testing import Endpoints, IdempotentKinesisClient, emulator_settings  # noqa: E402
 from moto_iam import iam_moto, moto_iam_server  # noqa: E402, F401  (fixtures: moto with IAM enforced, tests/moto_iam.py)
 from thread_leaks import no_leaked_lease_threads  # noqa: E402, F401  (autouse: a test may not leave lease threads running)
 
 _names = itertools.count()
+# LocalStack's start on a loaded machine: its gateway, then its Kinesis engine (up to a minute by itself).
+LOCALSTACK_STARTUP_S = 240.0
 
 
 def _require_isolation() -> None:
@@ -105,20 +106,20 @@ def localstack() -> Iterator[str]:
             "LocalStack is not installed (needs Python 3.13): run `make setup` or "
             "`python localstack/localstack_host.py install` outside the isolated namespace"
         )
-    with localstack_host.LocalStack() as running:
+    with localstack_host.LocalStack(startup_timeout=LOCALSTACK_STARTUP_S) as running:
         yield running.endpoint
 
 
 @pytest.fixture
 def localstack_kinesis(localstack: str, monkeypatch: pytest.MonkeyPatch) -> KinesisClient:
-    """A KinesisClient for LocalStack (us-east-1, dummy credentials)."""
+    """A KinesisClient for LocalStack (us-east-1, dummy credentials): the kit's loaded-machine timeouts, and
+    create/delete that survive a retry whose first attempt landed unanswered."""
     for key, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    retry = RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=1.0)
-    return KinesisClient(AwsSettings(region="us-east-1", endpoint_url=localstack, retry=retry))
+    return IdempotentKinesisClient(emulator_settings("us-east-1", localstack))
 
 
 @pytest.fixture

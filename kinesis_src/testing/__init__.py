@@ -7,6 +7,7 @@ Also a pytest plugin (``kinesis_src.testing.plugin``, registered through the
 """
 
 from ..workload import KeyedProducer, decode, encode
+from .clients import LOADED_READ_TIMEOUT_S, LOADED_RETRY, IdempotentKinesisClient, emulator_settings
 from .endpoints import (
     Endpoints,
     EndpointsUnavailable,
@@ -34,10 +35,13 @@ from .verify import (
 __all__ = [
     "AT_LEAST_ONCE",
     "EXACTLY_ONCE",
+    "LOADED_READ_TIMEOUT_S",
+    "LOADED_RETRY",
     "DeliveryError",
     "DeliveryReport",
     "Endpoints",
     "EndpointsUnavailable",
+    "IdempotentKinesisClient",
     "KeyedProducer",
     "OrderViolation",
     "ReshardError",
@@ -47,6 +51,7 @@ __all__ = [
     "StreamFactory",
     "decode",
     "embedded_endpoints",
+    "emulator_settings",
     "encode",
     "endpoints",
     "endpoints_from_environ",

@@ -17,7 +17,10 @@ Fixtures:
     into ``os.environ`` for the test, so the pipeline under test finds them.
 ``kinesis_test_settings`` / ``kinesis_test_client``
     :class:`~kinesis_src.AwsSettings` and a :class:`~kinesis_src.KinesisClient`
-    for those endpoints, retrying quickly.
+    for those endpoints, retrying quickly, with read timeouts that outlast a
+    loaded machine; the client's create_stream / delete_stream survive a
+    retry whose first attempt landed unanswered
+    (:class:`~kinesis_src.testing.IdempotentKinesisClient`).
 ``kinesis_stream_factory``
     :class:`~kinesis_src.testing.StreamFactory`: ``kinesis_stream_factory(shards=2)``
     creates a uniquely named ACTIVE stream; all are deleted at teardown.
@@ -92,23 +95,18 @@ def kinesis_test_env(kinesis_test_endpoints: Endpoints, monkeypatch: pytest.Monk
 
 @pytest.fixture
 def kinesis_test_settings(kinesis_test_endpoints: Endpoints, kinesis_test_env: dict[str, str]) -> AwsSettings:
-    """AwsSettings for the endpoints: region, Kinesis and DynamoDB URLs, retries kept short."""
-    from .. import AwsSettings, RetryPolicy
+    """AwsSettings for the endpoints: region, Kinesis and DynamoDB URLs, quick retries, loaded-machine timeouts."""
+    from .clients import emulator_settings
 
-    return AwsSettings(
-        region=kinesis_test_endpoints.region,
-        endpoint_url=kinesis_test_endpoints.kinesis,
-        dynamodb_endpoint_url=kinesis_test_endpoints.dynamodb,
-        retry=RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=1.0),
-    )
+    return emulator_settings(kinesis_test_endpoints.region, kinesis_test_endpoints.kinesis, kinesis_test_endpoints.dynamodb)
 
 
 @pytest.fixture
 def kinesis_test_client(kinesis_test_settings: AwsSettings) -> KinesisClient:
-    """A KinesisClient for the endpoints (create/put/split/merge/list as well as reads)."""
-    from .. import KinesisClient
+    """A KinesisClient for the endpoints (create/put/split/merge/list as well as reads); create/delete retry-safe."""
+    from .clients import IdempotentKinesisClient
 
-    return KinesisClient(kinesis_test_settings)
+    return IdempotentKinesisClient(kinesis_test_settings)
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..aws import KinesisClient
-from ..errors import KinesisSourceError, StreamNotFoundError
+from ..errors import KinesisSourceError, ResourceNotFoundError
+from .clients import create_stream, delete_stream
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +92,15 @@ class StreamFactory:
         return self.create(shards, name)
 
     def create(self, shards: int = 1, name: str | None = None) -> str:
-        """Create a stream of ``shards`` shards and wait until it is ACTIVE; returns its name."""
+        """Create a stream of ``shards`` shards and wait until it is ACTIVE; returns its name.
+
+        A retry that finds the stream its own unanswered attempt created
+        counts as created (:func:`.clients.create_stream`).
+        """
         if shards < 1:
             raise ValueError(f"shards must be >= 1, got {shards}")
         name = name or unique_stream_name(self.hint, self.prefix)
-        self.kinesis.create_stream(name, shards)
+        create_stream(self.kinesis, name, shards)
         self.created.append(name)
         self.kinesis.wait_active(name, timeout_s=self.timeout_s)
         return name
@@ -105,8 +110,8 @@ class StreamFactory:
         failures = []
         for name in reversed(self.created):
             try:
-                self.kinesis.delete_stream(name)
-            except StreamNotFoundError:
+                delete_stream(self.kinesis, name)
+            except ResourceNotFoundError:
                 pass
             except KinesisSourceError as exc:  # the next test gets a fresh name anyway
                 failures.append(f"{name}: {exc}")
