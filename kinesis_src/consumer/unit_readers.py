@@ -125,6 +125,10 @@ def while_beating(fn: Callable[[], T], beat: Callable[[], object], every_s: floa
                 beat()
 
 
+class SplitLeft(Exception):
+    """A background split stopped half-way because its consumer is closing."""
+
+
 class UnitReaders:
     """The consumer's readers, one per (stream, unit): planned at start, followed at runtime."""
 
@@ -315,22 +319,35 @@ class UnitReaders:
         return True
 
     def _finish(self, stream: str, split: Split) -> None:
-        """Finish a split whose claimer is gone, in the background (it waits for the unit's readers)."""
+        """Finish a split whose claimer is gone, in the background (it waits for the unit's readers).
+        close() waits for it (drain), and it stops at its next beat once the consumer stops."""
         if (stream, split.unit) in self._finishing:
             return
         self._finishing.add((stream, split.unit))
         c = self.consumer
-        task = asyncio.create_task(asyncio.to_thread(
-            finish_split, self.claims(stream), split, c.worker_id, c.timing.failover_s
-        ), name=f"split-{stream}-{split.unit}")
+        future = asyncio.ensure_future(asyncio.to_thread(
+            finish_split, self.claims(stream), split, c.worker_id, c.timing.failover_s, self._unless_stopping
+        ))
+        self._work.add(future)
+        future.add_done_callback(self._work.discard)
 
-        def done(t: asyncio.Task[None]) -> None:
+        def done(t: asyncio.Future[None]) -> None:
             self._finishing.discard((stream, split.unit))
-            if not t.cancelled() and t.exception() is not None:
+            error = None if t.cancelled() else t.exception()
+            if isinstance(error, SplitLeft):
+                log.info("consumer %s: the split of %s on %r is left to the next worker: %s",
+                         c.worker_id, split.unit, stream, error)
+            elif error is not None:
                 log.warning("consumer %s: finishing the split of %s on %r failed (next tick retries): %s",
-                            c.worker_id, split.unit, stream, t.exception())
+                            c.worker_id, split.unit, stream, error)
 
-        task.add_done_callback(done)
+        future.add_done_callback(done)
+
+    def _unless_stopping(self) -> None:
+        """The beat of a background split: it ends the split once close() began (any worker may finish
+        it later, every step is idempotent), so nothing of it writes after close() returns."""
+        if self.consumer.stopping:
+            raise SplitLeft(f"consumer {self.consumer.worker_id} is closing")
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run on a worker thread; a cancelled caller leaves it running, and close() waits for it (drain)."""
@@ -340,6 +357,7 @@ class UnitReaders:
         return await asyncio.shield(future)
 
     async def drain(self) -> None:
-        """Wait for reader starts and stops under way (close(): no coordinator may outlive the consumer)."""
+        """Wait for reader starts and stops, and background splits, under way (close(): no coordinator
+        may outlive the consumer, and no split may write after it)."""
         if self._work:
             await asyncio.gather(*self._work, return_exceptions=True)
