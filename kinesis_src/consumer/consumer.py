@@ -214,8 +214,9 @@ class Consumer:
         self.kinesis = await AsyncKinesisClient(self.settings, connections, before_decode=self.writes.quiet).__aenter__()
         try:
             await asyncio.to_thread(self._new_coordinator)
-            for reader in list(self.readers.values()):
-                await asyncio.to_thread(reader.coordinator.start)  # type: ignore[union-attr]
+            for key, reader in list(self.readers.items()):  # one at a time: each unit's heartbeat, then its start
+                if not await asyncio.to_thread(self.units.start_reader, reader):
+                    del self.readers[key]  # claimed meanwhile
         except BaseException:
             await self._abort_start()
             raise

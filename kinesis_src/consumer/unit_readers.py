@@ -50,6 +50,7 @@ from .unit_split import split_unit, unit_table, wait_until_unread
 from .units import FULL, Split, describe, scope_of
 
 if TYPE_CHECKING:
+    from ..leases.coordinator import LeaseCoordinator
     from .consumer import Consumer
     from .key_range_guard import KeyRangeGuard
 
@@ -183,7 +184,6 @@ class UnitReaders:
             reader.coordinator = reader.new_coordinator(tables[stream])
         guard.before_start()
         self.plan(guard.claims, guard.beat_if_due)
-        self.recheck()
 
     def plan(self, claimed: dict[str, RangeClaims], beat: Callable[[], object]) -> None:
         """Replace the consumer's readers by one per unit it reads now (reusing a reader whose unit is the same)."""
@@ -203,19 +203,26 @@ class UnitReaders:
         if c.consumer_mode is ConsumerMode.EFO:
             while_beating(lambda: [self.register_fan_out(r) for r in c.readers.values()], beat, c.timing.renew_s)
 
-    def recheck(self) -> None:
-        """Without a range: heartbeats written in every unit, look at the claims once more before reading."""
-        c = self.consumer
-        if c.key_range is not None:
-            return
-        for reader in c.readers.values():
-            reader.coordinator.register()  # type: ignore[union-attr]
-        for stream in c.streams:
-            free = self._free(stream)
-            for key, reader in list(c.readers.items()):
-                if reader.stream == stream and reader.unit not in free:
-                    reader.coordinator.stop(release=False)  # type: ignore[union-attr]
-                    del c.readers[key]
+    def start_reader(self, reader: StreamReader) -> bool:
+        """Start the reader's coordinator (blocking); False, leaving no heartbeat, if its unit is not free.
+
+        Without a range, the heartbeat is written in the unit *before* the claims are read one last time
+        (see the module docstring), and right before the coordinator starts: a heartbeat without a running
+        coordinator would be dealt leases that nobody reads until it is judged dead. A start that fails
+        removes it.
+        """
+        coordinator: LeaseCoordinator = reader.coordinator  # type: ignore[assignment]  # plan() gave it one
+        try:
+            if self.consumer.key_range is None:
+                coordinator.register()
+                if self.consumer.stopping or reader.unit not in self._free(reader.stream):
+                    coordinator.stop(release=False)
+                    return False
+            coordinator.start()
+        except BaseException:
+            coordinator.stop(release=True)
+            raise
+        return True
 
     def register_fan_out(self, reader: StreamReader) -> None:
         """EFO: the stream consumer of the reader's unit, registered (or found) and ACTIVE; blocking."""
@@ -304,15 +311,8 @@ class UnitReaders:
     def _start_in_thread(self, reader: StreamReader) -> bool:
         self.register_fan_out(reader)  # first: the coordinator may start fetching before start() returns
         coordinator = reader.coordinator = reader.new_coordinator(reader.lease_table())
-        try:
-            coordinator.register()
-            if self.consumer.stopping or reader.unit not in self._free(reader.stream):
-                coordinator.stop(release=False)
-                return False
-            coordinator.start()
-        except BaseException:
-            coordinator.stop(release=True)
-            raise
+        if not self.start_reader(reader):
+            return False
         if self.consumer.stopping:  # close() began meanwhile and will not see this reader
             coordinator.stop(release=True)
             return False
