@@ -72,9 +72,10 @@ from .model import (
     HeartbeatStatus,
     Lease,
 )
-from .ownership import STEAL_PATIENCE_RENEWALS, OwnershipSteps
+from .ownership import OwnershipSteps
 from .renewal import HeartbeatRenewal, RenewalMode
 from .renewal_loop import RenewalLoop
+from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook
 from .table import LeaseTable
 from .throughput import RateMeter
 from .timing import LeaseTiming
@@ -127,6 +128,7 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         self._judge = ExpiryJudge(timing.failover_s, clock)
         self._steal_wanted_since: float | None = None
         self._need_announced_at = float("-inf")  # when this worker last announced that it starves
+        self._steal_book = StealBook()  # this worker's open steal requests
         self._views = ViewReader(table, timing, clock, table.known_partitions, self.worker_id)
         self._last_scan = float("-inf")
         self._stop = threading.Event()
@@ -219,12 +221,13 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
     def view_is_fresh(self) -> bool:
         """True while this worker has read the table recently enough to have seen any steal coming.
 
-        A thief steals only after wanting to for ``STEAL_PATIENCE_RENEWALS``
-        renewals, time in which the victim's own cycle hands the lease over
-        gracefully. A worker whose scans stall (DynamoDB throttled or
-        unreachable) cannot know it was stolen from, so the consumer delivers
-        nothing from a view older than that window: a stolen lease's
-        prefetched batches are not handed out after the thief checkpointed.
+        A thief takes a lease from a live holder only ``failover_s`` after
+        its steal request was announced (:mod:`.steal_requests`); a holder
+        that reads the table releases it at its next scan. One whose scans
+        stall (DynamoDB throttled or unreachable) cannot see the request, so
+        the consumer delivers nothing from a view older than 1.5 renewals
+        (less than ``failover_s``): a stolen lease's prefetched batches are
+        not handed out after the thief checkpointed.
 
         The view is dated by the last read that reflects every change others
         announced (:attr:`~.view.ViewReader.current_at`): at scale a cycle may
@@ -291,6 +294,7 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         if in_cycle:
             report.heartbeat = self.renewal.renew_if_due()
         view, report.read_leases = self._views.read()
+        view = self._honour_requests(view, report)  # first: a thief may force once this view goes stale
         live = self._judge_workers(view, report)
         self._reconcile(view, report)
         if self._sync_due(live):

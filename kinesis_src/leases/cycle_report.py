@@ -17,6 +17,7 @@ class CycleReport:
     declared_dead: list[str] = field(default_factory=list)
     acquired: list[str] = field(default_factory=list)
     stolen: list[str] = field(default_factory=list)
+    requested: list[str] = field(default_factory=list)  # leases this worker asked their holders to release
     lost_races: list[str] = field(default_factory=list)  # takes and steals whose condition failed
     released: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)

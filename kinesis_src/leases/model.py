@@ -159,6 +159,9 @@ class Lease:
     longer write. ``last_updated_ms`` is wall-clock time for humans; expiry
     never reads it (see :mod:`kinesis_src.leases`). ``throughput`` is the
     holder's last estimate, written with its checkpoints (None: none yet).
+    ``steal_requested_by``: a starving worker that asked the holder to
+    release the lease (:mod:`.steal_requests`); it stays until the lease
+    changes hands, which clears it.
     """
 
     shard_id: str
@@ -171,6 +174,7 @@ class Lease:
     owner_switches_since_checkpoint: int = 0
     last_updated_ms: int = 0
     throughput: Throughput | None = None
+    steal_requested_by: str | None = None
 
     @property
     def is_shard_end(self) -> bool:

@@ -10,12 +10,14 @@ without the lease", and a hand-over needs a load gap of twice the lease's
 weight (hysteresis: no move is ever undone on a stable load). Rebalancing between live workers is graceful: a
 worker above ceil(N/W) sheds its surplus itself, and when a worker is below
 floor(N/W) with nothing free, the most loaded worker hands one lease over
-(release after its listener checkpoints). A forced steal (at most
-``max_steals_per_cycle``, from the most loaded worker) happens only if that
-has not happened within 1.5 renewal intervals, e.g. because the loaded
-worker runs an older view. Forced steals are what make a consumer see a
-record twice (at-least-once), so they are the exception here, where the
-KCL relies on them.
+(release after its listener checkpoints). If that has not happened within
+1.5 renewal intervals (e.g. the loaded worker plans on an older view), the
+starving worker asks for a lease (at most ``max_steals_per_cycle``, from the
+most loaded worker): a steal request that its holder honours at its next
+scan, releasing gracefully; only a holder that has not released within
+``failover_s`` is stolen from by force (:mod:`.steal_requests`). Forced
+steals are what make a consumer see a record twice (at-least-once), so they
+are the exception here, where the KCL relies on them.
 
 Takes are staggered (:func:`~.assignment.plan_assignment` gives each free
 lease a home worker), and a worker that loses :data:`STALE_AFTER_LOST_RACES`
@@ -44,6 +46,7 @@ from .expiry import ExpiryJudge
 from .listener import LeaseListener, SyncsShards
 from .model import Lease, ShardEndResult, TableView
 from .renewal import HeartbeatRenewal
+from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook, StealSteps  # noqa: F401 (re-exported)
 from .throughput import RateMeter, lease_weights
 from .timing import LeaseTiming
 
@@ -54,10 +57,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STALE_AFTER_LOST_RACES = 2  # takes lost in a row before the rest of a cycle's takes wait for a fresh view
-STEAL_PATIENCE_RENEWALS = 1.5  # a wish to steal must last this many renewals before it is acted on
 
 
-class OwnershipSteps:
+class OwnershipSteps(StealSteps):
     """The cycle's steps that change who holds what (mixed into the coordinator)."""
 
     table: LeaseTable
@@ -75,6 +77,7 @@ class OwnershipSteps:
     _views: ViewReader
     _steal_wanted_since: float | None
     _need_announced_at: float
+    _steal_book: StealBook
     shard_sync: SyncsShards | None
 
     def shard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease]) -> ShardEndResult:
@@ -201,55 +204,7 @@ class OwnershipSteps:
             if lost_in_a_row >= STALE_AFTER_LOST_RACES:  # others took what this view shows free:
                 self._views.invalidate()  # stop, and plan again next cycle on a fresh read
                 return
-        if plan.steal:
-            self._announce_need({lease.owner for lease in plan.steal if lease.owner})
-        for lease in self._patient(plan.steal, progressed=bool(report.acquired)):
-            if self._acquire(lease, f"stolen from {lease.owner}", report, victim=lease.owner):
-                report.stolen.append(lease.shard_id)
-
-    def _announce_need(self, givers: Iterable[str]) -> None:
-        """This worker starves and nothing is free: say so (``leaseChanges`` + 1), once per patience.
-
-        The loaded workers hand leases over when their view shows a starving
-        worker, but a starving worker changes nothing, so nothing made them
-        read the leases before their periodic re-read (30 s): at 10,000 shards
-        and 100 workers, survivors of a crash stayed a few leases short for
-        minutes (the simulation). A ``leaseChanges`` bump makes the others read
-        the leases at their next cycle past their ``lease_read_gap_s``, and the
-        workers it would steal from (``givers``) at their next cycle; it
-        costs one heartbeat write, at most one per 1.5 renewals (the bump also
-        makes this worker read again, so once per own lease read would
-        announce every scan on a small fleet).
-        """
-        now = self.clock()
-        if now - self._need_announced_at >= STEAL_PATIENCE_RENEWALS * self.timing.renew_s:
-            self._need_announced_at = now
-            self.renewal.note_change(givers)
-
-    def _steal_patience_s(self) -> float:
-        return STEAL_PATIENCE_RENEWALS * self.timing.renew_s + self._views.gap_s
-
-    def _patient(self, steals: tuple[Lease, ...], progressed: bool) -> tuple[Lease, ...]:
-        """Steal only if the wish outlasts 1.5 renewals, plus the least gap between the others' lease
-        reads: the victim gets a cycle, after reading this worker's need, to shed gracefully.
-
-        Patience restarts whenever this cycle took a lease (``progressed``): the
-        others are handing leases over (or freeing them), just more slowly than
-        one per renewal, and a forced steal would only add a duplicate delivery.
-        At scale the others read the leases at most every ``lease_read_gap_s``
-        (5.7 s at 10,000 shards and 100 workers), so 1.5 renewals (5 s) ran out
-        before any victim could see the need: 50 forced steals in the simulation.
-        """
-        if not steals:
-            self._steal_wanted_since = None
-            return ()
-        now = self.clock()
-        if self._steal_wanted_since is None or progressed:
-            self._steal_wanted_since = now
-        if now - self._steal_wanted_since < self._steal_patience_s():
-            return ()
-        self._steal_wanted_since = None
-        return steals
+        self._steal(plan.steal, view, progressed=bool(report.acquired), report=report)
 
     def _acquire(self, lease: Lease, how: str, report: CycleReport, victim: str | None = None) -> bool:
         taken = self.table.take_lease(lease, self.worker_id)

@@ -75,6 +75,8 @@ class HeartbeatRenewal:
         self._lock = threading.Lock()
         self._changed = False  # an ownership change not announced yet
         self._notify: set[str] = set()  # workers the changes since the last announcement concern
+        self._noted = 0  # tickets given out by note_change()
+        self.announced = 0  # the last ticket an acknowledged heartbeat announced
         self._status: HeartbeatStatus | None = None  # strongest outcome since take_status()
         self.waker: Callable[[], None] = lambda: None  # set by whoever runs the own-schedule loop
 
@@ -98,14 +100,18 @@ class HeartbeatRenewal:
         """No other worker can have declared this one dead yet (local clock, minus the margin)."""
         return self.clock() < self.renewed_at + self.timing.failover_s - self.timing.margin_s
 
-    def note_change(self, notify: Iterable[str] = ()) -> None:
+    def note_change(self, notify: Iterable[str] = ()) -> int:
         """This worker changed lease ownership: the next heartbeat announces it, naming the workers in
-        ``notify`` (:mod:`.view`); wake the renewal."""
+        ``notify`` (:mod:`.view`); wake the renewal. Returns a ticket: the change has been announced
+        once :attr:`announced` reaches it."""
         with self._lock:
             self._changed = True
             self._notify.update(notify)
+            self._noted += 1
+            ticket = self._noted
         if self.mode is RenewalMode.OWN_SCHEDULE:
             self.waker()
+        return ticket
 
     @property
     def change_pending(self) -> bool:
@@ -135,19 +141,21 @@ class HeartbeatRenewal:
         with self._lock:
             changed, self._changed = self._changed, False
             notify, self._notify = self._notify, set()
+            ticket = self._noted
         try:
             status, me = self.table.heartbeat(self.me, changed, tuple(sorted(notify)))  # type: ignore[arg-type]
         except BaseException:
-            if changed:
-                with self._lock:
-                    self._changed = True
-                    self._notify |= notify
+            self._unsent(changed, notify)
             raise
         self._note(status)
+        if status is not HeartbeatStatus.RENEWED:
+            self._unsent(changed, notify)  # announced again after registering anew
         if status is HeartbeatStatus.RENEWED:
             with self._lock:
                 self.me, self.renewals = me, self.renewals + 1
                 self.renewed_at, self.next_due = max(self.renewed_at, now), now + self.timing.renew_s
+                if changed:
+                    self.announced = max(self.announced, ticket)
             log.debug("worker %s heartbeat %d", self.worker_id, me.heartbeat)
         elif status is HeartbeatStatus.REPLACED:
             raise WorkerIdInUseError(
@@ -162,6 +170,13 @@ class HeartbeatRenewal:
             self._on_declared_dead()
             self.register()
         return status
+
+    def _unsent(self, changed: bool, notify: set[str]) -> None:
+        """An announcement that did not land is sent with the next heartbeat."""
+        if changed:
+            with self._lock:
+                self._changed = True
+                self._notify |= notify
 
     def renew_if_due(self) -> HeartbeatStatus | None:
         return self.renew() if self.due() else None

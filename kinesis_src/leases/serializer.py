@@ -82,6 +82,7 @@ THROUGHPUT_BYTES = "throughputBytes"  # bytes/s
 THROUGHPUT_AT = "throughputAt"  # epoch ms of the estimate
 LEASE_CHANGES = "leaseChanges"  # heartbeats that announced an ownership change (optional: older items lack it)
 LEASE_NOTIFY = "leaseNotify"  # workers the latest announcement concerns (optional: older items lack it)
+STEAL_REQUEST = "stealRequestedBy"  # who asked the holder to release (optional; removed when the lease changes hands)
 
 CLAIM_RANGE_KEY = "query"
 IDENTITY_RANGE_KEY = "identity"
@@ -174,7 +175,7 @@ class LeaseCodec:
             item[CHECKPOINT_TIMESTAMP] = _s(format_timestamp(lease.checkpoint.timestamp))
         if lease.throughput is not None:
             item.update(throughput_values(lease.throughput, THROUGHPUT_RECORDS, THROUGHPUT_BYTES, THROUGHPUT_AT))
-        return item
+        return item  # never a steal request: only LeaseTable.request_steal writes one, on a held lease
 
     @staticmethod
     def checkpoint_text(checkpoint: Checkpoint) -> str:
@@ -200,6 +201,9 @@ class LeaseCodec:
         owner = self.string(item, LEASE_OWNER, optional=True)
         if LEASE_OWNER in item and not owner:
             raise self.corrupt(item, LEASE_OWNER, "a worker id, or no attribute when unowned", "is empty")
+        thief = self.string(item, STEAL_REQUEST, optional=True)
+        if STEAL_REQUEST in item and not thief:
+            raise self.corrupt(item, STEAL_REQUEST, "a worker id, or no attribute when nobody asked", "is empty")
         return Lease(
             shard_id=shard_id,
             checkpoint=self._checkpoint(item),
@@ -211,6 +215,7 @@ class LeaseCodec:
             owner_switches_since_checkpoint=self.number(item, OWNER_SWITCHES),
             last_updated_ms=self.number(item, LAST_UPDATED),
             throughput=self._throughput(item),
+            steal_requested_by=thief or None,
         )
 
     def _throughput(self, item: Item) -> Throughput | None:

@@ -43,7 +43,7 @@ class ShardEndWrites:
         parent = self._held_request(
             lease,
             "SET #cp = :end, #sub = :zero, #children = :children, #counter = :next, #switches = :zero, "
-            "#updated = :now REMOVE #owner, #cpts",
+            "#updated = :now REMOVE #owner, #cpts, #req",
             {":end": _s(CheckpointKind.SHARD_END.value), ":children": _list(ids)},
             now,
         )
@@ -87,6 +87,7 @@ class ShardEndWrites:
         return replace(
             lease, checkpoint=Checkpoint.shard_end(), owner=None, counter=lease.counter + 1,
             child_shard_ids=ids, owner_switches_since_checkpoint=0, last_updated_ms=now,
+            steal_requested_by=None,
         )
 
     def _shard_end_landed(self, lease: Lease, ids: tuple[str, ...], current: Item | None, reason: str) -> ShardEndResult:

@@ -49,6 +49,7 @@ from .serializer import (
     LEASE_PREFIX,
     OWNER_SWITCHES,
     RANGE_KEY,
+    STEAL_REQUEST,
     THROUGHPUT_AT,
     THROUGHPUT_BYTES,
     THROUGHPUT_RECORDS,
@@ -193,15 +194,25 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         return result.ok
 
     def take_lease(self, lease: Lease, new_owner: str) -> Lease | None:
-        """Take an unowned or expired lease (or steal a live one): None if it changed meanwhile."""
+        """Take an unowned or expired lease (or steal a live one): None if it changed meanwhile.
+        A steal request on it is for the previous holder: removed."""
         result = self._update_held(
             lease,
-            "SET #owner = :new, #counter = :next, #switches = #switches + :one, #updated = :now",
+            "SET #owner = :new, #counter = :next, #switches = #switches + :one, #updated = :now REMOVE #req",
             values={":new": _s(new_owner), ":one": _n(1)},
         )
         return self._lease_or_none(result)
 
     steal_lease = take_lease  # same conditional write; the caller logs it as a steal
+
+    def request_steal(self, lease: Lease, thief: str) -> Lease | None:
+        """Ask the holder to release ``lease`` (:mod:`.steal_requests`): None if it changed meanwhile.
+
+        Conditional on the owner and counter read, and the counter is left as
+        it is: the holder's checkpoints, fenced on it, still succeed.
+        """
+        result = self._update_held(lease, "SET #req = :thief, #updated = :now", values={":thief": _s(thief)})
+        return self._lease_or_none(result)
 
     def renew_lease(self, lease: Lease) -> Lease | None:
         """KCL-style renewal (counter + 1 by the holder). kinesis-src renews by heartbeat instead;
@@ -210,7 +221,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
 
     def release_lease(self, lease: Lease) -> Lease | None:
         """Give the lease up (graceful hand-off): unowned, counter + 1 so the old holder is fenced."""
-        result = self._update_held(lease, "SET #counter = :next, #updated = :now REMOVE #owner")
+        result = self._update_held(lease, "SET #counter = :next, #updated = :now REMOVE #owner, #req")
         return self._lease_or_none(result)
 
     def checkpoint(self, lease: Lease, checkpoint: Checkpoint, throughput: Throughput | None = None) -> Lease:
@@ -260,7 +271,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
             "#owner": LEASE_OWNER, "#counter": LEASE_COUNTER, "#switches": OWNER_SWITCHES,
             "#updated": LAST_UPDATED, "#cp": CHECKPOINT, "#sub": CHECKPOINT_SUB_SEQUENCE,
             "#cpts": CHECKPOINT_TIMESTAMP, "#children": CHILD_SHARD_IDS,
-            "#tr": THROUGHPUT_RECORDS, "#tb": THROUGHPUT_BYTES, "#tat": THROUGHPUT_AT,
+            "#tr": THROUGHPUT_RECORDS, "#tb": THROUGHPUT_BYTES, "#tat": THROUGHPUT_AT, "#req": STEAL_REQUEST,
         }
         all_values: dict[str, Any] = {
             ":cur": _n(lease.counter), ":now": _n(now), ":zero": _n(0), ":next": _n(lease.counter + 1)

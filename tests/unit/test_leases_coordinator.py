@@ -238,19 +238,38 @@ def test_a_corrupt_item_stops_the_coordinator_loudly(dynamodb: DynamoDBClient) -
     assert ("lost", sid(0)) in rec.events
 
 
-def test_a_forced_steal_waits_for_the_victim_to_hand_over(dynamodb: DynamoDBClient) -> None:
+def test_a_steal_is_requested_first_and_forced_only_failover_s_after_the_request(dynamodb: DynamoDBClient) -> None:
+    # issue #23: the thief used to take the lease by force once its patience ran out
     seed(dynamodb, 4)
     clock = Clock()
+    table = table_for(dynamodb)
     a = worker(dynamodb, "a", clock)
     a.run_once()
     b = worker(dynamodb, "b", clock)
-    # "a" is alive (its heartbeat is recent) but does not cycle: it cannot shed.
-    assert b.run_once().stolen == []
+    # "a" is alive (its heartbeat moves) but does not cycle: an older version, or its scans stall
+    assert b.run_once().requested == []
     clock.advance(1.0)
-    assert b.run_once().stolen == []
+    assert b.run_once().requested == []
     clock.advance(1.0)
-    assert len(b.run_once().stolen) == 1  # after 1.5 renewals of patience
-    # When the victim does cycle, it sheds gracefully and nothing is stolen.
+    report = b.run_once()  # after 1.5 renewals of patience: a request, not a steal
+    assert report.stolen == [] and len(report.requested) == 1 and report.announced
+    shard = report.requested[0]
+    held = a.lease(shard)
+    requested = table.get_lease(shard)
+    assert (requested.owner, requested.counter, requested.steal_requested_by) == ("a", held.counter, "b")
+    assert a.checkpoint(shard, Checkpoint.sequence("7")).steal_requested_by == "b"  # still a's to write
+    asked_at, stolen = clock(), []
+    while not stolen:
+        clock.advance(TIMING.scan_s)
+        a.renewal.renew_if_due()
+        report = b.run_once()
+        stolen = report.stolen
+        assert report.requested == []  # one request at a time
+    assert stolen == [shard] and clock() - asked_at >= TIMING.failover_s
+    assert not a.view_is_fresh()  # so "a" has delivered nothing from it since long before the steal
+    taken = table.get_lease(shard)
+    assert (taken.owner, taken.steal_requested_by, taken.checkpoint) == ("b", None, Checkpoint.sequence("7"))
+    # When the victim does cycle, it hands one more over gracefully and nothing more is stolen.
     a.run_once()
     clock.advance(1.0)
     report = b.run_once()
@@ -330,9 +349,11 @@ def test_an_announced_steal_is_seen_by_the_victim_at_its_next_cycle(dynamodb: Dy
     assert a.run_once().announced  # its own takes
     assert a.run_once().read_leases and not a.run_once().read_leases
     b = worker(dynamodb, "b", clock)
-    for _ in range(3):  # "a" does not cycle, so it cannot shed: "b" steals after its patience
-        report = b.run_once()
+    report = b.run_once()
+    while not report.stolen:  # "a" renews but does not cycle, so it cannot shed: "b" asks, then steals
         clock.advance(1.0)
+        a.renewal.renew_if_due()
+        report = b.run_once()
     assert len(report.stolen) == 1 and report.announced
     seen = a.run_once()
     assert seen.read_leases and seen.lost == report.stolen

@@ -1,0 +1,226 @@
+"""The two-phase steal: a starving worker asks the holder to release a lease before it takes it by force.
+
+A forced steal takes a lease from a live holder, which goes on handing out
+the batches it had fetched until it notices: records the thief may already
+have checkpointed (a redelivery after an acknowledgement). So a thief whose
+wish to steal outlasted its patience (:meth:`StealSteps._patient`) does not
+take the lease; it asks:
+
+1. **Request.** The thief writes ``stealRequestedBy`` on the lease item
+   (:meth:`~.table.LeaseTable.request_steal`), conditional on the owner and
+   counter it read and leaving the counter as it is (the holder's
+   checkpoints, fenced on it, still succeed), and announces it in its next
+   heartbeat, naming the holder (``leaseNotify``): the holder reads the
+   leases at its next cycle, whatever its read gap (:mod:`.view`).
+2. **Release.** The holder sees the request in the first lease read after
+   that announcement landed, and releases the lease first thing in that
+   cycle through the graceful path (:meth:`StealSteps._honour_requests`):
+   the consumer stops delivering from the shard, checkpoints what is in
+   flight, then the lease is released naming the thief, who takes it.
+3. **Force**, only if the holder has not released ``failover_s`` after the
+   thief saw its announcement acknowledged (:class:`StealBook`): the
+   holder then runs an older version (it reads named attributes only and
+   ignores the request; it is stolen from by force, as the KCL would) or
+   cannot read the table.
+
+Why the force cannot overlap a holder that still delivers: the consumer
+delivers only while its coordinator's view is fresh
+(:meth:`~.coordinator.LeaseCoordinator.view_is_fresh`), i.e. less than 1.5
+renewals (at most 0.75 x ``failover_s``) after the start of its last read
+that reflected every announced change (:attr:`~.view.ViewReader.current_at`).
+A read that started before the announcement landed goes stale 1.5 renewals
+after its start, before the force. A read that started after it saw the
+announcement, read the leases (the holder is named) and so the request
+(written before the announcement), and that cycle released the lease before
+any other step. Each request is cleared when its lease changes hands (take,
+steal, release, SHARD_END remove it).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+
+from .cycle_report import CycleReport
+from .model import Lease, TableView
+from .renewal import HeartbeatRenewal
+from .timing import LeaseTiming
+
+if TYPE_CHECKING:
+    from .table import LeaseTable
+    from .view import ViewReader
+
+log = logging.getLogger(__name__)
+
+STEAL_PATIENCE_RENEWALS = 1.5  # a wish to steal must last this many renewals before it is acted on
+
+
+class RequestState(str, enum.Enum):
+    WRITTEN = "written"  # on the lease item; the announcement naming the holder is not acknowledged yet
+    ANNOUNCED = "announced"  # the holder was told: forced failover_s after ``announced_at`` unless released
+
+
+@dataclass(frozen=True)
+class StealRequest:
+    """One request of this worker: the lease as requested (a forced steal is conditional on its owner
+    and counter), the ticket of the announcement that tells its holder, and when this worker first saw
+    that announcement acknowledged (local clock)."""
+
+    lease: Lease
+    ticket: int
+    announced_at: float | None = None
+
+    @property
+    def state(self) -> RequestState:
+        return RequestState.WRITTEN if self.announced_at is None else RequestState.ANNOUNCED
+
+    def due(self, now: float, failover_s: float) -> bool:
+        return self.announced_at is not None and now - self.announced_at >= failover_s
+
+
+class StealBook:
+    """The thief's open requests, by shard id (no I/O)."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, StealRequest] = {}
+
+    def add(self, request: StealRequest) -> None:
+        self.open[request.lease.shard_id] = request
+
+    def track(self, leases: Mapping[str, Lease], announced: int, now: float) -> None:
+        """Forget requests whose lease changed hands (released, taken, ended, deleted); date the
+        announcements acknowledged since (``announced``: the renewal's last announced ticket)."""
+        for shard_id, request in list(self.open.items()):
+            current = leases.get(shard_id)
+            if current is None or (current.owner, current.counter) != (request.lease.owner, request.lease.counter):
+                del self.open[shard_id]
+            elif request.announced_at is None and announced >= request.ticket:
+                self.open[shard_id] = replace(request, announced_at=now)
+
+    def due(self, now: float, failover_s: float) -> list[StealRequest]:
+        """Requests to force now; they leave the book."""
+        due = [r for r in self.open.values() if r.due(now, failover_s)]
+        for request in due:
+            del self.open[request.lease.shard_id]
+        return due
+
+    def clear(self) -> None:
+        self.open.clear()
+
+
+def requested_of(me: str, held: Mapping[str, Lease], view: TableView) -> list[tuple[Lease, str]]:
+    """Held leases another live (registered) worker asked ``me`` to release, with the thief: those
+    the view shows held by ``me`` at the counter held (an older view says nothing)."""
+    asked = []
+    for shard_id, lease in held.items():
+        current = view.leases.get(shard_id)
+        if current is None or current.owner != me or current.counter != lease.counter:
+            continue
+        thief = current.steal_requested_by
+        if thief is not None and thief != me and thief in view.workers:
+            asked.append((lease, thief))
+    return asked
+
+
+class StealSteps:
+    """The cycle's steps around steals: patience, requests, forcing; honouring others' requests.
+
+    Mixed into :class:`~.ownership.OwnershipSteps` (the coordinator's state)."""
+
+    table: LeaseTable
+    worker_id: str
+    timing: LeaseTiming
+    clock: Callable[[], float]
+    renewal: HeartbeatRenewal
+    _views: ViewReader
+    _steal_wanted_since: float | None
+    _need_announced_at: float
+    _steal_book: StealBook
+    _acquire: Callable[..., bool]
+    _release: Callable[..., bool]
+    _snapshot: Callable[[], dict[str, Lease]]
+
+    def _steal(self, wanted: tuple[Lease, ...], view: TableView, progressed: bool, report: CycleReport) -> None:
+        """Act on the plan's wish to steal: force requests that are due, or request, once patient."""
+        book = self._steal_book
+        book.track(view.leases, self.renewal.announced, self.clock())
+        if not wanted:
+            book.clear()  # no longer starving: a holder that still sees a request releases anyway
+            self._steal_wanted_since = None
+            return
+        self._announce_need({lease.owner for lease in wanted if lease.owner})
+        for request in book.due(self.clock(), self.timing.failover_s):
+            victim = request.lease.owner
+            why = f"stolen from {victim}, which did not release it within {self.timing.failover_s:g}s of the request"
+            if self._acquire(request.lease, why, report, victim=victim):
+                report.stolen.append(request.lease.shard_id)
+        if book.open:
+            return  # the holders release at their next cycle, or are forced once due
+        for lease in self._patient(wanted, progressed):
+            self._request(lease, report)
+
+    def _request(self, lease: Lease, report: CycleReport) -> None:
+        requested = self.table.request_steal(lease, self.worker_id)
+        if requested is None:
+            log.debug("worker %s: %s changed before its steal request", self.worker_id, lease.shard_id)
+            report.lost_races.append(lease.shard_id)
+            return
+        ticket = self.renewal.note_change((lease.owner,) if lease.owner else ())
+        self._steal_book.add(StealRequest(requested, ticket))
+        report.requested.append(lease.shard_id)
+        log.info("worker %s asked %s to release %s", self.worker_id, lease.owner, lease.shard_id)
+
+    def _honour_requests(self, view: TableView, report: CycleReport) -> TableView:
+        """Release, gracefully, the held leases that starving workers asked for; the view as if they
+        had taken them (so this cycle neither plans them nor hands them over again)."""
+        asked = requested_of(self.worker_id, self._snapshot(), view)
+        if not asked:
+            return view
+        moved = {}
+        for lease, thief in asked:
+            if self._release(lease, f"its release was requested by starving worker {thief}", taker=thief):
+                report.released.append(lease.shard_id)
+            moved[lease.shard_id] = replace(view.leases[lease.shard_id], owner=thief, steal_requested_by=None)
+        return TableView({**view.leases, **moved}, view.workers)
+
+    def _announce_need(self, givers: Iterable[str]) -> None:
+        """This worker starves and nothing is free: say so (``leaseChanges`` + 1), once per patience.
+
+        The loaded workers hand leases over when their view shows a starving
+        worker, but a starving worker changes nothing, so nothing made them
+        read the leases before their periodic re-read (30 s): at 10,000 shards
+        and 100 workers, survivors of a crash stayed a few leases short for
+        minutes (the simulation). A ``leaseChanges`` bump makes the others read
+        the leases at their next cycle past their ``lease_read_gap_s``, and the
+        workers it would steal from (``givers``) at their next cycle; it
+        costs one heartbeat write, at most one per 1.5 renewals (the bump also
+        makes this worker read again, so once per own lease read would
+        announce every scan on a small fleet).
+        """
+        now = self.clock()
+        if now - self._need_announced_at >= STEAL_PATIENCE_RENEWALS * self.timing.renew_s:
+            self._need_announced_at = now
+            self.renewal.note_change(givers)
+
+    def _steal_patience_s(self) -> float:
+        return STEAL_PATIENCE_RENEWALS * self.timing.renew_s + self._views.gap_s
+
+    def _patient(self, steals: tuple[Lease, ...], progressed: bool) -> tuple[Lease, ...]:
+        """Ask for a lease only if the wish outlasts 1.5 renewals, plus the least gap between the others'
+        lease reads: the holder gets a cycle, after reading this worker's need, to hand one over itself.
+
+        Patience restarts whenever this cycle took a lease (``progressed``): the
+        others are handing leases over (or freeing them), just more slowly than
+        one per renewal. At scale the others read the leases at most every
+        ``lease_read_gap_s`` (5.7 s at 10,000 shards and 100 workers), so 1.5
+        renewals (5 s) ran out before any holder could see the need.
+        """
+        now = self.clock()
+        if self._steal_wanted_since is None or progressed:
+            self._steal_wanted_since = now
+        if now - self._steal_wanted_since < self._steal_patience_s():
+            return ()
+        self._steal_wanted_since = None
+        return steals
