@@ -95,16 +95,15 @@ IN_PROGRESS = (
 )
 
 STALE_HOLDER = (
-    "**REDELIVERED: a record delivered again after another worker had acknowledged it.** Under DynamoDB "
-    "throttling the loaded worker's cycle does not shed a lease within the thief's patience (1.5 renewals), "
-    "so the thief steals it (a forced steal from a live worker) and reads on from the last checkpoint. "
-    "Until its next scan the victim still hands out the batch it had fetched: records the thief may already "
-    "have checkpointed. Its checkpoint raises `LeaseLostError` and writes nothing (fencing holds), so nothing "
-    "is lost and no record is acknowledged twice; docs/consumer.md states this one exception. Expiry-based "
-    "takeover cannot cause it (a worker trusts its leases only until its last acknowledged heartbeat's send "
-    "time plus the failover time), and since 8de4b74 a worker whose scans stall delivers nothing; the "
-    "remaining window (at most one scan interval after the steal) needs a two-phase steal to close: a steal "
-    "request on the lease item, released by the victim at its next scan, forced only after failover_s."
+    "**REDELIVERED: a record delivered again after another worker had acknowledged it.** A lease moved from "
+    "a live worker that still handed out the batches it had fetched, records the new holder had already "
+    "checkpointed. The old holder's checkpoint raises `LeaseLostError` and writes nothing (fencing holds), "
+    "so nothing is lost and no record is acknowledged twice. Steals are two-phase since 420a1b1 (the thief "
+    "requests the lease, the holder releases it at its next scan, the thief forces only `failover_s` after "
+    "the announced request, when a holder that has not seen it has a stale view and delivers nothing), and a "
+    "worker trusts its leases only until its last acknowledged heartbeat's send time plus the failover time. "
+    "Look for a holder of an older version (it ignores steal requests) or a lease taken while its holder's "
+    "view was still fresh (the lease simulation's safety checker labels how each overlap happened)."
 )
 
 EXPIRED_TWICE = (
@@ -244,7 +243,7 @@ Columns:
 | kinesis-truncated, both engines | A body cut short (full Content-Length announced) was accepted by botocore and parsed as `{{'message': ...}}`: a `KeyError` escaped `KinesisClient.get_shard_iterator` / `describe_stream` (a consumer worker died at start, the Spark query died in `latestOffset`), `list_shards` returned `[]`, and a cut GetRecords body raised the non-retriable `MalformedResponseError` | 61a35e4 (retriable `TruncatedResponseError` at the AWS boundary) |
 | dynamodb-transactions, Spark | `TransactionInProgressException` was not retriable: the task recording its batch's progress failed and the query died | 81dc834 |
 | kinesis-5xx, consumer (2 runs in 5) | A merge child's lease, created at one parent's SHARD_END while the other parent (a split child still waiting for its own parent) had no lease, counted the lease-less parent as trimmed: the child was read before that parent, per-key order broke | f6680b3 |
-| dynamodb-throttling, consumer (1 run in 3) | A worker whose lease was stolen while its scans stalled still delivered the batches it had fetched, records the thief had already checkpointed (its own checkpoint was rejected: nothing lost, nothing acknowledged twice) | narrowed in 8de4b74 (no delivery from a view older than a thief's patience); a forced steal still leaves up to one scan interval (about 1 run in 4); a two-phase steal would close it (verdict REDELIVERED when it shows) |
+| dynamodb-throttling, consumer (1 run in 3) | A worker whose lease was stolen while its scans stalled still delivered the batches it had fetched, records the thief had already checkpointed (its own checkpoint was rejected: nothing lost, nothing acknowledged twice) | narrowed in 8de4b74 (no delivery from a view older than a thief's patience); closed in 420a1b1 (two-phase steal: the thief requests the lease, the holder releases it at its next scan, force only `failover_s` after the announced request, when a holder that did not see it has a stale view); 0 REDELIVERED in 10 runs, and the fast subset now requires it |
 | kinesis-expired-iterator, Spark (1 run in 3) | `ShardReader.fetch` re-acquires an expired iterator once; a second ExpiredIteratorException in a row fails the task and the query (nothing lost on restart) | 82009c7, 39df7ed (up to 10 re-acquisitions, with backoff) |
 
 ## In `make test`
@@ -254,8 +253,8 @@ seconds) and `tests/faults/test_fault_scenarios.py`, the fast subset of these
 scenarios: {fast}. It also holds one-call reproductions of the defects
 found here (truncated GetRecords and ListShards bodies,
 TransactionInProgressException, a merge child read before its lease-less
-other parent), now regression tests. A fast scenario that shows the stale
-holder's redelivery (above) is reported as xfail naming it. The whole table
+other parent), now regression tests. A fast scenario fails on any delivery
+after an acknowledgement (REDELIVERED). The whole table
 above is `{COMMAND}` only.
 """
 
