@@ -32,6 +32,7 @@ from typing import Iterator
 
 from kinesis_src import AwsSettings, Consumer, KinesisClient, LeaseTiming, Record
 from kinesis_src.aws import FanOut
+from kinesis_src.testing import LOADED_READ_TIMEOUT_S, LOADED_RETRY, IdempotentKinesisClient
 from kinesis_src.workload import KeyedProducer, check_order
 
 HERE = Path(__file__).resolve()
@@ -58,6 +59,12 @@ def endpoints() -> Iterator[None]:
         os.environ["KINESIS_SRC_ENDPOINT_URL"] = localstack.endpoint
         os.environ["KINESIS_SRC_DYNAMODB_ENDPOINT_URL"] = dynamodb.dynamodb_endpoint
         yield
+
+
+def admin_client() -> KinesisClient:
+    """The client that creates and splits the stream: patient with a busy local LocalStack, and whose
+    CreateStream takes "already exists" after its own unanswered attempt as done (kinesis_src.testing)."""
+    return IdempotentKinesisClient(AwsSettings.from_env(read_timeout_s=LOADED_READ_TIMEOUT_S, retry=LOADED_RETRY))
 
 
 async def application(name: str, stream: str, expected: int) -> list[Record]:
@@ -92,7 +99,7 @@ async def run_both(kinesis: KinesisClient, stream: str, expected: int) -> dict[s
 
 def main() -> int:
     with endpoints():
-        kinesis = KinesisClient(AwsSettings.from_env())
+        kinesis = admin_client()
         stream = f"orders-efo-{int(time.time())}"
         kinesis.create_stream(stream, 2)
         kinesis.wait_active(stream)

@@ -19,6 +19,7 @@ from readers import QUIET_S, deliver  # tests/readers.py
 from kinesis_src import Consumer, KinesisClient, LeaseTiming, Record
 from kinesis_src.aws import FanOut
 from kinesis_src.errors import ConfigurationError, FanOutUnsupportedError
+from kinesis_src.testing import LOADED_RETRY
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +30,7 @@ def consumer(stream: str, application: str, localstack: str, emulators: Any, **e
     return Consumer(
         stream, application_name=application, endpoint_url=localstack,
         dynamodb_endpoint_url=emulators.dynamodb_endpoint, lease_timing=TIMING, handle_signals=False,
-        consumer_mode="efo", **extra,
+        consumer_mode="efo", retry=LOADED_RETRY, **extra,
     )
 
 

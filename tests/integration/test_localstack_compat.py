@@ -18,6 +18,7 @@ from kpl import check_user_records, produce_through_split_and_merge, records_of_
 from readers import deliver  # tests/readers.py
 
 from kinesis_src import Consumer, KinesisClient, LeaseTiming, Record, read_table
+from kinesis_src.testing import LOADED_RETRY
 from kinesis_src.workload import decode
 
 pytestmark = pytest.mark.integration
@@ -34,7 +35,7 @@ def test_the_polling_consumer_on_localstack_delivers_every_record_once_in_key_or
         async with Consumer(
             stream_name, application_name="compat", endpoint_url=localstack,
             dynamodb_endpoint_url=emulators.dynamodb_endpoint, lease_timing=TIMING, handle_signals=False,
-            idle_interval_s=0.2,
+            idle_interval_s=0.2, retry=LOADED_RETRY,
         ) as worker:
             return await deliver(worker, producer.total)
 

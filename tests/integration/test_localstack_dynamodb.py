@@ -23,16 +23,14 @@ from readers import deliver  # tests/readers.py
 
 from kinesis_src import Consumer, KinesisClient, LeaseTiming, Record
 from kinesis_src.aws.dynamodb import DynamoDBClient
-from kinesis_src.config import AwsSettings
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.names import default_table_name
-from kinesis_src.retry import RetryPolicy
+from kinesis_src.testing import LOADED_RETRY, IdempotentKinesisClient, emulator_settings
 
 pytestmark = pytest.mark.integration
 
 APP = "single-endpoint"
 TIMING = LeaseTiming(failover_s=3.0, renew_interval_s=1.0, scan_interval_s=0.25)
-RETRY = RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=1.0)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +42,7 @@ def localstack_with_dynamodb() -> Iterator[str]:
 
     if not localstack_host.is_installed():
         pytest.skip("LocalStack is not installed (needs Python 3.13): run `make setup`")
-    with localstack_host.LocalStack(dynamodb=True) as running:
+    with localstack_host.LocalStack(dynamodb=True, startup_timeout=240.0) as running:  # a loaded machine
         yield running.endpoint
 
 
@@ -63,7 +61,7 @@ def consume(stream: str, endpoint: str, count: int) -> list[Record]:
     async def run() -> list[Record]:
         async with Consumer(
             stream, application_name=APP, endpoint_url=endpoint, lease_timing=TIMING,
-            handle_signals=False, idle_interval_s=0.2,
+            handle_signals=False, idle_interval_s=0.2, retry=LOADED_RETRY,
         ) as worker:
             return await deliver(worker, count)
 
@@ -99,14 +97,14 @@ def checkpoint_problems(kinesis: KinesisClient, table: LeaseTable, stream: str, 
 def test_a_consumer_with_kinesis_and_its_lease_table_on_one_localstack_endpoint(
     endpoint: str, stream_name: str
 ) -> None:
-    kinesis = KinesisClient(AwsSettings(region="us-east-1", endpoint_url=endpoint, retry=RETRY))
+    kinesis = IdempotentKinesisClient(emulator_settings("us-east-1", endpoint))
     producer: KplProducer = produce_through_split_and_merge(kinesis, stream_name)
 
     first = consume(stream_name, endpoint, producer.total)
     check_user_records(first, producer)
 
     # The lease table is LocalStack's (no other DynamoDB was given), checkpointed where delivery stopped.
-    dynamodb = DynamoDBClient(AwsSettings(region="us-east-1", endpoint_url=endpoint, retry=RETRY))
+    dynamodb = DynamoDBClient(emulator_settings("us-east-1", endpoint))
     table = LeaseTable(dynamodb, default_table_name(APP), APP, stream_name)
     assert table.list_leases(), "no leases in LocalStack's DynamoDB"
     assert checkpoint_problems(kinesis, table, stream_name, first) == []
