@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 from consumer_harness import until
+from consumer_on_moto import wire_fake
 from fake_kinesis import FakeKinesis
 from moto_threads import serialized_mock_aws  # tests/moto_threads.py
 
-import kinesis_src.consumer.consumer as consumer_module
-import kinesis_src.consumer.stream_reader as stream_reader_module
-import kinesis_src.consumer.unit_readers as unit_readers_module
 from kinesis_src.consumer import Consumer
 from kinesis_src.errors import RetriesExhaustedError, ThrottledError
 from kinesis_src.leases.table import LeaseTable
@@ -25,19 +23,6 @@ from lineage import KeyRange, hash_key_of
 
 UPPER = KeyRange.slice(1, 2)  # the upper half: covers shard 1, misses shard 0, straddles their merge child
 TIMING = LeaseTiming(failover_s=30.0, renew_interval_s=0.5, scan_interval_s=0.1)
-
-
-class _AsyncClient:
-    """Stands in for AsyncKinesisClient(settings, ...): entering it gives the fake's async twin."""
-
-    def __init__(self, fake: FakeKinesis) -> None:
-        self.fake = fake
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _AsyncClient:
-        return self
-
-    async def __aenter__(self) -> Any:
-        return await self.fake.aio().__aenter__()
 
 
 @pytest.fixture
@@ -52,9 +37,7 @@ def merged(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator
     child = fake.merge_shards("orders", low, high)
     for i in range(20):
         fake.put_record("orders", f"child-{i}", b"c%d" % i)
-    for module in (stream_reader_module, unit_readers_module):
-        monkeypatch.setattr(module, "KinesisClient", lambda *_, **__: fake, raising=False)
-    monkeypatch.setattr(consumer_module, "AsyncKinesisClient", _AsyncClient(fake))
+    wire_fake(monkeypatch, fake)
     with serialized_mock_aws():  # the Consumer's threads call moto at once
         yield fake, low, child
 

@@ -17,12 +17,10 @@ from typing import Any
 
 import pytest
 from consumer_harness import until
+from consumer_on_moto import wire_fake
 from fake_kinesis import FakeKinesis
 from moto_threads import serialized_mock_aws  # tests/moto_threads.py
 
-import kinesis_src.consumer.consumer as consumer_module
-import kinesis_src.consumer.stream_reader as stream_reader_module
-import kinesis_src.consumer.unit_readers as unit_readers_module
 import kinesis_src.retrieval.registration as registration_module
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.aws.fanout import CONSUMER_LIMIT
@@ -94,19 +92,6 @@ def test_a_failed_registration_reaches_the_caller() -> None:
 # -- the Consumer on moto + the fake Kinesis --------------------------------------------------------
 
 
-class _AsyncClient:
-    """Stands in for AsyncKinesisClient(settings, ...): entering it gives the fake's async twin."""
-
-    def __init__(self, fake: FakeKinesis) -> None:
-        self.fake = fake
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _AsyncClient:
-        return self
-
-    async def __aenter__(self) -> Any:
-        return await self.fake.aio().__aenter__()
-
-
 @pytest.fixture
 def fake(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKinesis]:
     """Stream "orders", one shard over the whole space, six records; moto serves DynamoDB."""
@@ -115,9 +100,7 @@ def fake(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[F
     for i in range(6):
         fake.put_record("orders", f"k{i}", b"r%d" % i)
     fake.records_per_event = 10
-    for module in (stream_reader_module, unit_readers_module):
-        monkeypatch.setattr(module, "KinesisClient", lambda *_, **__: fake, raising=False)
-    monkeypatch.setattr(consumer_module, "AsyncKinesisClient", _AsyncClient(fake))
+    wire_fake(monkeypatch, fake)
     with serialized_mock_aws():  # the Consumer's threads call moto at once
         yield fake
 

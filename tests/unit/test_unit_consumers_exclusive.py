@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from consumer_on_moto import wire_fake
 from fake_kinesis import FakeKinesis, shard_id
 from moto_threads import serialized_mock_aws  # tests/moto_threads.py
 
-import kinesis_src.consumer.consumer as consumer_module
-import kinesis_src.consumer.stream_reader as stream_reader_module
-import kinesis_src.consumer.unit_readers as unit_readers_module
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer import Consumer
@@ -46,19 +43,6 @@ KEYS = [f"k{i}" for i in range(12)]
 READ_DEADLINE_S = 15.0  # HEAD reads everything in well under a second; before #11 one unit never does
 
 
-class _AsyncClient:
-    """Stands in for AsyncKinesisClient(settings, ...): entering it gives the fake's async twin."""
-
-    def __init__(self, fake: FakeKinesis) -> None:
-        self.fake = fake
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _AsyncClient:
-        return self
-
-    async def __aenter__(self) -> Any:
-        return await self.fake.aio().__aenter__()
-
-
 @pytest.fixture(params=["refused"])
 def strict(request: pytest.FixtureRequest, dummy_credentials: None,
            monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKinesis]:
@@ -69,9 +53,7 @@ def strict(request: pytest.FixtureRequest, dummy_credentials: None,
         fake.put_record("orders", key, key.encode())
     fake.records_per_event = 10
     fake.events_per_subscription = 10**9  # no subscription ends during the test (AWS: 5 minutes)
-    for module in (stream_reader_module, unit_readers_module):
-        monkeypatch.setattr(module, "KinesisClient", lambda *_, **__: fake, raising=False)
-    monkeypatch.setattr(consumer_module, "AsyncKinesisClient", _AsyncClient(fake))
+    wire_fake(monkeypatch, fake)
     with serialized_mock_aws():  # the Consumer's threads call moto at once
         yield fake
 

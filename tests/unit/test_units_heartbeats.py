@@ -18,12 +18,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from consumer_on_moto import wire_fake
 from fake_kinesis import FakeKinesis
 from moto_threads import serialized_mock_aws
 
-import kinesis_src.consumer.consumer as consumer_module
-import kinesis_src.consumer.stream_reader as stream_reader_module
-import kinesis_src.consumer.unit_readers as unit_readers_module
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer import Consumer
@@ -44,25 +42,12 @@ LOWER, UPPER = KeyRange(FULL.start, MIDDLE.start - 1), KeyRange(MIDDLE.end + 1, 
 TIMING = LeaseTiming(failover_s=30.0, renew_interval_s=0.5, scan_interval_s=0.1)  # the sticky claim stays live
 
 
-class _AsyncClient:
-    def __init__(self, fake: FakeKinesis) -> None:
-        self.fake = fake
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _AsyncClient:
-        return self
-
-    async def __aenter__(self) -> Any:
-        return await self.fake.aio().__aenter__()
-
-
 @pytest.fixture
 def dynamodb(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoDBClient]:
     """Stream "orders" (one shard) on the fake; on moto, a live sticky claim of MIDDLE, its split done."""
     fake = FakeKinesis()
     fake.create_stream(STREAM)
-    for module in (stream_reader_module, unit_readers_module):
-        monkeypatch.setattr(module, "KinesisClient", lambda *_, **__: fake, raising=False)
-    monkeypatch.setattr(consumer_module, "AsyncKinesisClient", _AsyncClient(fake))
+    wire_fake(monkeypatch, fake)
     with serialized_mock_aws():
         client = DynamoDBClient(AwsSettings(region="us-east-1", retry=RetryPolicy(max_attempts=2)))
         LeaseTable(client, default_table_name(APP), APP, STREAM).ensure_table(create=True)
