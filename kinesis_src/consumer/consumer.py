@@ -213,9 +213,9 @@ class Consumer:
         connections = FAN_OUT_CONNECTIONS if self.consumer_mode is ConsumerMode.EFO else POLLING_CONNECTIONS
         self.kinesis = await AsyncKinesisClient(self.settings, connections, before_decode=self.writes.quiet).__aenter__()
         try:
-            await asyncio.to_thread(self._new_coordinator)
+            await self.units.in_thread(self._new_coordinator)
             for key, reader in list(self.readers.items()):  # one at a time: each unit's heartbeat, then its start
-                if not await asyncio.to_thread(self.units.start_reader, reader):
+                if not await self.units.in_thread(self.units.start_reader, reader):
                     del self.readers[key]  # claimed meanwhile
         except BaseException:
             await self._abort_start()
@@ -232,8 +232,11 @@ class Consumer:
         self.units.prepare(self._guard)
 
     async def _abort_start(self) -> None:
+        """Undo a start that failed or was cancelled. A cancellation leaves its thread running (a
+        coordinator still starting, a claim being written): wait for it first, then stop what it started."""
         self.stopping = True
         self._sigterm.remove()
+        await self.units.drain()
         for reader in self.readers.values():
             await reader.stop_fetching()
         for reader in self.readers.values():

@@ -269,7 +269,7 @@ class UnitReaders:
             if c.stopping:
                 return
             try:
-                free = await self._in_thread(self._free, stream)
+                free = await self.in_thread(self._free, stream)
             except KinesisSourceError as exc:  # transient: the next tick reads again
                 log.warning("consumer %s: could not read the key-range claims of %r: %s", c.worker_id, stream, exc)
                 continue
@@ -287,7 +287,7 @@ class UnitReaders:
                  describe(reader.unit), reader.stream)
         await reader.stop_fetching()
         if reader.coordinator is not None:
-            await self._in_thread(reader.coordinator.stop)
+            await self.in_thread(reader.coordinator.stop)
         self.consumer.readers.pop(key, None)
 
     async def _start(self, stream: str, unit: KeyRange) -> None:
@@ -296,7 +296,7 @@ class UnitReaders:
         key = self.key(stream, unit)
         self._starting[key] = reader
         try:
-            if await self._in_thread(self._start_in_thread, reader):
+            if await self.in_thread(self._start_in_thread, reader):
                 log.info("consumer %s: reading %s of %r", c.worker_id, describe(unit), stream)
                 c.readers[key] = reader
         except ConsumerLimitError as exc:  # nobody can read the unit until a consumer slot is freed
@@ -349,8 +349,9 @@ class UnitReaders:
         if self.consumer.stopping:
             raise SplitLeft(f"consumer {self.consumer.worker_id} is closing")
 
-    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run on a worker thread; a cancelled caller leaves it running, and close() waits for it (drain)."""
+    async def in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run on a worker thread; a cancelled caller leaves it running, and close() (or a cancelled
+        start()) waits for it (drain): a coordinator starting there must be stopped once it runs."""
         future = asyncio.ensure_future(asyncio.to_thread(fn, *args))
         self._work.add(future)
         future.add_done_callback(self._work.discard)
