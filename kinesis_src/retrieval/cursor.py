@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Callable
 
-from ..positions import Position, validate_sequence_number
+from ..positions import Position, PositionKind, validate_sequence_number
 from ..records import ChildShard, RecordPage
 from .aggregation import deaggregate
 from .pacing import caught_up
@@ -122,12 +122,18 @@ class ShardCursor:
         return self.state is CursorState.ENDED
 
     def stopped_before_reading(self, end: ReadEnd = NO_END) -> StopReason | None:
-        """A stop already met where the cursor stands, before any call."""
+        """A stop already met where the cursor stands, before any call.
+
+        AFTER a sequence number has read that record; AT one (a start settled at the oldest record
+        left after a trim) has not: a replay whose recorded end is that record must still read it.
+        """
         if self.ended:
             return StopReason.SHARD_END
         seq = self.position.sequence_number
         if end.sequence is None or seq is None or self.position.inside_record:
             return None  # inside an aggregate, its remaining user records are still to be read
+        if self.position.kind is PositionKind.AT_SEQUENCE_NUMBER:
+            return StopReason.END_SEQUENCE if int(seq) > end.sequence else None
         return StopReason.END_SEQUENCE if int(seq) >= end.sequence else None
 
     # -- pages ------------------------------------------------------------------------------
