@@ -17,13 +17,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from consumer_on_moto import wire_fake
 from fake_kinesis import FakeKinesis
 from moto_threads import serialized_mock_aws
 from thread_leaks import lease_threads
 
-import kinesis_src.consumer.consumer as consumer_module
-import kinesis_src.consumer.stream_reader as stream_reader_module
-import kinesis_src.consumer.unit_readers as unit_readers_module
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer import Consumer
@@ -40,25 +38,12 @@ TIMING = LeaseTiming(failover_s=30.0, renew_interval_s=0.5, scan_interval_s=0.1)
 DEADLINE_S = 20.0
 
 
-class _AsyncClient:
-    def __init__(self, fake: FakeKinesis) -> None:
-        self.fake = fake
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _AsyncClient:
-        return self
-
-    async def __aenter__(self) -> Any:
-        return await self.fake.aio().__aenter__()
-
-
 @pytest.fixture
 def dynamodb(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoDBClient]:
     """Stream "orders" (two shards) on the fake; moto for the lease table."""
     fake = FakeKinesis()
     fake.create_stream(STREAM, shard_count=2)
-    for module in (stream_reader_module, unit_readers_module):
-        monkeypatch.setattr(module, "KinesisClient", lambda *_, **__: fake, raising=False)
-    monkeypatch.setattr(consumer_module, "AsyncKinesisClient", _AsyncClient(fake))
+    wire_fake(monkeypatch, fake)
     with serialized_mock_aws():
         yield DynamoDBClient(AwsSettings(region="us-east-1", retry=RetryPolicy(max_attempts=2)))
 
