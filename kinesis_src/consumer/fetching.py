@@ -18,6 +18,7 @@ from ..retrieval.async_fanout import FanOutFetcher
 from ..retrieval.async_polling import ShardFetcher
 from ..retrieval.pacing import FetchPacing
 from ..retrieval.registration import FanOutTarget
+from ..retrieval.subscriptions import FanOutCounts
 
 Fetcher = Union[ShardFetcher, FanOutFetcher]
 
@@ -48,12 +49,13 @@ def new_fetcher(
     on_end: Callable[[RecordPage], Awaitable[None]],
     on_expired: Callable[[str, str, str], Awaitable[None]] | None,
     on_deaggregated: Callable[[int, int], None],
+    fan_out_counts: FanOutCounts | None = None,
 ) -> Fetcher:
     if settings.fan_out is not None:
         return FanOutFetcher(
             kinesis.fan_out(), settings.fan_out.consumer_arn, stream, shard_id, start,
             deliver=deliver, on_end=on_end, on_expired=on_expired, stream_arn=settings.fan_out.stream_arn,
-            strict_aggregation=settings.strict_aggregation, on_deaggregated=on_deaggregated,
+            strict_aggregation=settings.strict_aggregation, on_deaggregated=on_deaggregated, counts=fan_out_counts,
         )
     return ShardFetcher(
         kinesis, stream, shard_id, start, limit=settings.limit, pacing=settings.pacing,

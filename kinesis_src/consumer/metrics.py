@@ -52,6 +52,11 @@ class ConsumerMetrics:
     left out because their hash key is outside it. ``checkpoint_write_us``
     is the time spent in successful checkpoint writes (SHARD_END included),
     in microseconds: divided by ``checkpoints``, the mean write latency.
+    With enhanced fan-out, ``efo_event_stream_failures`` counts the event
+    streams that failed, by the code AWS sent (or the error's class when
+    there was none), each costing its shard a resubscribe; ``efo_resubscribes``
+    counts the subscriptions a holding opened after its first (failures,
+    takeovers, outages, and AWS' own end of each subscription after 5 minutes).
 
     With several streams, the counters are totals, ``streams`` holds each
     stream's own, and ``shards`` is keyed ``"<stream>/<shard id>"`` (with
@@ -74,12 +79,20 @@ class ConsumerMetrics:
     aggregates_malformed: int = 0
     records_filtered: int = 0
     checkpoint_write_us: int = 0
+    efo_resubscribes: int = 0
+    efo_event_stream_failures: dict[str, int] = field(default_factory=dict)
     shards: dict[str, ShardMetrics] = field(default_factory=dict)
     streams: dict[str, ConsumerMetrics] = field(default_factory=dict)
 
     def count_aggregates(self, aggregates: int, malformed: int) -> None:
         self.aggregates += aggregates
         self.aggregates_malformed += malformed
+
+    def count_resubscribe(self) -> None:
+        self.efo_resubscribes += 1
+
+    def count_event_stream_failure(self, code: str) -> None:
+        self.efo_event_stream_failures[code] = self.efo_event_stream_failures.get(code, 0) + 1
 
     @property
     def leases_held(self) -> int:
@@ -94,11 +107,13 @@ class ConsumerMetrics:
         """A copy the caller may keep: the live object keeps changing on the consumer's loop."""
         return replace(
             self,
+            efo_event_stream_failures=dict(self.efo_event_stream_failures),
             shards={k: replace(v) for k, v in self.shards.items()},
             streams={k: v.snapshot() for k, v in self.streams.items()},
         )
 
     def summary(self) -> str:
+        """The periodic log line: leases, deliveries, lag; with EFO trouble, its resubscribes and failures."""
         lag = self.max_millis_behind_latest
         stuck = f", {self.shards_held_past_end} held past their end" if self.shards_held_past_end else ""
         failed = f", {self.shard_ends_failed} failed to end" if self.shard_ends_failed else ""
@@ -107,8 +122,14 @@ class ConsumerMetrics:
             f"(taken {self.leases_taken}, lost {self.leases_lost}, released {self.leases_released}, "
             f"ended {self.shards_ended}{failed}); {self.records} records / {self.bytes} bytes in "
             f"{self.batches} batches, {self.checkpoints} checkpoints; max lag "
-            f"{'unknown' if lag is None else f'{lag} ms'}"
+            f"{'unknown' if lag is None else f'{lag} ms'}{self._fan_out_summary()}"
         )
+
+    def _fan_out_summary(self) -> str:
+        if not self.efo_resubscribes and not self.efo_event_stream_failures:
+            return ""
+        failures = ", ".join(f"{code} {n}" for code, n in sorted(self.efo_event_stream_failures.items()))
+        return f"; {self.efo_resubscribes} EFO resubscribes (event streams failed: {failures or 'none'})"
 
 
 _COUNTERS = frozenset(f.name for f in fields(ConsumerMetrics) if f.type == "int")
@@ -152,6 +173,14 @@ class StreamMetrics:
     def count_aggregates(self, aggregates: int, malformed: int) -> None:
         self.aggregates += aggregates
         self.aggregates_malformed += malformed
+
+    def count_resubscribe(self) -> None:
+        self.efo_resubscribes += 1
+
+    def count_event_stream_failure(self, code: str) -> None:
+        """In the stream's own map and in the consumer's totals."""
+        self._own.count_event_stream_failure(code)
+        self._total.count_event_stream_failure(code)
 
 
 class _StreamShards(MutableMapping[str, ShardMetrics]):

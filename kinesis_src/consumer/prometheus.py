@@ -50,6 +50,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
 PREFIX = "kinesis_src_consumer"
 CONSUMER_LABELS = ("application", "stream", "worker")
 SHARD_LABELS = (*CONSUMER_LABELS, "shard", "key_range")  # key_range: "" for the whole hash space
+FAILURE_LABELS = (*CONSUMER_LABELS, "code")  # code: what AWS sent, else the error's class
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,8 @@ CONSUMER_FIGURES: tuple[Figure, ...] = (
            "aggregates_malformed"),
     Figure("records_filtered", "Records of straddled shards left out by the consumer's key_range.",
            "records_filtered"),
+    Figure("efo_resubscribes", "EFO subscriptions a holding opened after its first (event stream failures, "
+           "takeovers, outages, and the service's end of each subscription after 5 minutes).", "efo_resubscribes"),
     Figure("leases_held", "Leases this worker holds now.", "leases_held", counter=False),
     Figure("shards_held_past_end", "Shards whose end was seen over end_ack_warning_s ago and is still not "
            "checkpointed (their children wait).", "shards_held_past_end", counter=False),
@@ -100,6 +103,11 @@ SHARD_FIGURES: tuple[Figure, ...] = (
            "not checkpointed.", "held_past_end_s", counter=False),
 )
 
+# EFO event streams that failed, one series per (application, stream, worker, code).
+EVENT_STREAM_FAILURES = Figure(
+    "efo_event_stream_failures", "EFO event streams that failed, by error code (each cost its shard a resubscribe).",
+    "efo_event_stream_failures",
+)
 
 # Figures of ``process()`` (parallel processing), one series per (application, stream, worker); the
 # stream label names every stream the consumer reads, comma-joined, as one run covers them all.
@@ -235,7 +243,7 @@ def _family(figure: Figure, labels: tuple[str, ...]) -> Any:
 
 def _families() -> list[Any]:
     return ([_family(f, CONSUMER_LABELS) for f in (*CONSUMER_FIGURES, *PROCESSING_FIGURES)]
-            + [_family(f, SHARD_LABELS) for f in SHARD_FIGURES])
+            + [_family(f, SHARD_LABELS) for f in SHARD_FIGURES] + [_family(EVENT_STREAM_FAILURES, FAILURE_LABELS)])
 
 
 def _add_samples(by_name: dict[str, Any], source: Source) -> None:
@@ -246,6 +254,8 @@ def _add_samples(by_name: dict[str, Any], source: Source) -> None:
         for figure in CONSUMER_FIGURES:
             value = len(shards) if figure.attribute == "leases_held" else getattr(metrics, figure.attribute)
             by_name[f"{PREFIX}_{figure.name}"].add_metric(labels, value * figure.scale)
+        for code, count in sorted(metrics.efo_event_stream_failures.items()):
+            by_name[f"{PREFIX}_{EVENT_STREAM_FAILURES.name}"].add_metric([*labels, code], count)
         for shard in shards:
             for figure in SHARD_FIGURES:
                 value = getattr(shard, figure.attribute)
@@ -260,7 +270,8 @@ def _add_samples(by_name: dict[str, Any], source: Source) -> None:
 def _copy(metrics: ConsumerMetrics) -> tuple[ConsumerMetrics, list[ShardMetrics]]:
     """A copy made without iterating the live dicts in Python code (the consumer's loop may change them meanwhile)."""
     shards = sorted((replace(s) for s in list(metrics.shards.values())), key=lambda s: s.shard_id)
-    return replace(metrics, shards={}, streams={}), shards
+    failures = dict(metrics.efo_event_stream_failures)  # one C-level copy, as list() above
+    return replace(metrics, efo_event_stream_failures=failures, shards={}, streams={}), shards
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ class StreamReader:
             deliver=lambda page, s=shard: self._deliver(s, page),
             on_end=lambda page, s=shard: self._fetched_to_end(s, page),
             on_expired=self._checkpoint_expired if self.consumer.check_retention else None,
-            on_deaggregated=self.metrics.count_aggregates,
+            on_deaggregated=self.metrics.count_aggregates, fan_out_counts=self.metrics,
         )
         shard.task = asyncio.create_task(self._fetch(shard, fetcher), name=f"fetch-{self.stream}-{lease.shard_id}")
 

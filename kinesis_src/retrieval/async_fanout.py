@@ -39,7 +39,7 @@ from ..errors import (
 from ..positions import Position
 from ..records import RecordPage
 from .cursor import ShardCursor
-from .subscriptions import TAKEN_OVER_PAUSE_S, ShardSubscriptions, backoff_s
+from .subscriptions import TAKEN_OVER_PAUSE_S, FanOutCounts, ShardSubscriptions, backoff_s
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +66,14 @@ class FanOutFetcher:
         stream_arn: str | None = None,
         strict_aggregation: bool = False,
         on_deaggregated: Callable[[int, int], None] | None = None,
+        counts: FanOutCounts | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.fanout = fanout
         self.start = start
         cursor = ShardCursor(stream, shard_id, start, strict_aggregation=strict_aggregation,
                              on_deaggregated=on_deaggregated)
-        self.shard = ShardSubscriptions(consumer_arn, shard_id, cursor, stream_arn=stream_arn)
+        self.shard = ShardSubscriptions(consumer_arn, shard_id, cursor, stream_arn=stream_arn, counts=counts)
         self.deliver, self.on_end, self.on_expired = deliver, on_end, on_expired
         self._sleep = sleep
 

@@ -6,7 +6,9 @@ after 5 minutes), a page was cut short, or the event stream broke off.
 :class:`ShardSubscriptions` holds everything of that but the waiting: the
 :class:`.cursor.ShardCursor`, the last continuation the service named,
 where the next subscription starts (:func:`resubscribe_position`), and the
-counts (subscriptions, events, broken streams in a row). The sync driver
+counts (subscriptions, events, broken streams in a row, failures by error
+code), also told to an optional :class:`FanOutCounts` (the Consumer's
+metrics). The sync driver
 (:class:`.fanout.FanOutReader`, Spark tasks) and the async one
 (:class:`.async_fanout.FanOutFetcher`, the Consumer) keep only their loops
 and their answer to a broken stream: a bounded Spark read gives up after a
@@ -22,6 +24,7 @@ import random
 from collections import Counter
 from typing import Any, Callable, Protocol
 
+from ..aws.fanout_errors import error_code
 from ..aws.fanout_model import FanOutEvent
 from ..errors import SubscriptionFailedError
 from ..positions import Position, PositionKind
@@ -40,6 +43,28 @@ class Subscriber(Protocol):
 
     def subscribe(self, consumer_arn: str, shard_id: str, position: Position, *, stream_arn: str | None = None) -> Any:
         ...
+
+
+class FanOutCounts(Protocol):
+    """Where a reader counts its shards' event streams (the Consumer's
+    :class:`~kinesis_src.consumer.metrics.StreamMetrics`): invisible to the application otherwise."""
+
+    def count_resubscribe(self) -> None:
+        ...
+
+    def count_event_stream_failure(self, code: str) -> None:
+        ...
+
+
+def failure_code(error: BaseException | None) -> str:
+    """What a failed event stream is counted under: the code AWS sent (kept by the mapped error's
+    cause, or by :class:`SubscriptionFailedError`), else the error's class; ``"broken off"`` for none."""
+    if error is None:
+        return "broken off"
+    if isinstance(error, SubscriptionFailedError):
+        return error.code
+    cause = error.__cause__
+    return (error_code(cause) if cause is not None else None) or type(error).__name__
 
 
 def resubscribe_position(position: Position, continuation: str | None) -> Position:
@@ -67,7 +92,8 @@ def backoff_s(in_a_row: int, initial_s: float, max_s: float, rand: Callable[[], 
 class ShardSubscriptions:
     """A shard cursor moved by fan-out events; one per shard and driver, not thread-safe."""
 
-    def __init__(self, consumer_arn: str, shard_id: str, cursor: ShardCursor, *, stream_arn: str | None) -> None:
+    def __init__(self, consumer_arn: str, shard_id: str, cursor: ShardCursor, *, stream_arn: str | None,
+                 counts: FanOutCounts | None = None) -> None:
         self.consumer_arn = consumer_arn
         self.stream_arn = stream_arn
         self.shard_id = shard_id
@@ -76,7 +102,8 @@ class ShardSubscriptions:
         self.events = 0
         self.broken = 0  # event streams broken off in a row, with no event between
         self.unknown = 0  # of those, the ones failed with an error no rule knows (SubscriptionFailedError)
-        self.errors: Counter[str] = Counter()  # every event stream that failed, by error (code) since the start
+        self.errors: Counter[str] = Counter()  # every event stream that failed, by failure_code, since the start
+        self.counts = counts
         self._continuation: str | None = None
 
     @property
@@ -87,6 +114,8 @@ class ShardSubscriptions:
         """The next subscription's events, from where the cursor stands (no call is made yet)."""
         position = resubscribe_position(self.position, self._continuation)
         self.subscriptions += 1
+        if self.subscriptions > 1 and self.counts is not None:
+            self.counts.count_resubscribe()
         log.debug("shard %s: subscribing at %s (subscription %d)", self.shard_id, position, self.subscriptions)
         return fanout.subscribe(self.consumer_arn, self.shard_id, position, stream_arn=self.stream_arn)
 
@@ -102,9 +131,10 @@ class ShardSubscriptions:
         self.broken += 1
         if isinstance(error, SubscriptionFailedError):
             self.unknown += 1
-            self.errors[error.code] += 1
-        else:
-            self.errors[type(error).__name__ if error is not None else "broken off"] += 1
+        code = failure_code(error)
+        self.errors[code] += 1
+        if self.counts is not None:
+            self.counts.count_event_stream_failure(code)
         return self.broken
 
     def subscription_done(self, step: Step) -> bool:

@@ -49,7 +49,7 @@ def _fill(metrics: Any) -> None:
     metrics.leases_taken, metrics.leases_lost, metrics.leases_released = 5, 2, 1
     metrics.shards_ended, metrics.shard_ends_failed, metrics.shards_held_past_end = 3, 1, 1
     metrics.checkpoints_expired, metrics.aggregates, metrics.aggregates_malformed = 4, 9, 2
-    metrics.checkpoint_write_us = 2_500_000
+    metrics.checkpoint_write_us, metrics.efo_resubscribes = 2_500_000, 6
     metrics.shards["shardId-000000000001"] = ShardMetrics("shardId-000000000001", millis_behind_latest=1500,
                                                           records=700, bytes=5600, held_past_end_s=42.5)
     metrics.shards["shardId-000000000002"] = ShardMetrics("shardId-000000000002", records=500, bytes=4000)
@@ -88,7 +88,7 @@ def test_every_consumer_figure_is_exported_with_its_value() -> None:
         "leases_taken_total": 5, "leases_lost_total": 2, "leases_released_total": 1,
         "shards_ended_total": 3, "shard_ends_failed_total": 1, "checkpoints_expired_total": 4,
         "aggregates_total": 9, "aggregates_malformed_total": 2, "records_filtered_total": 0, "leases_held": 2,
-        "shards_held_past_end": 1, "checkpoint_write_seconds_total": 2.5,
+        "shards_held_past_end": 1, "checkpoint_write_seconds_total": 2.5, "efo_resubscribes_total": 6,
     }
     got = {name: samples[(P + name, _labels())] for name in expected}
     assert got == expected
