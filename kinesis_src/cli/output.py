@@ -2,7 +2,8 @@
 
 Plain text is the contract (scripts and tests read it, whole); the rich
 table shows the same cells with borders and colour, and only when stdout is
-a terminal. ``--json`` is for programs: one JSON document per command.
+a terminal and the ``rich`` extra is installed (without it a terminal gets
+the plain text). ``--json`` is for programs: one JSON document per command.
 """
 
 from __future__ import annotations
@@ -11,21 +12,24 @@ import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from ..errors import ConfigurationError
+from ..progress import RICH_EXTRA
+
 
 class Screen:
-    """One command's output stream."""
+    """One command's output stream: ``rich`` None draws rich tables on a terminal if rich is installed."""
 
     def __init__(self, out: TextIO, rich: bool | None = None, width: int | None = None) -> None:
         self.out = out
         self.rich = _is_terminal(out) if rich is None else rich
+        self.rich_required = rich is True  # asked for by name: its absence is an error, not plain text
         self.width = width
 
     def line(self, text: str) -> None:
         self.out.write(text + "\n")
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> None:
-        if self.rich:
-            self._rich_table(headers, rows, title)
+        if self.rich and self._rich_table(headers, rows, title):
             return
         if title:
             self.line(title)
@@ -35,10 +39,19 @@ class Screen:
     def json(self, document: Any) -> None:
         self.out.write(json.dumps(document, indent=2) + "\n")
 
-    def _rich_table(self, headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None) -> None:
-        from rich.console import Console
-        from rich.table import Table
-        from rich.text import Text
+    def _rich_table(self, headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None) -> bool:
+        """Draw the table with rich; False, drawing nothing, when rich is not installed and was not required."""
+        try:
+            from rich.console import Console
+            from rich.table import Table
+            from rich.text import Text
+        except ImportError as exc:
+            if self.rich_required:
+                raise ConfigurationError(
+                    f"Screen(rich=True) needs rich, which is not installed: {RICH_EXTRA}, "
+                    "or leave rich unset to get plain text"
+                ) from exc
+            return False
 
         table = Table(title=title, title_justify="left", header_style="bold")
         for name in headers:
@@ -46,6 +59,7 @@ class Screen:
         for row in rows:
             table.add_row(*(Text(cell) for cell in row))  # Text: a "[...]" in a cell is not markup
         Console(file=self.out, width=self.width, force_terminal=self.rich).print(table)
+        return True
 
 
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
