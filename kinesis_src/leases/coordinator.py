@@ -25,7 +25,9 @@ ownership changes or a checkpoint is written.
   declared dead. Once deleted, that worker's leases are free to take (each
   take still conditional on the lease's owner and counter), and the dead
   worker learns it at its next heartbeat (the conditional heartbeat fails),
-  drops every lease and registers again.
+  drops every lease and registers again. It takes nothing while it is not
+  live, so no lease it took can be taken from it "as dead" after it
+  registered again.
 * **Reading the table** (:mod:`.view`): every cycle reads the heartbeats
   (one small Query); the lease items only when some worker announced an
   ownership change in its heartbeat (``leaseChanges``, bumped by a heartbeat
@@ -122,6 +124,7 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         self._held: dict[str, Lease] = {}
         self._meters: dict[str, RateMeter] = {}  # per held shard: what the consumer delivered
         self._acquired_at: dict[str, float] = {}  # per held shard: when this worker took it (local clock)
+        self._incarnation = 0  # + 1 when this worker learns it was declared dead: takes sent before are not held
         self.renewal = HeartbeatRenewal(table, self.worker_id, timing, clock, self._declared_dead, self._where)
         self._cycle_report: CycleReport | None = None  # the cycle running now (in-cycle renewals report to it)
         self._next_sync = float("-inf")
@@ -346,7 +349,10 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         return wake
 
     def _declared_dead(self) -> None:
-        """Another worker deleted our heartbeat: every lease may be someone else's by now."""
+        """Another worker deleted our heartbeat: every lease may be someone else's by now, those of takes
+        still in flight included (:meth:`~.ownership.OwnershipSteps._acquire` does not hold them)."""
+        with self._lock:
+            self._incarnation += 1
         for lease in list(self._snapshot().values()):
             self._drop(lease, "this worker was declared dead", self._cycle_report)
 

@@ -73,7 +73,9 @@ class OwnershipSteps(StealSteps):
     _held: dict[str, Lease]
     _meters: dict[str, RateMeter]
     _acquired_at: dict[str, float]
+    _incarnation: int
     _judge: ExpiryJudge
+    is_live: Callable[[], bool]
     _views: ViewReader
     _steal_wanted_since: float | None
     _need_announced_at: float
@@ -164,7 +166,8 @@ class OwnershipSteps(StealSteps):
         held = self._snapshot()
         for shard_id, lease in view.leases.items():
             if lease.owner == self.worker_id and shard_id not in held and not lease.is_shard_end:
-                self._acquire(lease, "adopted (owned by this worker id)", report)
+                if not self._acquire(lease, "adopted (owned by this worker id)", report) and not self.is_live():
+                    return
 
     def _older_than_mine(self, current: Lease | None, held: Lease, view: TableView) -> bool:
         """The view predates this worker's own write to the lease (a take, adopted or not).
@@ -183,6 +186,9 @@ class OwnershipSteps(StealSteps):
         return self._views.read_at <= acquired
 
     def _balance(self, view: TableView, live: set[str], report: CycleReport) -> None:
+        if not self.is_live():
+            log.debug("worker %s: heartbeat overdue or deleted: takes, steals and sheds nothing", self.worker_id)
+            return
         mine = self._snapshot()
         leases = [mine.get(sid, lease) for sid, lease in view.leases.items()]
         plan = plan_assignment(
@@ -199,6 +205,8 @@ class OwnershipSteps(StealSteps):
                 report.released.append(lease.shard_id)
         lost_in_a_row = 0
         for lease in plan.take:
+            if not self.is_live():  # the takes outlasted the heartbeat (throttled writes): stop here
+                return
             how = "unowned" if lease.owner is None else f"from dead worker {lease.owner}"
             lost_in_a_row = 0 if self._acquire(lease, how, report) else lost_in_a_row + 1
             if lost_in_a_row >= STALE_AFTER_LOST_RACES:  # others took what this view shows free:
@@ -207,16 +215,34 @@ class OwnershipSteps(StealSteps):
         self._steal(plan.steal, view, progressed=bool(report.acquired), report=report)
 
     def _acquire(self, lease: Lease, how: str, report: CycleReport, victim: str | None = None) -> bool:
+        """Take ``lease`` (conditional on its owner and counter) and hold it; only while this worker is live.
+
+        A worker whose heartbeat may have been deleted takes nothing: another
+        worker may take the same lease from the "dead" one before this one
+        registers again. A take still in flight when this worker learnt it
+        had been declared dead is not held either; the next cycle re-takes
+        the lease (counter + 1) if it is still named for this worker.
+        """
+        with self._lock:
+            incarnation = self._incarnation
+        if not self.is_live():
+            return False
         taken = self.table.take_lease(lease, self.worker_id)
         if taken is None:
             log.debug("worker %s lost the race for %s", self.worker_id, lease.shard_id)
             report.lost_races.append(lease.shard_id)
             return False
         with self._lock:
-            self._held[lease.shard_id] = taken
-            self._meters[lease.shard_id] = RateMeter(self.clock())
-            self._acquired_at[lease.shard_id] = self.clock()
+            declared_dead = incarnation != self._incarnation
+            if not declared_dead:
+                self._held[lease.shard_id] = taken
+                self._meters[lease.shard_id] = RateMeter(self.clock())
+                self._acquired_at[lease.shard_id] = self.clock()
         self._note_change(() if victim is None else (victim,))
+        if declared_dead:
+            log.info("worker %s took %s as it learnt it had been declared dead: not held", self.worker_id,
+                     lease.shard_id)
+            return False
         log.info("worker %s took lease on %s (%s) at checkpoint %s", self.worker_id, lease.shard_id, how, taken.checkpoint)
         report.acquired.append(lease.shard_id)
         self.listener.on_acquired(taken)

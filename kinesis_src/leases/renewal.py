@@ -167,6 +167,8 @@ class HeartbeatRenewal:
                 "worker %s was declared dead by another worker (its heartbeat was not seen for %.1fs); "
                 "dropping all leases and registering again", self.worker_id, self.timing.failover_s,
             )
+            with self._lock:
+                self.renewed_at = float("-inf")  # not live until registered anew: the cycle takes nothing
             self._on_declared_dead()
             self.register()
         return status

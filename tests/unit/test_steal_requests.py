@@ -41,8 +41,9 @@ from tests.unit.test_leases_coordinator import (  # noqa: F401
 SIM_TIMING = LeaseTiming(failover_s=3.0, renew_interval_s=1.0)
 # 40 leases, 6 workers, then 2 join; lease writes throttled at 15 WCU per key (heartbeats and takes retried
 # for seconds): seeds in which, before the two-phase steal, a forced steal took a lease whose holder still
-# held it with a fresh view
-THROTTLED_SEEDS = (6, 19, 20)
+# held it with a fresh view (6, 19, 20), and seeds in which starving workers still ask since workers declared
+# dead take nothing before registering again (2, 104)
+THROTTLED_SEEDS = (6, 19, 20, 2, 104)
 
 
 class _Requests:
