@@ -73,7 +73,9 @@ _ACCESS_CODES = frozenset(
         "KMSAccessDeniedException",
     }
 )
-_SERVER_CODES = frozenset({"InternalFailure", "InternalServerError", "ServiceUnavailable"})
+_SERVER_CODES = frozenset(
+    {"InternalFailure", "InternalFailureException", "InternalServerError", "ServiceUnavailable"}
+)
 _INVALID_CODES = frozenset(
     {"InvalidArgumentException", "ValidationException", "SerializationException", "ResourceInUseException"}
 )
