@@ -280,11 +280,16 @@ class OwnershipSteps(StealSteps):
         self._views.invalidate()
 
     def _drop(self, lease: Lease, reason: str, report: CycleReport | None = None) -> None:
+        """Forget a held lease: only the holding at ``lease``'s counter. A write fenced on an older
+        holding (a checkpoint or SHARD_END that started before this worker took the shard again) says
+        nothing about the newer one, which dropping would take from the consumer until re-adopted."""
         with self._lock:
+            held = self._held.get(lease.shard_id)
+            if held is None or held.counter != lease.counter:
+                return
+            del self._held[lease.shard_id]
             self._meters.pop(lease.shard_id, None)
             self._acquired_at.pop(lease.shard_id, None)
-            if self._held.pop(lease.shard_id, None) is None:
-                return
         log.info("worker %s lost lease on %s: %s", self.worker_id, lease.shard_id, reason)
         if report is not None:
             report.lost.append(lease.shard_id)

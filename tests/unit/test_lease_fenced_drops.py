@@ -1,0 +1,65 @@
+"""A write rejected by the fence drops only the holding it was fenced on, not a newer one of the same shard.
+
+``shard_ended`` and ``checkpoint`` write with the lease held when they
+started. If the worker released the shard and took it again meanwhile (a new
+holding, counter + 2), the write is rejected (``LeaseLostError``), but the
+lease this worker holds now is still its own: dropping it by shard id made
+the consumer lose it, and the next cycle take it again (an extra take).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from kinesis_src.errors import LeaseLostError
+from kinesis_src.leases.coordinator import LeaseCoordinator
+from kinesis_src.leases.model import Checkpoint, Lease
+from kinesis_src.records import ChildShard
+from tests.unit.test_leases_coordinator import (  # noqa: F401
+    FULL,
+    TIMING,
+    Clock,
+    Recorder,
+    dynamodb,
+    seed,
+    sid,
+    table_for,
+    worker,
+)
+
+
+def _retaken_during(coordinator: LeaseCoordinator, clock: Clock, write: Callable) -> Callable:
+    """``write``, run after this worker released sid(0) and took it again (a newer holding)."""
+    def retaken_first(lease: Lease, *args: object) -> object:
+        coordinator.release(sid(0))
+        clock.advance(TIMING.scan_s)
+        assert coordinator.run_once().acquired == [sid(0)]
+        return write(lease, *args)
+    return retaken_first
+
+
+@pytest.mark.parametrize("write", ["shard_ended", "checkpoint"])
+def test_a_rejected_write_keeps_the_newer_holding_of_the_same_shard(dynamodb, write: str) -> None:  # noqa: F811
+    clock = Clock()
+    seed(dynamodb, 1)
+    a = worker(dynamodb, "a", clock, listener=(rec := Recorder()))
+    a.run_once()
+    first = a.lease(sid(0))
+    table = a.table
+    if write == "shard_ended":
+        table.mark_shard_end = _retaken_during(a, clock, table.mark_shard_end)  # type: ignore[method-assign]
+        with pytest.raises(LeaseLostError):
+            a.shard_ended(sid(0), [ChildShard(sid(1), (sid(0),), 0, FULL.end)])
+    else:
+        table.checkpoint = _retaken_during(a, clock, table.checkpoint)  # type: ignore[method-assign]
+        with pytest.raises(LeaseLostError):
+            a.checkpoint(sid(0), Checkpoint.sequence("7"))
+    newer = table_for(dynamodb).get_lease(sid(0))
+    assert (newer.owner, newer.counter) == ("a", first.counter + 2)
+    assert a.lease(sid(0)).counter == newer.counter  # still held, at the newer counter
+    assert rec.events.count(("lost", sid(0))) == 0
+    clock.advance(TIMING.scan_s)
+    assert a.run_once().acquired == []  # no extra take
+    assert table_for(dynamodb).get_lease(sid(0)).counter == newer.counter
