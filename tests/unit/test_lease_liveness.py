@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from kinesis_src.leases.coordinator import LeaseCoordinator
 from kinesis_src.leases.model import HeartbeatStatus, Lease
 from kinesis_src.leases.timing import LeaseTiming
@@ -36,8 +38,9 @@ SIM_TIMING = LeaseTiming(failover_s=3.0, renew_interval_s=1.0)
 DECLARED_DEAD_SEEDS = (12, 35, 41)
 
 
-def test_no_worker_takes_a_lease_while_declared_dead_in_the_throttled_simulation() -> None:
-    logging.getLogger("kinesis_src").setLevel(logging.CRITICAL)
+def test_no_worker_takes_a_lease_while_declared_dead_in_the_throttled_simulation(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.CRITICAL, logger="kinesis_src")  # restored after the test
     overlaps, deaths = [], 0
     for seed_ in DECLARED_DEAD_SEEDS:
         config = SimConfig(shards=40, workers=6, seed=seed_, wcu_per_key=15.0, timing=SIM_TIMING, phase_timeout_s=40)

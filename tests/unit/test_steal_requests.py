@@ -60,8 +60,8 @@ class _Requests:
             self.released += 1
 
 
-def test_no_forced_steal_takes_a_lease_its_holder_still_delivers_from() -> None:
-    logging.getLogger("kinesis_src").setLevel(logging.CRITICAL)
+def test_no_forced_steal_takes_a_lease_its_holder_still_delivers_from(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.CRITICAL, logger="kinesis_src")  # restored after the test
     windows, requests = [], _Requests()
     for seed_ in THROTTLED_SEEDS:
         config = SimConfig(shards=40, workers=6, seed=seed_, wcu_per_key=15.0, timing=SIM_TIMING, phase_timeout_s=40)
