@@ -27,7 +27,7 @@ SHARD = "shardId-000000000000"
 CHILD = "shardId-000000000001"
 ARRIVAL = 1_795_444_866.572
 JSON = "application/x-amz-json-1.1"
-SECRET = "CANARY-s3cret!!"  # a record's Data that is not base64: errors must not show it
+SECRET = "CANARY-s3cret-payload"  # a record's Data that is not base64: errors must not show it
 CHILD_SHARDS = [{"ShardId": CHILD, "ParentShards": [SHARD],
                  "HashKeyRange": {"StartingHashKey": "0", "EndingHashKey": str(2**128 - 1)}}]
 

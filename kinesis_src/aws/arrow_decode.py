@@ -43,19 +43,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.json as pj
-from botocore import parsers
 from botocore.client import BaseClient
 
 from ..arrow import ArrowPage, PageColumns, arrival_micros
 from ..records import RecordPage
-from .boundary import _install_parser_factory
-from .decode import (
-    FastGetRecordsParser,
-    FastResponseParserFactory,
-    decode_get_records,
-    is_get_records,
-    parse_get_records,
-)
+from .boundary import install_parser_factory
+from .decode import FastGetRecordsParser, FastResponseParserFactory, decode_get_records
 from .plain_body import cut_page
 from .vector_base64 import decode_column
 
@@ -165,24 +158,21 @@ def decode_base64(encoded: pa.StringArray) -> pa.BinaryArray:
 class ArrowGetRecordsParser(FastGetRecordsParser):
     """The fast parser, except GetRecords bodies are decoded into Arrow-backed pages."""
 
-    def _do_parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]:
-        if is_get_records(shape):
-            return parse_get_records(self, response, decode=decode_get_records_arrow)
-        return super()._do_parse(response, shape)
+    decode = staticmethod(decode_get_records_arrow)
 
 
 class ArrowResponseParserFactory(FastResponseParserFactory):
-    def create_parser(self, protocol_name: str) -> parsers.ResponseParser:
-        if protocol_name == "json":
-            return ArrowGetRecordsParser(**self._defaults)
-        return super().create_parser(protocol_name)
+    parser_class = ArrowGetRecordsParser
 
 
 def use_arrow_parser(client: BaseClient) -> BaseClient:
     """Make this one client (owned by the caller: a Spark task's) decode GetRecords into Arrow-backed pages.
 
     The pages are whole :class:`RecordPage` values, so anything reading
-    through the client still works; the factory goes on the client's
-    endpoint as :func:`.boundary.use_fast_parser`'s does.
+    through the client still works; the factory goes on the client as
+    :func:`.boundary.use_fast_parser`'s does. Where botocore does not let a
+    client have its own parser (:mod:`.botocore_internals`), the client keeps
+    the fast parser its session gave it: the same pages, without Arrow columns.
     """
-    return _install_parser_factory(client, ArrowResponseParserFactory)
+    install_parser_factory(client, ArrowResponseParserFactory)
+    return client

@@ -16,13 +16,12 @@ from ..positions import Position
 from .async_kinesis import AsyncKinesisClient
 from .boundary import acall
 from .fanout_calls import ActiveWait, Call, adrive, listing_plan, register_plan
-from .fanout_errors import event_stream, mapped_errors, named_error
+from .fanout_errors import event_stream, mapped_errors
+from .fanout_events import astream_events
 from .fanout_model import (
     ConsumerDescription,
     FanOutEvent,
     consumer_from,
-    decoded_event,
-    is_error_message,
     subscribe_policy,
     subscribe_request,
 )
@@ -94,15 +93,10 @@ class AsyncFanOut:
         client = self._kinesis.botocore_client
         out = await self._call(what, lambda: client.subscribe_to_shard(**request), subscribing=True)
         with event_stream(out["EventStream"], what, self.endpoint) as stream:
-            async for message in stream._event_generator:  # below aiobotocore's parse: see decoded_event
-                event = decoded_event(message)
-                if event is None and is_error_message(message):
-                    with named_error(message):
-                        await stream._parse_event(message)  # an error message: aiobotocore raises it
-                elif event is not None:
-                    yield event
-                    if event.shard_ended:
-                        return
+            async for event in astream_events(stream):
+                yield event
+                if event.shard_ended:
+                    return
 
 
 __all__ = ["AsyncFanOut"]

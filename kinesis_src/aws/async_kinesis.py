@@ -32,14 +32,7 @@ from ..positions import Position
 from ..records import RecordPage
 from .boundary import acall
 from .credentials import configure_aio
-from .decode import (
-    PAGE_KEY,
-    check_complete,
-    is_get_records,
-    parse_get_records,
-    parse_json_output,
-    takes_botocore_path,
-)
+from .decode import check_complete, decode_page, fast_parse, is_get_records, page_of, succeeded
 from .kinesis import shard_not_found, stream_not_found
 
 if TYPE_CHECKING:
@@ -67,26 +60,27 @@ class AioFastGetRecordsParser(AioJSONParser):
 
     async def parse(self, response: dict[str, Any], shape: Any) -> Any:
         check_complete(response)
-        return await super().parse(response, shape)
-
-    async def _do_parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]:
-        if is_get_records(shape):
-            if self._before_decode is not None:
-                await self._before_decode()
-            return parse_get_records(self, response)
-        if takes_botocore_path(shape):
-            return await super()._do_parse(response, shape)
-        return parse_json_output(self, response, shape)
+        if self._before_decode is not None and succeeded(response) and is_get_records(shape):
+            await self._before_decode()
+        parsed = fast_parse(self, response, shape, decode_page)
+        return parsed if parsed is not None else await super().parse(response, shape)
 
 
 class AioFastResponseParserFactory(AioResponseParserFactory):
+    """Hands out :class:`AioFastGetRecordsParser` for JSON, with its own copy of the parser settings."""
+
     def __init__(self, before_decode: BeforeDecode | None = None) -> None:
         super().__init__()
         self._before_decode = before_decode
+        self.settings: dict[str, Any] = {}
+
+    def set_parser_defaults(self, **kwargs: Any) -> None:
+        self.settings.update(kwargs)
+        super().set_parser_defaults(**kwargs)
 
     def create_parser(self, protocol_name: str) -> Any:
         if protocol_name == "json":
-            return AioFastGetRecordsParser(before_decode=self._before_decode, **self._defaults)
+            return AioFastGetRecordsParser(before_decode=self._before_decode, **self.settings)
         return super().create_parser(protocol_name)
 
 
@@ -189,7 +183,7 @@ class AsyncKinesisClient:
             )
         except ResourceNotFoundError as exc:
             raise await self._stream_or_shard_missing(stream, shard_id) from exc
-        return out[PAGE_KEY]
+        return page_of(out)
 
     def _stream_not_found(self, stream: str) -> StreamNotFoundError:
         return stream_not_found(stream, self.endpoint, self.settings.region)

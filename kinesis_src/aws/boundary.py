@@ -46,8 +46,9 @@ from ..errors import (
     ThrottledError,
 )
 from ..retry import RetryPolicy, acall_with_retry, call_with_retry
+from .botocore_internals import client_parser_factory, parser_settings, set_client_parser_factory
 from .credentials import configure
-from .decode import FROM_PARSER, FastResponseParserFactory
+from .decode import FROM_PARSER, FastResponseParserFactory, check_before_parse
 
 T = TypeVar("T")
 
@@ -143,33 +144,42 @@ def _build_session(settings: AwsSettings | None) -> botocore.session.Session:
     return session
 
 
+_CHECKS_ID = "kinesis-src-check-before-parse"
+
+
 def use_fast_parser(client: BaseClient) -> BaseClient:
     """Make this one client parse GetRecords the fast way, whichever session created it.
 
     A caller may pass its own plain botocore session (a profile, assumed-role
     credentials); registering our parser factory on that session would change
-    what *its* other clients return. So the factory goes on the endpoint of the
-    client kinesis-src created and owns (:func:`_install_parser_factory`).
+    what *its* other clients return. So the factory goes on this one client
+    (:func:`install_parser_factory`). Where botocore does not allow that
+    (:mod:`.botocore_internals`), the client keeps botocore's parser, and the
+    same checks and the same GetRecords decode run from its public
+    ``before-parse`` event (:func:`.decode.check_before_parse`): botocore
+    then parses each body as well, which costs time, not results.
     """
-    return _install_parser_factory(client, FastResponseParserFactory)
+    if not install_parser_factory(client, FastResponseParserFactory):
+        client.meta.events.register("before-parse.kinesis", check_before_parse, unique_id=_CHECKS_ID)
+    return client
 
 
-def _install_parser_factory(client: BaseClient, factory_class: type[FastResponseParserFactory]) -> BaseClient:
-    """Put a ``factory_class`` parser factory on this one client's endpoint, unless one is there already.
+def install_parser_factory(client: BaseClient, factory_class: type[FastResponseParserFactory]) -> bool:
+    """Put a ``factory_class`` parser factory on this one client, unless one is there already.
 
-    botocore has no public per-client hook for this; it is pinned exactly in
-    setup.cfg and tests/unit/test_aws.py covers the attribute. The session's
-    parser defaults (e.g. a timestamp parser) carry over. Shared by
+    False where this botocore does not let a client have its own parser
+    (then nothing changed). The parser settings of the client's factory (e.g.
+    a timestamp parser) carry over where they can be read. Shared by
     :func:`use_fast_parser` and :func:`.arrow_decode.use_arrow_parser` (a
     subclass: a client that has it keeps it when asked for the fast parser).
     """
-    endpoint = client._endpoint
-    current = endpoint._response_parser_factory
+    current = client_parser_factory(client)
+    if current is None:
+        return False
     if not isinstance(current, factory_class):
-        factory = factory_class()
-        factory.set_parser_defaults(**getattr(current, "_defaults", {}))
-        endpoint._response_parser_factory = factory
-    return client
+        settings = current.settings if isinstance(current, FastResponseParserFactory) else parser_settings(current)
+        set_client_parser_factory(client, factory_class(**settings))
+    return True
 
 
 def client_config(settings: AwsSettings) -> Config:

@@ -9,10 +9,14 @@ A body of the layout services write is cut at its quotes without a JSON
 parser when numpy is installed (:func:`decode_page`, :mod:`.plain_body`).
 
 The hook is a botocore ``ResponseParserFactory`` registered as the session's
-``response_parser_factory`` component (and put on the client's endpoint by
+``response_parser_factory`` component (and put on the client by
 :func:`.boundary.use_fast_parser` when a caller brings its own session), so
-signing, endpoints, checksums and error handling all stay botocore's. tests/unit/test_decode.py checks that
-both paths produce the same records on the same bodies.
+signing, endpoints, checksums and error handling all stay botocore's. Its
+parsers override only botocore's public ``parse``; the one private member
+they use, ``_parse_shape``, goes through :mod:`.botocore_internals`, which
+falls back to botocore's own parse where a release lacks it.
+tests/unit/test_decode.py checks that both paths produce the same records on
+the same bodies.
 
 The same parser guards every JSON answer of our clients against two silent
 failures of botocore's own parsing:
@@ -43,8 +47,11 @@ from typing import Any, Callable
 from botocore import parsers
 
 from ..errors import KinesisSourceError, MalformedResponseError, TruncatedResponseError
-from ..records import ChildShard, RecordPage, epoch_to_datetime, gc_paused
+from ..records import RecordPage, gc_paused
+from .botocore_internals import parse_shape
 from .decode_diagnosis import diagnose, json_problem, kind
+from .page_dicts import CONTINUATION, NEXT_ITERATOR, child_shard, page_from_botocore
+from .page_dicts import page_as_botocore  # noqa: F401  (re-exported: tests compare the two paths with it)
 
 PAGE_KEY = "Page"
 """Key under which the fast parser returns the decoded :class:`RecordPage`."""
@@ -110,13 +117,13 @@ def check_complete(response: dict[str, Any]) -> None:
         )
 
 
-def parse_json_output(parser: parsers.BaseJSONParser, response: dict[str, Any], shape: Any) -> dict[str, Any]:
-    """A success body of any operation but GetRecords, parsed by botocore, but never as ``{"message": body}``."""
+def json_document(response: dict[str, Any]) -> Any:
+    """A success body as JSON; :class:`MalformedResponseError` unless it is a JSON object (or empty)."""
     body = response["body"]
     doc: Any = {}
     if body:
         try:
-            doc = json.loads(body.decode(parser.DEFAULT_ENCODING) if isinstance(body, bytes) else body)
+            doc = json.loads(body.decode(parsers.ResponseParser.DEFAULT_ENCODING) if isinstance(body, bytes) else body)
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
             problem = f"not JSON ({json_problem(exc)})"
         else:
@@ -128,13 +135,29 @@ def parse_json_output(parser: parsers.BaseJSONParser, response: dict[str, Any], 
                     f"shape: {problem} (contents are not shown)"
                 )
             )
-    parsed = parser._parse_shape(shape, doc)
-    parser._inject_response_metadata(parsed, response["headers"])
+    return doc
+
+
+def parse_json_output(parser: parsers.BaseJSONParser, response: dict[str, Any], shape: Any) -> dict[str, Any] | None:
+    """A success body of any operation but GetRecords, parsed by botocore, but never as ``{"message": body}``.
+
+    None, after the check, where this botocore cannot walk a decoded document
+    (:func:`.botocore_internals.parse_shape`): the caller has botocore parse the body.
+    """
+    parsed = parse_shape(parser, shape, json_document(response))
+    return None if parsed is None else with_metadata(parsed, response)
+
+
+def with_metadata(parsed: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    """``ResponseMetadata`` as botocore's ``parse`` adds it: request id, status, lower-cased headers."""
+    headers = response["headers"]
+    metadata = parsed.setdefault("ResponseMetadata", {})
+    request_id = _header(headers, "x-amzn-requestid")
+    if request_id is not None:
+        metadata["RequestId"] = request_id
+    metadata["HTTPStatusCode"] = response["status_code"]
+    metadata["HTTPHeaders"] = {str(key).lower(): value for key, value in headers.items()}
     return parsed
-
-
-_NEXT_ITERATOR = "NextShardIterator"
-_CONTINUATION = "ContinuationSequenceNumber"
 
 
 def decode_subscribe_event(payload: bytes | str) -> RecordPage:
@@ -145,10 +168,12 @@ def decode_subscribe_event(payload: bytes | str) -> RecordPage:
     closed shard's last event). botocore's event-stream parser would walk
     the model per field: 9-14x the cost per record (benchmarks/bench_efo.py).
     """
-    return decode_get_records(payload, _CONTINUATION, "SubscribeToShard event")
+    return decode_get_records(payload, CONTINUATION, "SubscribeToShard event")
 
 
-def decode_get_records(body: bytes | str, next_key: str = _NEXT_ITERATOR, what: str = "GetRecords response body") -> RecordPage:
+def decode_get_records(
+    body: bytes | str, next_key: str = NEXT_ITERATOR, what: str = "GetRecords response body"
+) -> RecordPage:
     """Decode a GetRecords JSON body into a columnar page.
 
     On a malformed body the error names the field and the problem, never the
@@ -207,7 +232,7 @@ def plain_cut() -> Callable[[bytes], RecordPage] | None:
     return cut_page
 
 
-def _decode(body: bytes | str, next_key: str = _NEXT_ITERATOR) -> RecordPage:
+def _decode(body: bytes | str, next_key: str = NEXT_ITERATOR) -> RecordPage:
     """The fast path: no per-field checks, only what json and base64 enforce anyway.
 
     Columns are pulled with ``map`` over C callables (``dict.get``,
@@ -240,112 +265,114 @@ def _optional(records: Any, key: str) -> list[Any]:
     return list(map(dict.get, records, repeat(key)))
 
 
-def child_shard(raw: dict[str, Any]) -> ChildShard:
-    """A ``ChildShards`` entry (GetRecords and SubscribeToShard events name them the same way)."""
-    hash_range = raw["HashKeyRange"]
-    return ChildShard(
-        shard_id=raw["ShardId"],
-        parent_shards=tuple(raw.get("ParentShards") or ()),
-        starting_hash_key=int(hash_range["StartingHashKey"]),
-        ending_hash_key=int(hash_range["EndingHashKey"]),
-    )
-
-
-def page_as_botocore(page: RecordPage) -> dict[str, Any]:
-    """Render a page in the shape botocore's own parser returns.
-
-    Used only to prove the two paths agree (tests) and by callers that want
-    the familiar dict; the read path itself stays columnar.
-    """
-    records = []
-    for pk, data, seq, ts, enc in zip(
-        page.partition_keys, page.data, page.sequence_numbers, page.arrival_epoch, page.encryption_types
-    ):
-        record: dict[str, Any] = {"SequenceNumber": seq}
-        if ts is not None:
-            record["ApproximateArrivalTimestamp"] = epoch_to_datetime(ts)
-        record["Data"] = data
-        if pk is not None:
-            record["PartitionKey"] = pk
-        if enc is not None:
-            record["EncryptionType"] = enc
-        records.append(record)
-    out: dict[str, Any] = {"Records": records}
-    if page.next_iterator is not None:
-        out["NextShardIterator"] = page.next_iterator
-    if page.millis_behind_latest is not None:
-        out["MillisBehindLatest"] = page.millis_behind_latest
-    if page.child_shards:
-        out["ChildShards"] = [
-            {
-                "ShardId": c.shard_id,
-                "ParentShards": list(c.parent_shards),
-                "HashKeyRange": {
-                    "StartingHashKey": str(c.starting_hash_key),
-                    "EndingHashKey": str(c.ending_hash_key),
-                },
-            }
-            for c in page.child_shards
-        ]
-    return out
-
-
 def is_get_records(shape: Any) -> bool:
     """The one response shape the fast path takes."""
     return shape is not None and shape.name == _GET_RECORDS_OUTPUT
 
 
-def parse_get_records(
-    parser: parsers.BaseJSONParser,
-    response: dict[str, Any],
-    decode: Callable[[bytes], RecordPage] = decode_page,
-) -> dict[str, Any]:
-    """A GetRecords success body, parsed the fast way, in the dict shape both botocore parsers return.
-
-    Shared by :class:`FastGetRecordsParser`, aiobotocore's twin in
-    :mod:`.async_kinesis` (whose ``_do_parse`` is a coroutine) and the
-    Arrow decoder's parser (:mod:`.arrow_decode`), which passes its ``decode``.
-    """
-    page = decode(response["body"])
+def page_output(page: RecordPage) -> dict[str, Any]:
+    """A page in the dict both botocore parsers return: the page under ``PAGE_KEY``, and GetRecords' scalars."""
     parsed: dict[str, Any] = {PAGE_KEY: page}
     if page.next_iterator is not None:
-        parsed["NextShardIterator"] = page.next_iterator
+        parsed[NEXT_ITERATOR] = page.next_iterator
     if page.millis_behind_latest is not None:
         parsed["MillisBehindLatest"] = page.millis_behind_latest
-    parser._inject_response_metadata(parsed, response["headers"])
     return parsed
 
 
+def page_of(output: dict[str, Any]) -> RecordPage:
+    """The page of a GetRecords output: ours, or built from botocore's dict where botocore parsed the body."""
+    page = output.get(PAGE_KEY)
+    return page if page is not None else page_from_botocore(output)
+
+
 def takes_botocore_path(shape: Any) -> bool:
-    """No output shape, or an event stream: botocore's own ``_do_parse`` handles these."""
+    """No output shape, or an event stream: botocore's own parse handles these."""
     return shape is None or bool(shape.event_stream_name)
 
 
-class FastGetRecordsParser(parsers.JSONParser):
-    """botocore's JSON parser, except GetRecords success bodies take the fast path.
+def succeeded(response: dict[str, Any]) -> bool:
+    """A success answer, as botocore's ``parse`` tells them from errors."""
+    return int(response["status_code"]) < 301
 
-    The result carries the page under ``PAGE_KEY`` plus the scalar fields
-    botocore would return, so code reading NextShardIterator etc. keeps working.
-    Every answer is first checked against its Content-Length, and no success
-    body is read as ``{"message": body}`` (see the module docstring).
+
+def fast_parse(
+    parser: parsers.BaseJSONParser, response: dict[str, Any], shape: Any, decode: Callable[[bytes], RecordPage]
+) -> dict[str, Any] | None:
+    """A success answer parsed the fast way, with botocore's ``ResponseMetadata``; None for botocore's parse.
+
+    GetRecords bodies are decoded by ``decode``; other JSON bodies are checked
+    (never ``{"message": body}``) and walked by botocore's model; errors, event
+    streams and answers without a shape are botocore's. Shared by
+    :class:`FastGetRecordsParser`, aiobotocore's twin in :mod:`.async_kinesis`
+    and the Arrow decoder's parser (:mod:`.arrow_decode`).
     """
+    if not succeeded(response) or takes_botocore_path(shape):
+        return None
+    if is_get_records(shape):
+        return with_metadata(page_output(decode(response["body"])), response)
+    return parse_json_output(parser, response, shape)
+
+
+def check_before_parse(operation_model: Any, response_dict: dict[str, Any],
+                       customized_response_dict: dict[str, Any], **_: Any) -> None:
+    """botocore's public ``before-parse`` event, for a client whose parser is botocore's own.
+
+    The same checks the fast parser makes (a cut body, a success body that is
+    not a JSON object), and a GetRecords page decoded the fast way into the
+    answer (``customized_response_dict`` is merged into it): botocore still
+    parses the body, but the page and its errors are the same.
+    """
+    check_complete(response_dict)
+    shape = operation_model.output_shape
+    if not succeeded(response_dict) or takes_botocore_path(shape):
+        return
+    if is_get_records(shape):
+        customized_response_dict.update(page_output(decode_page(response_dict["body"])))
+    else:
+        json_document(response_dict)
+
+
+class FastGetRecordsParser(parsers.JSONParser):
+    """botocore's JSON parser, except success bodies take the fast path (:func:`fast_parse`).
+
+    The result of GetRecords carries the page under ``PAGE_KEY`` plus the
+    scalar fields botocore would return, so code reading NextShardIterator
+    etc. keeps working. Every answer is first checked against its
+    Content-Length, and no success body is read as ``{"message": body}`` (see
+    the module docstring).
+    """
+
+    @staticmethod
+    def decode(body: bytes) -> RecordPage:
+        """How a GetRecords body becomes a page (the Arrow parser decodes into Arrow columns)."""
+        return decode_page(body)
 
     def parse(self, response: dict[str, Any], shape: Any) -> Any:
         check_complete(response)
-        return super().parse(response, shape)
-
-    def _do_parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]:
-        if is_get_records(shape):
-            return parse_get_records(self, response)
-        if takes_botocore_path(shape):
-            return super()._do_parse(response, shape)
-        return parse_json_output(self, response, shape)
+        parsed = fast_parse(self, response, shape, self.decode)
+        return parsed if parsed is not None else super().parse(response, shape)
 
 
 class FastResponseParserFactory(parsers.ResponseParserFactory):
-    """Hands out :class:`FastGetRecordsParser` for the JSON protocol Kinesis speaks."""
+    """Hands out :class:`FastGetRecordsParser` (``parser_class``) for the JSON protocol Kinesis speaks.
+
+    Keeps its own copy of the parser settings (``settings``), given to its
+    parsers and to botocore's for other protocols alike.
+    """
+
+    parser_class: type[FastGetRecordsParser] = FastGetRecordsParser
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__()
+        self.settings: dict[str, Any] = {}
+        self.set_parser_defaults(**settings)
+
+    def set_parser_defaults(self, **kwargs: Any) -> None:
+        self.settings.update(kwargs)
+        super().set_parser_defaults(**kwargs)
 
     def create_parser(self, protocol_name: str) -> parsers.ResponseParser:
         if protocol_name == "json":
-            return FastGetRecordsParser(**self._defaults)
+            return self.parser_class(**self.settings)
         return super().create_parser(protocol_name)

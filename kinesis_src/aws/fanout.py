@@ -25,7 +25,8 @@ from ..errors import ResourceNotFoundError
 from ..positions import Position
 from .boundary import call
 from .fanout_calls import ActiveWait, Call, drive, listing_plan, register_plan
-from .fanout_errors import consumer_limit, event_stream, fanout_error, mapped_errors, named_error
+from .fanout_errors import consumer_limit, event_stream, fanout_error, mapped_errors
+from .fanout_events import stream_events
 from .fanout_model import (
     CONSUMER_LIMIT,
     ConsumerDescription,
@@ -122,15 +123,10 @@ class FanOut:
         client = self._kinesis.botocore_client
         out = self._call(what, lambda: client.subscribe_to_shard(**request), subscribing=True)
         with event_stream(out["EventStream"], what, self.endpoint) as stream:
-            for message in stream._event_generator:  # below botocore's parse: see decoded_event
-                event = decoded_event(message)
-                if event is None and is_error_message(message):
-                    with named_error(message):
-                        stream._parse_event(message)  # an error message: botocore raises it
-                elif event is not None:
-                    yield event
-                    if event.shard_ended:
-                        return
+            for event in stream_events(stream):
+                yield event
+                if event.shard_ended:
+                    return
 
 
 __all__ = [

@@ -201,21 +201,23 @@ def event_stream(stream: S, what: str, endpoint: str) -> Iterator[S]:
 
 
 @contextmanager
-def named_error(message: Any) -> Iterator[None]:
+def named_error(message: Any | None) -> Iterator[None]:
     """Around botocore's parse of an event-stream error message: raise it with the code it drops.
 
     For an exception type the service model does not list, botocore's parse leaves Code and Message
     empty; the message's headers and payload still have them, and an unknown error must be named.
+    Without the raw message (botocore's public iteration parsed it) the code is "(no code)": still
+    an error with a code, which the mapping treats as one it has no rule for.
     """
     try:
         yield
     except ClientError as exc:
         error = exc.response.setdefault("Error", {})
+        headers = {} if message is None else message.headers
         if not error.get("Code"):
-            headers = message.headers
             error["Code"] = headers.get(":exception-type") or headers.get(":error-code") or "(no code)"
-        if not error.get("Message"):
-            error["Message"] = message.headers.get(":error-message") or _payload_message(message.payload)
+        if not error.get("Message") and message is not None:
+            error["Message"] = headers.get(":error-message") or _payload_message(message.payload)
         raise
 
 

@@ -18,7 +18,8 @@ from ..errors import ConfigurationError, ConsumerStreamMismatchError
 from ..positions import Position
 from ..records import RecordPage
 from ..retry import RetryPolicy
-from .decode import child_shard, decode_subscribe_event
+from .decode import decode_subscribe_event
+from .page_dicts import CONTINUATION, page_from_botocore
 
 CONSUMER_LIMIT = 20
 """Enhanced fan-out consumers AWS allows per stream."""
@@ -97,27 +98,10 @@ def consumer_from(raw: dict[str, Any]) -> ConsumerDescription:
     )
 
 
-def _epoch(value: Any) -> float | None:
-    if value is None:
-        return None
-    return value.timestamp() if isinstance(value, datetime) else float(value)
-
-
 def event_from(raw: dict[str, Any]) -> FanOutEvent:
     """A SubscribeToShardEvent as botocore parses it (Data as bytes, timestamps as datetimes)."""
-    records = raw.get("Records") or []
-    continuation = raw.get("ContinuationSequenceNumber")
-    page = RecordPage(
-        partition_keys=[r.get("PartitionKey") for r in records],
-        data=[bytes(r.get("Data") or b"") for r in records],
-        sequence_numbers=[r["SequenceNumber"] for r in records],
-        arrival_epoch=[_epoch(r.get("ApproximateArrivalTimestamp")) for r in records],
-        encryption_types=[r.get("EncryptionType") for r in records],
-        next_iterator=continuation,
-        millis_behind_latest=raw.get("MillisBehindLatest"),
-        child_shards=tuple(child_shard(c) for c in raw.get("ChildShards") or ()),
-    )
-    return FanOutEvent(page=page, continuation_sequence_number=continuation)
+    page = page_from_botocore(raw, CONTINUATION)
+    return FanOutEvent(page=page, continuation_sequence_number=page.next_iterator)
 
 
 def decoded_event(message: Any) -> FanOutEvent | None:
@@ -125,9 +109,9 @@ def decoded_event(message: Any) -> FanOutEvent | None:
 
     None means another event type, or an error or exception message, which
     the caller hands to botocore's own event parser to be raised. Events
-    are read below botocore's parsing (``EventStream._event_generator``,
-    botocore and aiobotocore alike): its model walk costs 9-14x the fast
-    decode per record, and events carry every record EFO delivers.
+    are read below botocore's parsing (:mod:`.fanout_events`, botocore and
+    aiobotocore alike): its model walk costs 9-14x the fast decode per
+    record, and events carry every record EFO delivers.
     """
     headers = message.headers
     if headers.get(":message-type") != "event" or headers.get(":event-type") != "SubscribeToShardEvent":

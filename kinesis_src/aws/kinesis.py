@@ -23,7 +23,7 @@ from ..positions import Position
 from ..records import RecordPage
 from ..stream_ref import StreamRef, as_ref
 from .boundary import call, client_config, new_session, use_fast_parser
-from .decode import PAGE_KEY
+from .decode import page_of
 
 if TYPE_CHECKING:
     from .fanout import FanOut
@@ -84,7 +84,7 @@ class KinesisClient:
             endpoint_url=settings.endpoint_url,
             config=client_config(settings),
         )
-        self._client = use_fast_parser(client)  # a caller's plain session lacks our parser
+        self._client = client if session is None else use_fast_parser(client)  # a caller's session lacks our parser
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         return call(what, self.endpoint, self.settings.retry, fn)
@@ -186,7 +186,7 @@ class KinesisClient:
             out = self._call(what, lambda: self._client.get_records(ShardIterator=iterator, Limit=limit))
         except ResourceNotFoundError as exc:
             raise self._stream_or_shard_missing(stream, shard_id) from exc
-        return out[PAGE_KEY]  # a malformed or cut body was named with `what` by boundary.translate
+        return page_of(out)  # a malformed or cut body was named with `what` by boundary.translate
 
     # -- writing and administration (demo, tests, CLI) -----------------------------
 

@@ -9,7 +9,11 @@ whole body fills one buffer.
 The wrapper goes around one client's HTTP session (never a shared one). It
 asks the session not to read the body (``stream_output``), then reads it
 itself and maps errors the way botocore's session does, so callers see the
-same exceptions. One difference needs care: a body cut short by the
+same exceptions. The response it returns is a new ``AWSResponse`` whose raw
+stream yields that one buffer: botocore's own ``content`` joins a single
+chunk, which is the buffer itself. Reaching a client's HTTP session is
+private to botocore (:mod:`.botocore_internals`); where a release keeps it
+elsewhere, the client reads bodies botocore's way. One difference needs care: a body cut short by the
 connection, which botocore's chunked reads return short (then
 :func:`.decode.check_complete` raises the retriable
 ``TruncatedResponseError``), makes a whole read raise ``IncompleteRead``; its
@@ -20,7 +24,7 @@ tests/unit/test_aws.py runs the truncation tests on both kinds of client.
 from __future__ import annotations
 
 import http.client
-from typing import Any
+from typing import Any, Iterator
 
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.client import BaseClient
@@ -33,6 +37,8 @@ from botocore.exceptions import (
 from urllib3.exceptions import ProtocolError
 from urllib3.exceptions import ReadTimeoutError as URLLib3ReadTimeoutError
 from urllib3.exceptions import SSLError as URLLib3SSLError
+
+from .botocore_internals import wrap_http_session
 
 
 class WholeBodySession:
@@ -49,11 +55,25 @@ class WholeBodySession:
             response = self.inner.send(request)
         finally:
             request.stream_output = False
-        response._content = read_whole(response, request)
-        return response
+        body = read_whole(response, request)
+        return AWSResponse(response.url, response.status_code, response.headers, WholeBody(body, response.raw))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+class WholeBody:
+    """A response's raw stream, already read: ``stream()`` yields the body as one chunk."""
+
+    def __init__(self, body: bytes, raw: Any) -> None:
+        self.body = body
+        self.raw = raw
+
+    def stream(self, *_: Any, **__: Any) -> Iterator[bytes]:
+        yield self.body
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
 
 
 def read_whole(response: AWSResponse, request: AWSPreparedRequest) -> bytes:
@@ -81,8 +101,11 @@ def _partial_body(error: ProtocolError) -> bytes | None:
 
 
 def read_bodies_whole(client: BaseClient) -> BaseClient:
-    """Make this one client (its own endpoint) read response bodies in one read; idempotent."""
-    endpoint = client._endpoint
-    if not isinstance(endpoint.http_session, WholeBodySession):
-        endpoint.http_session = WholeBodySession(endpoint.http_session)
+    """Make this one client read response bodies in one read; idempotent. Where this botocore does not
+    let a client's HTTP session be reached, the client is left as it is (botocore's chunked reads)."""
+    wrap_http_session(client, _whole)
     return client
+
+
+def _whole(session: Any) -> Any:
+    return session if isinstance(session, WholeBodySession) else WholeBodySession(session)
