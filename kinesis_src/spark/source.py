@@ -2,17 +2,23 @@
 
 Options are parsed and checked when the reader is created, which Spark does
 while analysing ``load()``: a bad option fails there, naming the option,
-before any task runs.
+before any task runs. The running PySpark is checked at import (4.0+), and
+the stream reader fits its API (:mod:`.compat`): 4.2+ gets
+:mod:`.stream`, 4.0 and 4.1 get :mod:`.stream_legacy`.
 """
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
-from pyspark.sql.types import StructType
+from .compat import runtime
 
-from ..errors import ConfigurationError
-from .options import parse_options
-from .rows import SCHEMA, SCHEMA_DDL
+runtime()  # a PySpark before 4.0 fails here, naming its version, not at the import below (it has no datasource)
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader  # noqa: E402
+from pyspark.sql.types import StructType  # noqa: E402
+
+from ..errors import ConfigurationError  # noqa: E402
+from .options import SourceOptions, parse_options  # noqa: E402
+from .rows import SCHEMA, SCHEMA_DDL  # noqa: E402
 
 
 class KinesisDataSource(DataSource):
@@ -43,10 +49,19 @@ class KinesisDataSource(DataSource):
         return KinesisBatchReader(parse_options(self.options, batch=True))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        _check_schema(schema)
+        return stream_reader(parse_options(self.options, batch=False))
+
+
+def stream_reader(options: SourceOptions) -> DataSourceStreamReader:
+    """The stream reader for this PySpark's streaming API (4.2+: admission control and AvailableNow)."""
+    if runtime().trigger_api:
         from .stream import KinesisStreamReader
 
-        _check_schema(schema)
-        return KinesisStreamReader(parse_options(self.options, batch=False))
+        return KinesisStreamReader(options)
+    from .stream_legacy import LegacyStreamReader
+
+    return LegacyStreamReader(options)
 
 
 def _check_schema(schema: StructType) -> None:
