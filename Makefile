@@ -11,15 +11,17 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ISOLATED := $(PY) localstack/launcher.py isolated --
+# the spark extra allows every 4.x; the main venv (make test, make demo) runs the newest tested
+MAIN_PYSPARK := pyspark==4.3.0
 
-.PHONY: setup toolchain localstack-host demo demo-python-only demo-library demo-consumer demo-efo test unit bench campaign emulators clean
+.PHONY: setup toolchain localstack-host demo demo-python-only demo-library demo-consumer demo-efo test unit spark-matrix bench campaign emulators clean
 
 setup: $(VENV)/.installed toolchain localstack/node_modules/.kinesis-src-install-stamp localstack-host
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,spark]" --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet -e ".[dev,spark]" --config-settings editable_mode=compat "$(MAIN_PYSPARK)"
 	touch $@
 
 # java (>= 17) and node (>= what package-lock.json's engines ask): the machine's own when new
@@ -58,6 +60,30 @@ test: setup
 
 unit: setup
 	$(PY) -m pytest tests/unit
+
+# The Spark smoke tests on the older PySpark minors (docs/spark.md, "Supported Spark versions"); the
+# main venv's 4.3 runs them in `make test`. One venv per minor (.venv-spark40 ...): the package and
+# its dev extra, no spark extra, plus that minor's newest pyspark. `SPARK_MINORS=4.0 make spark-matrix`
+# runs one.
+SPARK_MINORS ?= 4.0 4.1 4.2
+SPARK_SMOKE := tests/spark/test_version_support.py \
+	tests/spark/test_streaming.py::test_streaming_query_survives_split_and_merge_exactly_once \
+	tests/spark/test_batch_read.py::test_batch_read_of_a_resharded_stream_is_complete_and_parent_first
+
+spark-matrix: setup
+	@for minor in $(SPARK_MINORS); do \
+	  venv=.venv-spark$$(echo $$minor | tr -d .); \
+	  $(MAKE) --no-print-directory $$venv/.installed || exit 1; \
+	  echo "== PySpark $$minor: $(SPARK_SMOKE)"; \
+	  $(ISOLATED) $$venv/bin/python -m pytest $(SPARK_SMOKE) || exit 1; \
+	done
+
+.venv-spark%/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(@D)
+	$(@D)/bin/python -m pip install --quiet --upgrade pip
+	$(@D)/bin/python -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat \
+	  "pyspark==$$(echo $* | sed 's/^./&./').*" "pandas>=2.2,<3" "numpy>=1.26"
+	touch $@
 
 bench: setup
 	$(PY) benchmarks/bench_decode.py
