@@ -128,8 +128,8 @@ def test_batch_read_by_name_of_a_resharded_stream_exactly_once(
     assert {row.shardId for row in rows} == {f"shardId-00000000000{i}" for i in range(4)}
 
 
-def test_register_from_the_client_works_when_the_server_has_the_package(connect_spark: Any) -> None:
-    """The class travels by reference: the server imports it from its own installation."""
+def test_register_from_the_client_is_accepted_when_the_server_has_the_package(connect_spark: Any) -> None:
+    """The class travels by reference: the server imports it from its own installation (no error, same columns)."""
     connect_spark.dataSource.register(KinesisDataSource)
     columns = connect_spark.read.format("kinesis").option("streamName", "s").load().columns
     assert columns[:2] == ["partitionKey", "data"]
