@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import binascii
 import json
-import struct
 from datetime import datetime, timezone
 from typing import Iterator
 
@@ -13,14 +12,16 @@ import botocore.session
 import pytest
 from botocore.exceptions import ClientError
 from botocore.parsers import ResponseParserError
+from scripted_endpoint import event as _event
+from scripted_endpoint import message as _message
 
 from kinesis_src.aws import FanOutEvent
 from kinesis_src.aws.decode import FastResponseParserFactory
 from kinesis_src.aws.fanout import (
+    check_consumer_stream,
     consumer_from,
     consumer_limit,
     consumer_stream_arn,
-    check_consumer_stream,
     decoded_event,
     event_from,
     fanout_error,
@@ -175,26 +176,6 @@ def test_subscribe_policy_waits_at_least_a_second() -> None:
 
 
 # -- the event stream through our response parser -------------------------------------------------
-
-
-def _header(name: str, value: str) -> bytes:
-    raw = value.encode()
-    return bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(raw)) + raw
-
-
-def _message(headers: dict[str, str], payload: bytes) -> bytes:
-    """One AWS event-stream message: prelude (lengths + CRC), headers, payload, message CRC."""
-    encoded = b"".join(_header(k, v) for k, v in headers.items())
-    total = 12 + len(encoded) + len(payload) + 4
-    prelude = struct.pack(">II", total, len(encoded))
-    prelude += struct.pack(">I", binascii.crc32(prelude))
-    body = prelude + encoded + payload
-    return body + struct.pack(">I", binascii.crc32(body))
-
-
-def _event(event_type: str, payload: dict[str, object]) -> bytes:
-    return _message({":message-type": "event", ":event-type": event_type, ":content-type": "application/json"},
-                    json.dumps(payload).encode())
 
 
 class _RawStream:
