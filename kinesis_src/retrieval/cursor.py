@@ -33,7 +33,7 @@ from typing import Callable
 from ..positions import Position, PositionKind, validate_sequence_number
 from ..records import ChildShard, RecordPage
 from .aggregation import deaggregate
-from .pacing import caught_up
+from .pacing import caught_up, doubling_s
 
 EXPIRED_ITERATOR_ATTEMPTS = 10  # fresh iterators expiring again and again (~14 s of backoff): give up
 EXPIRED_ITERATOR_MAX_BACKOFF_S = 2.0
@@ -201,7 +201,7 @@ class ShardCursor:
         self.expired_in_a_row += 1
         if self.expired_in_a_row == 1:
             return 0.0
-        return min(EXPIRED_ITERATOR_MAX_BACKOFF_S, 0.1 * 2 ** (self.expired_in_a_row - 1))
+        return doubling_s(0.1, self.expired_in_a_row - 1, EXPIRED_ITERATOR_MAX_BACKOFF_S)
 
     @property
     def expiry_exhausted(self) -> bool:

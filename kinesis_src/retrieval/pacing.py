@@ -59,3 +59,9 @@ def caught_up(records: int, millis_behind_latest: int | None, limit: int) -> boo
     if millis_behind_latest is None:
         return records == 0
     return millis_behind_latest == 0 and not (limit > 0 and records >= limit)
+
+
+def doubling_s(initial_s: float, steps: int, max_s: float) -> float:
+    """``initial_s`` doubled ``steps`` times, at most ``max_s``: a backoff before jitter. The exponent
+    is capped first, so a failure that repeats for hours (thousands of steps) cannot overflow a float."""
+    return min(max_s, initial_s * 2.0 ** min(max(steps, 0), 64))

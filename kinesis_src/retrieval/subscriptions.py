@@ -29,6 +29,7 @@ from ..aws.fanout_model import FanOutEvent
 from ..errors import SubscriptionFailedError
 from ..positions import Position, PositionKind
 from .cursor import NO_END, ReadEnd, ShardCursor, Step
+from .pacing import doubling_s
 
 # a subscription taken over by another reader of the consumer (ResourceInUseException on its event
 # stream): pause this long before subscribing again; AWS refuses a new one within 5 s of the last anyway
@@ -85,7 +86,7 @@ def backoff_s(in_a_row: int, initial_s: float, max_s: float, rand: Callable[[], 
     """The pause before resubscribing after ``in_a_row`` failed event streams: doubling from
     ``initial_s`` to at most ``max_s``, jittered within the upper half so shards failing together
     (an outage) do not resubscribe in step."""
-    ceiling = min(max_s, initial_s * 2 ** max(in_a_row - 1, 0))
+    ceiling = doubling_s(initial_s, in_a_row - 1, max_s)
     return ceiling / 2 + rand() * ceiling / 2
 
 

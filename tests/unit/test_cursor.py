@@ -155,6 +155,13 @@ def test_expired_iterators_back_off_after_the_first_and_give_up_after_the_limit(
     assert c.expired_in_a_row == 0 and not c.expiry_exhausted
 
 
+def test_iterators_expiring_thousands_of_times_in_a_row_wait_the_bound() -> None:
+    """An unbounded reader re-acquires for as long as it takes: the wait stays at the bound."""
+    c = cursor()
+    c.expired_in_a_row = 1_100
+    assert c.iterator_expired() == EXPIRED_ITERATOR_MAX_BACKOFF_S
+
+
 def test_max_records_cuts_after_the_aggregate_holding_the_last_record_asked_for() -> None:
     """GetRecords' Limit counts Kinesis records: two aggregates of 3 under max_records=4 keep 6, not 4 or 7."""
     c = cursor()

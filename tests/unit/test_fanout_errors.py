@@ -172,6 +172,12 @@ def test_the_backoff_doubles_to_its_bound_and_jitters_within_the_upper_half() ->
     assert backoff_s(1, 0.0, 30.0) == 0.0
 
 
+@pytest.mark.parametrize("in_a_row", [1_024, 1_025, 1_100, 10**6, 10**400], ids=["1024", "1025", "1100", "1e6", "1e400"])
+def test_the_backoff_after_any_number_of_failed_event_streams_is_the_bound(in_a_row: int) -> None:
+    """A transient error that lasts for hours (1,025 streams in a row) waits the bound, not OverflowError."""
+    assert backoff_s(in_a_row, 1.0, 30.0, rand=lambda: 1.0) == 30.0
+
+
 # -- the drivers on the fake ------------------------------------------------------------------------
 
 
