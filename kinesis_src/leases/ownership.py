@@ -214,7 +214,8 @@ class OwnershipSteps(StealSteps):
                 return
         self._steal(plan.steal, view, progressed=bool(report.acquired), report=report)
 
-    def _acquire(self, lease: Lease, how: str, report: CycleReport, victim: str | None = None) -> bool:
+    def _acquire(self, lease: Lease, how: str, report: CycleReport, victim: str | None = None,
+                 incarnation: int | None = None) -> bool:
         """Take ``lease`` (conditional on its owner and counter) and hold it; only while this worker is live.
 
         A worker whose heartbeat may have been deleted takes nothing: another
@@ -222,11 +223,16 @@ class OwnershipSteps(StealSteps):
         registers again. A take still in flight when this worker learnt it
         had been declared dead is not held either; the next cycle re-takes
         the lease (counter + 1) if it is still named for this worker.
+        ``incarnation``: a forced steal's, that of its request; nothing is
+        taken if this worker was declared dead since (:mod:`.steal_requests`).
         """
         with self._lock:
-            incarnation = self._incarnation
+            incarnation = self._incarnation if incarnation is None else incarnation
         if not self.is_live():
             return False
+        with self._lock:  # checked after is_live(): a worker live again after its death has a new one
+            if incarnation != self._incarnation:
+                return False
         taken = self.table.take_lease(lease, self.worker_id)
         if taken is None:
             log.debug("worker %s lost the race for %s", self.worker_id, lease.shard_id)

@@ -33,13 +33,17 @@ after its start, before the force. A read that started after it saw the
 announcement, read the leases (the holder is named) and so the request
 (written before the announcement), and that cycle released the lease before
 any other step. Each request is cleared when its lease changes hands (take,
-steal, release, SHARD_END remove it).
+steal, release, SHARD_END remove it). A thief declared dead forgets its
+requests (:meth:`StealBook.keep_incarnation`): while it had no heartbeat
+item, the holder may have read a request and ignored it (:func:`requested_of`),
+its view still fresh; registered again, the thief asks anew.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
@@ -85,6 +89,14 @@ class StealBook:
 
     def __init__(self) -> None:
         self.open: dict[str, StealRequest] = {}
+        self.incarnation = 0  # the coordinator's incarnation in which the open requests were written
+
+    def keep_incarnation(self, incarnation: int) -> None:
+        """Forget every request if this worker was declared dead since they were written: their
+        announcements may have reached the holder while no heartbeat item named this worker."""
+        if incarnation != self.incarnation:
+            self.clear()
+            self.incarnation = incarnation
 
     def add(self, request: StealRequest) -> None:
         self.open[request.lease.shard_id] = request
@@ -134,6 +146,8 @@ class StealSteps:
     timing: LeaseTiming
     clock: Callable[[], float]
     renewal: HeartbeatRenewal
+    _lock: threading.RLock
+    _incarnation: int
     _views: ViewReader
     _steal_wanted_since: float | None
     _need_announced_at: float
@@ -145,6 +159,8 @@ class StealSteps:
     def _steal(self, wanted: tuple[Lease, ...], view: TableView, progressed: bool, report: CycleReport) -> None:
         """Act on the plan's wish to steal: force requests that are due, or request, once patient."""
         book = self._steal_book
+        with self._lock:
+            book.keep_incarnation(self._incarnation)
         book.track(view.leases, self.renewal.announced, self.clock())
         if not wanted:
             book.clear()  # no longer starving: a holder that still sees a request releases anyway
@@ -154,7 +170,7 @@ class StealSteps:
         for request in book.due(self.clock(), self.timing.failover_s):
             victim = request.lease.owner
             why = f"stolen from {victim}, which did not release it within {self.timing.failover_s:g}s of the request"
-            if self._acquire(request.lease, why, report, victim=victim):
+            if self._acquire(request.lease, why, report, victim=victim, incarnation=book.incarnation):
                 report.stolen.append(request.lease.shard_id)
         if book.open:
             return  # the holders release at their next cycle, or are forced once due
