@@ -38,6 +38,7 @@ class RecordingCoordinator:
     lost: set[str] = field(default_factory=set)
     end_errors: dict[str, Exception] = field(default_factory=dict)  # shard_ended raises this
     released: list[str] = field(default_factory=list)
+    end_counters: list[int | None] = field(default_factory=list)  # the lease counter each shard_ended named
     end_gate: threading.Event | None = None  # shard_ended (on a worker thread) waits for it
     checkpoint_gate: threading.Event | None = None  # checkpoint (on a worker thread) waits for it
     failure: BaseException | None = None
@@ -58,9 +59,10 @@ class RecordingCoordinator:
         self.writes.append((shard_id, str(checkpoint)))
         return make_lease(shard_id, checkpoint)
 
-    def shard_ended(self, shard_id: str, children: Any) -> None:
+    def shard_ended(self, shard_id: str, children: Any, counter: int | None = None) -> None:
         if self.end_gate is not None:
             assert self.end_gate.wait(5), "the test never opened the SHARD_END gate"
+        self.end_counters.append(counter)
         self._check(shard_id)
         if shard_id in self.end_errors:
             raise self.end_errors[shard_id]

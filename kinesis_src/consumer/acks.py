@@ -179,7 +179,8 @@ class Acknowledger:
         try:
             began = time.perf_counter()
             with self.writes.writing():
-                await asyncio.to_thread(self._coordinator().shard_ended, shard.shard_id, children)
+                await asyncio.to_thread(self._coordinator().shard_ended, shard.shard_id, children,
+                                        counter=shard.lease.counter)  # fenced on this holding's lease
         except (LeaseLostError, RetriesExhaustedError) as exc:
             await self._end_failed(shard, exc)
             self.on_progress()
@@ -214,7 +215,9 @@ class Acknowledger:
     async def _end_failed(self, shard: HeldShard, error: KinesisSourceError) -> None:
         """Drop the shard. Retrying could not help: a first attempt that landed (its response lost)
         fences every retry. After a lost lease the coordinator has let go already; after exhausted
-        retries it still holds the lease, so it is given back (or, if DynamoDB stays away, expires)."""
+        retries it still holds the lease, so it is given back (or, if DynamoDB stays away, expires),
+        unless a re-take replaced this holding meanwhile: the lease held now is the new holding's."""
+        current = self.holdings.get(shard.shard_id) is shard
         shard.state.lose()
         self.holdings.forget(shard)
         self.metrics.shard_ends_failed += 1
@@ -224,7 +227,7 @@ class Acknowledger:
             "reads it again from checkpoint %s and ends it",
             self.worker_id, shard.shard_id, type(error).__name__, error, shard.lease.checkpoint,
         )
-        if isinstance(error, RetriesExhaustedError):
+        if isinstance(error, RetriesExhaustedError) and current:
             await asyncio.to_thread(self._give_back, shard.shard_id)
 
     def _give_back(self, shard_id: str) -> None:

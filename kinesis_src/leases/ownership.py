@@ -82,9 +82,23 @@ class OwnershipSteps(StealSteps):
     _steal_book: StealBook
     shard_sync: SyncsShards | None
 
-    def shard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease]) -> ShardEndResult:
-        """The shard was read to its end: create child leases, mark it SHARD_END, give it up."""
+    def shard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease], counter: int | None = None,
+                    ) -> ShardEndResult:
+        """The shard was read to its end: create child leases, mark it SHARD_END, give it up.
+
+        ``counter``: the lease counter of the holding that read the shard to
+        its end. A lease held now at another counter is a newer holding (this
+        worker took the shard again meanwhile, and reads it again from the
+        last checkpoint): LeaseLostError, nothing written, that holding kept.
+        """
         lease = self.lease(shard_id)
+        if counter is not None and lease.counter != counter:
+            raise LeaseLostError(
+                f"worker {self.worker_id}: SHARD_END of shard {shard_id} comes from its holding at lease counter "
+                f"{counter}, but the lease is held again at counter {lease.counter}; nothing was written, and "
+                "the newer holding reads the shard to its end and ends it",
+                shard_id,
+            )
         child_leases = [c if isinstance(c, Lease) else Lease.for_child(c) for c in children]
         self._lease_co_parents(shard_id, child_leases)
         try:

@@ -92,8 +92,9 @@ def test_a_lease_re_taken_while_its_shard_end_is_written_leaves_no_runtime_error
     """The SHARD_END write of holding 1 is slow (DynamoDB retries); meanwhile the coordinator lost the
     lease and took it again (holding 2 replaces holding 1, which goes LOST). The write then fails,
     fenced by the new counter (LOST again: before, RuntimeError "cannot go to lost in state lost"
-    reached the checkpoint's caller instead of LeaseLostError), or, had the write read the new lease,
-    lands (acknowledging the LOST holding raised the same RuntimeError): the checkpoint returns."""
+    reached the checkpoint's caller instead of LeaseLostError), or lands (acknowledging the LOST holding
+    raised the same RuntimeError): the checkpoint returns. The write names holding 1's counter; the real
+    coordinator refuses it (tests/unit/test_consumer_replaced_end.py), this recording one lets it land."""
 
     async def scenario() -> None:
         consumer, coordinator = make_consumer(closed_shard([1]))
@@ -117,7 +118,7 @@ def test_a_lease_re_taken_while_its_shard_end_is_written_leaves_no_runtime_error
             with pytest.raises(LeaseLostError):
                 await asyncio.wait_for(checkpoint, 5)
             assert coordinator.writes == [] and consumer.metrics.shard_ends_failed == 1
-        assert old.state.phase is ShardPhase.LOST
+        assert old.state.phase is ShardPhase.LOST and coordinator.end_counters == [1]
         assert reader.holdings.get(SHARD) is not None and reader.holdings.get(SHARD) is not old
 
     run(scenario)
@@ -133,11 +134,11 @@ class FailsOnce(RecordingCoordinator):
         super().__init__()
         self.failed: set[str] = set()
 
-    def shard_ended(self, shard_id: str, children: object) -> None:
+    def shard_ended(self, shard_id: str, children: object, counter: int | None = None) -> None:
         if shard_id not in self.failed:
             self.failed.add(shard_id)
             raise RetriesExhaustedError("SHARD_END: DynamoDB retries ran out", ThrottledError("throttled"))
-        super().shard_ended(shard_id, children)  # type: ignore[arg-type]
+        super().shard_ended(shard_id, children, counter)  # type: ignore[arg-type]
 
 
 def test_an_out_of_range_shard_whose_shard_end_write_fails_is_handed_back_and_ended_at_the_next_take() -> None:
