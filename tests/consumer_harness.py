@@ -52,7 +52,7 @@ class RecordingCoordinator:
     def view_is_fresh(self) -> bool:
         return self.fresh
 
-    def checkpoint(self, shard_id: str, checkpoint: Checkpoint) -> Lease:
+    def checkpoint(self, shard_id: str, checkpoint: Checkpoint, counter: int | None = None) -> Lease:
         if self.checkpoint_gate is not None:
             assert self.checkpoint_gate.wait(5), "the test never opened the checkpoint gate"
         self._check(shard_id)

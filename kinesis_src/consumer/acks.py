@@ -123,7 +123,8 @@ class Acknowledger:
         try:
             began = time.perf_counter()
             with self.writes.writing():
-                lease = await asyncio.to_thread(self._coordinator().checkpoint, shard.shard_id, checkpoint)
+                lease = await asyncio.to_thread(
+                    self._coordinator().checkpoint, shard.shard_id, checkpoint, shard.lease.counter)
         except LeaseLostError:
             self.on_lost(shard.lease, "checkpoint rejected: lease taken over")
             raise

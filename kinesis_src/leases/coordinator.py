@@ -263,11 +263,12 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         if meter is not None:
             meter.add(records, nbytes, self.clock())
 
-    def checkpoint(self, shard_id: str, checkpoint: Checkpoint | Position) -> Lease:
-        """Record progress on a held shard, with its throughput estimate; LeaseLostError if the lease was taken."""
+    def checkpoint(self, shard_id: str, checkpoint: Checkpoint | Position, counter: int | None = None) -> Lease:
+        """Record progress on a held shard, with its throughput estimate; LeaseLostError if the lease was taken,
+        or if ``counter`` (the holding the checkpoint comes from) is not the counter held now."""
         if isinstance(checkpoint, Position):
             checkpoint = Checkpoint.from_position(checkpoint)
-        lease = self.lease(shard_id)
+        lease = self.held_at(shard_id, counter, "a checkpoint")
         with self._lock:
             meter = self._meters.get(shard_id)
         estimate = None if meter is None else meter.rate(self.clock(), self.table.now_ms())

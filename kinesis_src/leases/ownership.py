@@ -82,6 +82,20 @@ class OwnershipSteps(StealSteps):
     _steal_book: StealBook
     shard_sync: SyncsShards | None
 
+    def held_at(self, shard_id: str, counter: int | None, what: str) -> Lease:
+        """The lease held on ``shard_id``; LeaseLostError, nothing written, if ``counter`` (the holding a
+        write comes from) is not the counter held now: this worker took the shard again meanwhile, and
+        the newer holding reads it again from the last checkpoint and makes its own writes."""
+        lease = self.lease(shard_id)
+        if counter is not None and lease.counter != counter:
+            raise LeaseLostError(
+                f"worker {self.worker_id}: {what} of shard {shard_id} comes from its holding at lease counter "
+                f"{counter}, but the lease is held again at counter {lease.counter}; nothing was written, and "
+                "the newer holding writes its own",
+                shard_id,
+            )
+        return lease
+
     def shard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease], counter: int | None = None,
                     ) -> ShardEndResult:
         """The shard was read to its end: create child leases, mark it SHARD_END, give it up.
@@ -91,14 +105,7 @@ class OwnershipSteps(StealSteps):
         worker took the shard again meanwhile, and reads it again from the
         last checkpoint): LeaseLostError, nothing written, that holding kept.
         """
-        lease = self.lease(shard_id)
-        if counter is not None and lease.counter != counter:
-            raise LeaseLostError(
-                f"worker {self.worker_id}: SHARD_END of shard {shard_id} comes from its holding at lease counter "
-                f"{counter}, but the lease is held again at counter {lease.counter}; nothing was written, and "
-                "the newer holding reads the shard to its end and ends it",
-                shard_id,
-            )
+        lease = self.held_at(shard_id, counter, "SHARD_END")
         child_leases = [c if isinstance(c, Lease) else Lease.for_child(c) for c in children]
         self._lease_co_parents(shard_id, child_leases)
         try:

@@ -63,3 +63,27 @@ def test_a_rejected_write_keeps_the_newer_holding_of_the_same_shard(dynamodb, wr
     clock.advance(TIMING.scan_s)
     assert a.run_once().acquired == []  # no extra take
     assert table_for(dynamodb).get_lease(sid(0)).counter == newer.counter
+
+
+@pytest.mark.parametrize("write", ["shard_ended", "checkpoint"])
+def test_a_write_of_an_older_holding_does_not_land_on_the_newer_lease(dynamodb, write: str) -> None:  # noqa: F811
+    """A write that names the counter of the holding it comes from is refused, with nothing written,
+    once this worker holds the shard again at another counter (a checkpoint of the old holding could
+    otherwise move the new holding's checkpoint; its SHARD_END would end a shard the new one reads)."""
+    clock = Clock()
+    seed(dynamodb, 1)
+    a = worker(dynamodb, "a", clock)
+    a.run_once()
+    old = a.lease(sid(0))
+    a.release(sid(0))
+    clock.advance(TIMING.scan_s)
+    assert a.run_once().acquired == [sid(0)]
+    with pytest.raises(LeaseLostError, match="counter"):
+        if write == "checkpoint":
+            a.checkpoint(sid(0), Checkpoint.sequence("7"), counter=old.counter)
+        else:
+            a.shard_ended(sid(0), [ChildShard(sid(1), (sid(0),), 0, FULL.end)], counter=old.counter)
+    stored = table_for(dynamodb).get_lease(sid(0))
+    assert (stored.owner, stored.counter) == ("a", old.counter + 2)
+    assert stored.checkpoint == Checkpoint.trim_horizon() and not stored.is_shard_end
+    assert a.lease(sid(0)).counter == stored.counter
