@@ -169,22 +169,17 @@ class StreamDriver:
         frontier = admit_ready(
             frontier, self.discovery.graph, self.options.preserve_shard_order, key_range=self.options.key_range
         )
-        self._forget_gone(plan, frontier)
+        self._forget_gone(frontier)
         return frontier
 
-    def _forget_gone(self, plan: Plan, frontier: Frontier) -> None:
-        """Drop the figures of shards that left the frontier for good (drained, trimmed away).
-
-        Their lag and check times go at once (never read or probed again); their read counts stay
-        while Spark plans from the batch that drained them, so that batch's counts are reported.
-        Without this, a query that outlives many reshards reports every shard it ever read.
-        """
+    def _forget_gone(self, frontier: Frontier) -> None:
+        """Drop the lag and check times of shards that left the frontier for good (drained, trimmed
+        away): they are never read or probed again, and a stale lag would be reported for the life of
+        the query. Read counts stay: they are totals since the driver started (their sum is what the
+        query read), one entry per shard read."""
         live = frontier.positions.keys()
-        counted = live | plan.shards.keys()
-        for figures, kept in ((self.lag, live), (self._verified_at, live), (self.records_read, counted),
-                              (self.read_totals.bytes_read, counted), (self.read_totals.throttles, counted),
-                              (self.read_totals.retries, counted)):
-            for sid in [s for s in figures if s not in kept]:
+        for figures in (self.lag, self._verified_at):
+            for sid in [s for s in figures if s not in live]:
                 del figures[sid]
 
     def _refresh(self, force: bool) -> None:
