@@ -6,6 +6,7 @@ shared fake Kinesis: the same chunks in the same order with 1 or 8 workers, thro
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Iterator
@@ -134,8 +135,8 @@ def test_closing_early_stops_the_readers() -> None:
     produced = {"a": 0, "b": 0}
 
     def read(sid: str) -> Iterator[str]:
-        for i in range(10_000):
-            produced[sid] += 1
+        for i in itertools.count():  # endless: only the close can stop a reader (a loaded machine may let a
+            produced[sid] += 1       # bounded one finish before the close lands)
             yield f"{sid}:{i}"
 
     items = read_in_order(["a", "b"], read, workers=2, buffer=4)
@@ -148,7 +149,7 @@ def test_closing_early_stops_the_readers() -> None:
         if produced == before:
             break
         before = dict(produced)
-    assert produced == before and produced["b"] <= 5 and produced["a"] < 10_000
+    assert produced == before and produced["b"] <= 5
 
 
 def test_bad_settings_are_refused() -> None:
