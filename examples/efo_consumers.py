@@ -73,6 +73,7 @@ async def application(name: str, stream: str, expected: int) -> list[Record]:
     async with Consumer(
         stream, application_name=name, consumer_mode="efo", require_consumer_deregistration=True,
         lease_timing=TIMING, handle_signals=False, metrics_interval_s=5,
+        retry=LOADED_RETRY,  # a busy local LocalStack may not answer a call for a minute
     ) as consumer:
         while len({(r.shard_id, r.sequence_number) for r in records}) < expected:
             try:
