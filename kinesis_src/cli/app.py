@@ -22,6 +22,7 @@ from ..config import AwsSettings, CredentialSource
 from ..discovery import ShardDiscovery
 from ..errors import ConfigurationError, KinesisSourceError, ResourceNotFoundError
 from ..positions import Position
+from . import kcl_import_view
 from .inspect import leases_command, lineage_command, status_command
 from .reading import EXPORT_FORMATS, export_command, export_format, read_command
 
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     _lineage_parser(sub)
     _leases_parser(sub)
+    kcl_import_view.add_parser(sub)
     _status_parser(sub)
     return parser
 
@@ -140,7 +142,7 @@ def _closed_pipe() -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(kcl_import_view.route(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(
         level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -156,6 +158,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return lineage_command(kinesis, args, sys.stdout)
         if args.command == "leases":
             return leases_command(DynamoDBClient(settings), kinesis, args, sys.stdout)
+        if args.command == kcl_import_view.COMMAND:
+            return kcl_import_view.command(settings, args, sys.stdout)
         if args.command == "status":
             return status_command(DynamoDBClient(settings), kinesis, args, sys.stdout)
         if args.command == "export":

@@ -12,11 +12,21 @@
   :mod:`.cycle_report`;
 * :mod:`.shard_sync` -- the table follows the stream's lineage;
 * :mod:`.progress` -- the Spark source's per-batch ends;
-* :mod:`.claim` -- one running Spark query per application.
+* :mod:`.claim` -- one running Spark query per application;
+* :mod:`.kcl_import` -- start an application from a stopped KCL application's lease table
+  (:mod:`.kcl_items` reads its items, :mod:`.kcl_checks` refuses what cannot be imported).
 """
 
 from .assignment import AssignmentPlan, is_assignable, plan_assignment
 from .coordinator import CycleReport, LeaseCoordinator
+from .kcl_import import ImportAction, ImportedShard, KclImportReport, import_kcl_table
+from .kcl_items import (
+    ImportTargetInUseError,
+    KclApplicationRunningError,
+    KclImportError,
+    KclStreamMismatchError,
+    NotAKclLeaseTableError,
+)
 from .listener import LeaseListener
 from .model import Checkpoint, CheckpointKind, HeartbeatStatus, Lease, WorkerHeartbeat
 from .progress import ProgressStore, ShardProgress
@@ -30,15 +40,24 @@ __all__ = [
     "CheckpointKind",
     "CycleReport",
     "HeartbeatStatus",
+    "ImportAction",
+    "ImportTargetInUseError",
+    "ImportedShard",
+    "KclApplicationRunningError",
+    "KclImportError",
+    "KclImportReport",
+    "KclStreamMismatchError",
     "Lease",
     "LeaseCoordinator",
     "LeaseListener",
     "LeaseTable",
     "LeaseTiming",
+    "NotAKclLeaseTableError",
     "ProgressStore",
     "ShardProgress",
     "ShardSync",
     "WorkerHeartbeat",
+    "import_kcl_table",
     "is_assignable",
     "plan_assignment",
 ]
