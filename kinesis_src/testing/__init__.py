@@ -1,60 +1,52 @@
 """A testing kit for pipelines that read Kinesis: endpoints, streams, resharding, a keyed-counter verifier.
 
 Also a pytest plugin (``kinesis_src.testing.plugin``, registered through the
-``pytest11`` entry point), whose fixtures wrap everything here; see
-``docs/testing.md``. Importing this package imports boto3 (through
+``pytest11`` entry point), whose fixtures wrap everything here, and the
+embedded emulators (:mod:`kinesis_src.testing.emulators`, with its command
+line ``python -m kinesis_src.testing``); see ``docs/testing.md``.
+
+The names below are resolved on first use (PEP 562 ``__getattr__``): importing
+this package, the plugin or the emulators imports only the standard library;
+the first use of a client, stream or verifier name imports boto3 (through
 :mod:`kinesis_src`), never pyspark.
 """
 
-from ..workload import KeyedProducer, decode, encode
-from .clients import LOADED_READ_TIMEOUT_S, LOADED_RETRY, IdempotentKinesisClient, emulator_settings
-from .endpoints import (
-    Endpoints,
-    EndpointsUnavailable,
-    embedded_endpoints,
-    endpoints,
-    endpoints_from_environ,
-)
-from .streams import (
-    Resharder,
-    ReshardError,
-    ReshardStep,
-    Shard,
-    StreamFactory,
-    unique_stream_name,
-)
-from .verify import (
-    AT_LEAST_ONCE,
-    EXACTLY_ONCE,
-    DeliveryError,
-    DeliveryReport,
-    OrderViolation,
-    verify_delivery,
-)
+from __future__ import annotations
 
-__all__ = [
-    "AT_LEAST_ONCE",
-    "EXACTLY_ONCE",
-    "LOADED_READ_TIMEOUT_S",
-    "LOADED_RETRY",
-    "DeliveryError",
-    "DeliveryReport",
-    "Endpoints",
-    "EndpointsUnavailable",
-    "IdempotentKinesisClient",
-    "KeyedProducer",
-    "OrderViolation",
-    "ReshardError",
-    "ReshardStep",
-    "Resharder",
-    "Shard",
-    "StreamFactory",
-    "decode",
-    "embedded_endpoints",
-    "emulator_settings",
-    "encode",
-    "endpoints",
-    "endpoints_from_environ",
-    "unique_stream_name",
-    "verify_delivery",
-]
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time see _EXPORTS
+    from ..workload import KeyedProducer, decode, encode
+    from .clients import LOADED_READ_TIMEOUT_S, LOADED_RETRY, IdempotentKinesisClient, emulator_settings
+    from .endpoints import Endpoints, EndpointsUnavailable, embedded_endpoints, endpoints, endpoints_from_environ
+    from .streams import Resharder, ReshardError, ReshardStep, Shard, StreamFactory, unique_stream_name
+    from .verify import AT_LEAST_ONCE, EXACTLY_ONCE, DeliveryError, DeliveryReport, OrderViolation, verify_delivery
+
+_MODULES: dict[str, tuple[str, ...]] = {
+    "kinesis_src.workload": ("KeyedProducer", "decode", "encode"),
+    "kinesis_src.testing.clients": ("LOADED_READ_TIMEOUT_S", "LOADED_RETRY", "IdempotentKinesisClient",
+                                    "emulator_settings"),
+    "kinesis_src.testing.endpoints": ("Endpoints", "EndpointsUnavailable", "embedded_endpoints", "endpoints",
+                                      "endpoints_from_environ"),
+    "kinesis_src.testing.streams": ("Resharder", "ReshardError", "ReshardStep", "Shard", "StreamFactory",
+                                    "unique_stream_name"),
+    "kinesis_src.testing.verify": ("AT_LEAST_ONCE", "EXACTLY_ONCE", "DeliveryError", "DeliveryReport",
+                                   "OrderViolation", "verify_delivery"),
+}
+_EXPORTS: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -3,13 +3,12 @@
 Resolution order (:func:`endpoints_from_environ`):
 
 1. ``KINESIS_SRC_ENDPOINT_URL`` (and ``KINESIS_SRC_DYNAMODB_ENDPOINT_URL``):
-   ours, what ``localstack/launcher.py run``/``start`` export;
+   ours, what ``python -m kinesis_src.testing run``/``start`` export;
 2. ``AWS_ENDPOINT_URL_KINESIS`` / ``AWS_ENDPOINT_URL_DYNAMODB``, then
    ``AWS_ENDPOINT_URL``: botocore's names, LocalStack's single endpoint;
 3. none set: the embedded emulators (kinesis-mock and DynamoDB Local from
-   npm), started through ``localstack/launcher.py``. That file is part of the
-   repository, not of the wheel: it is found beside the package in a checkout
-   or an editable install, or at the path in ``KINESIS_SRC_LAUNCHER``.
+   npm), started by :mod:`kinesis_src.testing.emulators`, part of the
+   installed package.
 
 Stdlib only: importing this module (the pytest plugin does, in every pytest
 run of an environment where kinesis-src is installed) costs nothing.
@@ -18,18 +17,16 @@ run of an environment where kinesis-src is installed) costs nothing.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 
 ENV_ENDPOINT_URL = "KINESIS_SRC_ENDPOINT_URL"  # same names as kinesis_src.config (not imported: it pulls in boto3)
 ENV_DYNAMODB_ENDPOINT_URL = "KINESIS_SRC_DYNAMODB_ENDPOINT_URL"
-ENV_LAUNCHER = "KINESIS_SRC_LAUNCHER"
 ENV_ISOLATED = "KINESIS_SRC_ISOLATED"
+ENV_ALLOW_UNISOLATED = "KINESIS_SRC_ALLOW_UNISOLATED"
+TRUE_WORDS = ("1", "true", "yes", "on")
 AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
 AWS_ENDPOINT_URL_KINESIS = "AWS_ENDPOINT_URL_KINESIS"
 AWS_ENDPOINT_URL_DYNAMODB = "AWS_ENDPOINT_URL_DYNAMODB"
@@ -89,72 +86,54 @@ def endpoints_from_environ(environ: Mapping[str, str] | None = None) -> Endpoint
     )
 
 
-def find_launcher(environ: Mapping[str, str] | None = None) -> Path | None:
-    """``localstack/launcher.py``: at ``KINESIS_SRC_LAUNCHER``, else beside the package (a checkout)."""
+def unisolated_allowed(environ: Mapping[str, str] | None = None) -> bool:
+    """True when ``KINESIS_SRC_ALLOW_UNISOLATED`` opts in to emulators outside a private network namespace."""
     env = os.environ if environ is None else environ
-    if env.get(ENV_LAUNCHER):
-        path = Path(env[ENV_LAUNCHER]).expanduser()
-        if not path.is_file():
-            raise EndpointsUnavailable(f"{ENV_LAUNCHER}={path} is not a file (it should name localstack/launcher.py)")
-        return path.resolve()
-    beside = Path(__file__).resolve().parents[2] / "localstack" / "launcher.py"
-    return beside if beside.is_file() else None
-
-
-def load_launcher(path: Path) -> ModuleType:
-    """Import the launcher from its file; reuses a module already imported from that file (tests/conftest.py does)."""
-    for module in list(sys.modules.values()):
-        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path and hasattr(module, "Emulators"):
-            return module
-    spec = importlib.util.spec_from_file_location("kinesis_src_testing_launcher", path)
-    if spec is None or spec.loader is None:
-        raise EndpointsUnavailable(f"cannot import the emulator launcher at {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class body runs
-    spec.loader.exec_module(module)
-    return module
+    return env.get(ENV_ALLOW_UNISOLATED, "").strip().lower() in TRUE_WORDS
 
 
 def unavailable_message(reason: str) -> str:
     return (
         f"no Kinesis endpoint for kinesis_src.testing: {reason}. Either point the tests at running "
         f"endpoints ({ENV_ENDPOINT_URL}=http://127.0.0.1:4566, plus {ENV_DYNAMODB_ENDPOINT_URL} if DynamoDB "
-        f"is elsewhere; or {AWS_ENDPOINT_URL} for LocalStack), or run from a kinesis-src checkout under "
-        "`python localstack/launcher.py isolated -- pytest ...` so the embedded emulators can start "
-        f"({ENV_LAUNCHER} may name that checkout's localstack/launcher.py)"
+        f"is elsewhere; or {AWS_ENDPOINT_URL} for LocalStack), or run the tests under "
+        "`python -m kinesis_src.testing isolated -- python -m pytest ...` (Linux: a private network namespace) "
+        "so the embedded emulators can start, or, where namespaces are unavailable (macOS, some CI runners), "
+        f"set {ENV_ALLOW_UNISOLATED}=1 to start them anyway (they then listen on every network interface "
+        "while the tests run; see docs/testing.md)"
     )
 
 
 @contextlib.contextmanager
 def embedded_endpoints(*, require_isolation: bool = True, environ: Mapping[str, str] | None = None) -> Iterator[Endpoints]:
-    """Start kinesis-mock and DynamoDB Local through the repository's launcher; stop them on exit.
+    """Start kinesis-mock and DynamoDB Local from the installed package; stop them on exit.
 
     Both servers listen on every network interface (neither has a host
-    option), so by default they are started only inside the private network
-    namespace that ``launcher.py isolated`` creates (``KINESIS_SRC_ISOLATED=1``).
-    Raises :class:`EndpointsUnavailable` with instructions otherwise.
+    option), so by default they start only inside the private network
+    namespace that ``python -m kinesis_src.testing isolated`` creates
+    (``KINESIS_SRC_ISOLATED=1``), or where ``KINESIS_SRC_ALLOW_UNISOLATED=1``
+    accepts that exposure. Raises :class:`EndpointsUnavailable` with
+    instructions otherwise.
     """
     env = os.environ if environ is None else environ
-    path = find_launcher(env)
-    if path is None:
-        raise EndpointsUnavailable(unavailable_message(
-            "none is set in the environment, and the emulator launcher (localstack/launcher.py) is not "
-            "installed with the package: it ships only in the kinesis-src repository"))
-    if require_isolation and env.get(ENV_ISOLATED) != "1":
+    if require_isolation and env.get(ENV_ISOLATED) != "1" and not unisolated_allowed(env):
         raise EndpointsUnavailable(unavailable_message(
             f"none is set in the environment, and the emulators bind all network interfaces, so they start "
-            f"only inside `launcher.py isolated` ({ENV_ISOLATED}=1 is not set)"))
-    launcher = load_launcher(path)
-    emulators = launcher.Emulators(kinesis=True, dynamodb=True)
+            f"only inside `python -m kinesis_src.testing isolated` ({ENV_ISOLATED}=1 is not set) "
+            f"or with {ENV_ALLOW_UNISOLATED}=1"))
+    from . import emulators as kit  # stdlib only; deferred so that environment endpoints never touch it
+
+    emulators = kit.Emulators(kinesis=True, dynamodb=True)
     try:
         emulators.start()
-    except launcher.ToolMissingError as exc:  # no node/npm/java: say what to do, as for missing endpoints
+    except (kit.ToolMissingError, kit.InstallError) as exc:  # no node/java, or npm ci offline: say what to do
         raise EndpointsUnavailable(unavailable_message(f"the embedded emulators cannot start: {exc}")) from exc
     try:
         yield Endpoints(
             kinesis=emulators.kinesis_endpoint, dynamodb=emulators.dynamodb_endpoint,
-            region=launcher.DEFAULT_REGION, source="embedded",
-            details=f"kinesis-mock and DynamoDB Local started by {path}",
+            region=kit.DEFAULT_REGION, source="embedded",
+            details=(f"kinesis-mock and DynamoDB Local started by {Path(kit.__file__).resolve().parent} "
+                     f"from {emulators.node_modules}"),
         )
     finally:
         emulators.stop()

@@ -9,9 +9,12 @@ Fixtures:
 ``kinesis_test_endpoints`` (session)
     :class:`~kinesis_src.testing.Endpoints`: the environment's
     (``KINESIS_SRC_ENDPOINT_URL``, ``AWS_ENDPOINT_URL``...) or the embedded
-    emulators, started once per session (needs the repository's launcher).
+    emulators, started once per session from the installed package (inside
+    ``python -m kinesis_src.testing isolated``, or anywhere with
+    ``KINESIS_SRC_ALLOW_UNISOLATED=1`` / ini ``kinesis_allow_unisolated = true``).
     With neither, tests that use it are skipped, or fail with
     ``--kinesis-require-endpoints`` (ini: ``kinesis_require_endpoints = true``).
+    The terminal summary names the endpoints a session used and where they came from.
 ``kinesis_test_env``
     exports the endpoints, a region and (if none are set) dummy credentials
     into ``os.environ`` for the test, so the pipeline under test finds them.
@@ -51,6 +54,8 @@ if TYPE_CHECKING:
 
 REQUIRE_OPTION = "--kinesis-require-endpoints"
 REQUIRE_INI = "kinesis_require_endpoints"
+UNISOLATED_INI = "kinesis_allow_unisolated"
+USED_ENDPOINTS = pytest.StashKey["Endpoints"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,6 +66,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini(REQUIRE_INI, type="bool", default=False,
                   help=f"same as {REQUIRE_OPTION}")
+    parser.addini(UNISOLATED_INI, type="bool", default=False,
+                  help="start the embedded emulators outside a private network namespace (they listen on every "
+                       "interface while the tests run); same as KINESIS_SRC_ALLOW_UNISOLATED=1")
 
 
 def _endpoints_required(config: pytest.Config) -> bool:
@@ -72,13 +80,25 @@ def kinesis_test_endpoints(request: pytest.FixtureRequest) -> Iterator[Endpoints
     """The environment's endpoints, or the embedded emulators for the whole session."""
     stack = contextlib.ExitStack()
     try:
-        found = stack.enter_context(endpoints())
+        found = stack.enter_context(endpoints(require_isolation=not request.config.getini(UNISOLATED_INI)))
     except EndpointsUnavailable as exc:
+        found, reason = None, str(exc)
+    if found is None:  # outside the except block, so the report shows the reason once, not a chained copy
         if _endpoints_required(request.config):
-            pytest.fail(str(exc), pytrace=False)
-        pytest.skip(str(exc))
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    request.config.stash[USED_ENDPOINTS] = found
     with stack:
         yield found
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """One line naming the endpoints the session's tests used and where they came from."""
+    used = config.stash.get(USED_ENDPOINTS, None)
+    if used is not None:
+        terminalreporter.write_line(
+            f"kinesis_src.testing: {used.source} endpoints: Kinesis {used.kinesis}, DynamoDB {used.dynamodb} "
+            f"({used.details})")
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime
 from importlib.metadata import entry_points
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +21,8 @@ from kinesis_src.testing import (
     unique_stream_name,
     verify_delivery,
 )
-from kinesis_src.testing.endpoints import find_launcher
+from kinesis_src.testing import emulators as kit
+from kinesis_src.testing.endpoints import unisolated_allowed
 
 pytest_plugins = ["pytester"]
 
@@ -220,20 +220,39 @@ def test_env_keeps_real_settings_and_fills_in_dummy_ones() -> None:
     assert embedded.env({"AWS_ACCESS_KEY_ID": "AKIAREAL", "AWS_REGION": "eu-west-1"})["AWS_ACCESS_KEY_ID"] == "test"
 
 
-def test_the_launcher_is_found_in_a_checkout_or_where_the_environment_says(tmp_path: Path) -> None:
-    beside = Path(__file__).resolve().parents[2] / "localstack" / "launcher.py"
-    assert find_launcher({}) == beside
-    assert find_launcher({"KINESIS_SRC_LAUNCHER": str(beside)}) == beside
-    with pytest.raises(EndpointsUnavailable, match="KINESIS_SRC_LAUNCHER=.* is not a file"):
-        find_launcher({"KINESIS_SRC_LAUNCHER": str(tmp_path / "nope.py")})
-
-
 def test_without_isolation_the_emulators_do_not_start_and_the_message_says_what_to_set() -> None:
     with pytest.raises(EndpointsUnavailable) as caught, embedded_endpoints(environ={}):
         pass
     message = str(caught.value)
     assert "KINESIS_SRC_ENDPOINT_URL=http://127.0.0.1:4566" in message and "AWS_ENDPOINT_URL" in message
-    assert "launcher.py isolated" in message and "KINESIS_SRC_ISOLATED=1 is not set" in message
+    assert "python -m kinesis_src.testing isolated" in message and "KINESIS_SRC_ISOLATED=1 is not set" in message
+    assert "KINESIS_SRC_ALLOW_UNISOLATED=1" in message  # the way for machines without namespaces
+
+
+@pytest.mark.parametrize(("value", "allowed"), [("1", True), ("true", True), (" Yes ", True), ("0", False),
+                                                ("", False), ("no", False)])
+def test_the_unisolated_opt_in_reads_common_true_words(value: str, allowed: bool) -> None:
+    assert unisolated_allowed({"KINESIS_SRC_ALLOW_UNISOLATED": value}) is allowed
+
+
+class _NoNode:
+    """An Emulators whose start fails as on a machine without node: proves the isolation check let it start."""
+
+    def __init__(self, **_kwargs: object) -> None:
+        pass
+
+    def start(self) -> None:
+        raise kit.ToolMissingError("fake: no `node` found")
+
+
+def test_the_opt_in_lets_the_emulators_start_outside_a_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kit, "Emulators", _NoNode)
+    with pytest.raises(EndpointsUnavailable, match="embedded emulators cannot start: fake: no `node`"), \
+            embedded_endpoints(environ={"KINESIS_SRC_ALLOW_UNISOLATED": "1"}):
+        pass
+    with pytest.raises(EndpointsUnavailable, match="KINESIS_SRC_ISOLATED=1 is not set"), \
+            embedded_endpoints(environ={"KINESIS_SRC_ALLOW_UNISOLATED": "0"}):
+        pass
 
 
 # -- names and the plugin --------------------------------------------------------
@@ -258,7 +277,8 @@ def test_the_plugin_is_registered_and_provides_its_fixtures(pytestconfig: pytest
 
 
 def test_fixtures_skip_without_endpoints_or_fail_when_required(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("KINESIS_SRC_ENDPOINT_URL", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_KINESIS", "KINESIS_SRC_ISOLATED"):
+    for name in ("KINESIS_SRC_ENDPOINT_URL", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_KINESIS", "KINESIS_SRC_ISOLATED",
+                 "KINESIS_SRC_ALLOW_UNISOLATED"):
         monkeypatch.delenv(name, raising=False)
     pytester.makepyfile("def test_needs_kinesis(kinesis_stream_factory):\n    raise AssertionError('ran')\n")
     skipped = pytester.runpytest("-p", "no:cacheprovider", "-rs")
