@@ -15,15 +15,10 @@ Spark's no-op sink, six readers interleaved round by round:
   Python data source API and the noop sink cost with no I/O and no decoding;
 - **batch**: ``spark.read.format("kinesis")`` of the whole stream,
   ``fetchIntervalMs=0``;
-- **batch, reference decode**: the same, with the tasks' GetRecords bodies
-  read and decoded as before the Arrow decoder (botocore's chunked body
-  read, ``json.loads``, then the page's lists to Arrow): a source defined
-  here that puts the reference parser and botocore's own HTTP session back
-  on the task's client for its read (``--no-reference`` leaves it out);
-- **batch, pyarrow.json decode**: the same, with every body through
-  ``pyarrow.json`` (the layout cut of ``kinesis_src/aws/plain_body.py``
-  turned off in the task): the path before the cut, side by side (also left
-  out by ``--no-reference``);
+- **batch, json decode**: the same, the tasks decoding GetRecords bodies
+  with ``json.loads`` and ``a2b_base64`` per record instead of msgspec
+  (:mod:`kinesis_src.aws.body_decode`): a source defined here that swaps the
+  decode in for its read (``--no-reference`` leaves it out);
 - **streaming ceiling**: the same source as a stream reader (one
   micro-batch of the same pages), ``trigger(availableNow=True)``;
 - **streaming**: ``spark.readStream.format("kinesis")`` from TRIM_HORIZON,
@@ -152,44 +147,30 @@ class CeilingStreamReader(DataSourceStreamReader):
         pass
 
 
-class ReferenceDecodeReader(DataSourceReader):
-    """The Kinesis batch reader, its tasks decoding with the reference parser (restored after each read)."""
+def json_decode(body: bytes) -> Any:
+    """A GetRecords body through ``json.loads`` and ``a2b_base64`` per record, for the side-by-side row."""
+    import binascii
+    import json
+    from operator import itemgetter
 
-    def __init__(self, inner: DataSourceReader) -> None:
-        self.inner = inner
+    from kinesis_src.records import RecordPage
 
-    def partitions(self) -> Any:
-        return self.inner.partitions()
+    doc = json.loads(body)
+    records = doc.get("Records") or []
 
-    def read(self, partition: InputPartition) -> Iterator[Any]:
-        from kinesis_src.aws.arrow_decode import use_arrow_parser
-        from kinesis_src.aws.decode import FastResponseParserFactory
-        from kinesis_src.aws.whole_body import WholeBodySession, read_bodies_whole
-        from kinesis_src.spark.tasks import kinesis_client
+    def column(key: str) -> list[Any]:
+        return [r.get(key) for r in records]
 
-        client = kinesis_client(partition.endpoint).botocore_client
-        client._endpoint._response_parser_factory = FastResponseParserFactory()
-        if isinstance(client._endpoint.http_session, WholeBodySession):
-            client._endpoint.http_session = client._endpoint.http_session.inner  # botocore's chunked reads
-        try:
-            yield from self.inner.read(partition)
-        finally:  # the worker's cached client serves format("kinesis") tasks next
-            read_bodies_whole(use_arrow_parser(client))
-
-
-class ReferenceDecodeSource(KinesisDataSource):
-    """format("kinesis") as it decoded before kinesis_src.aws.arrow_decode, for the side-by-side row."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "kinesis_reference_decode"
-
-    def reader(self, schema: Any) -> DataSourceReader:
-        return ReferenceDecodeReader(super().reader(schema))
+    return RecordPage(
+        partition_keys=column("PartitionKey"), data=list(map(binascii.a2b_base64, map(itemgetter("Data"), records))),
+        sequence_numbers=column("SequenceNumber"), arrival_epoch=column("ApproximateArrivalTimestamp"),
+        encryption_types=column("EncryptionType"), next_iterator=doc.get("NextShardIterator"),
+        millis_behind_latest=doc.get("MillisBehindLatest"),
+    )
 
 
 class JsonDecodeReader(DataSourceReader):
-    """The Kinesis batch reader, its tasks' bodies all through pyarrow.json (no layout cut; restored after)."""
+    """The Kinesis batch reader, its tasks decoding GetRecords with ``json`` + ``binascii`` (restored after)."""
 
     def __init__(self, inner: DataSourceReader) -> None:
         self.inner = inner
@@ -198,22 +179,18 @@ class JsonDecodeReader(DataSourceReader):
         return self.inner.partitions()
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from kinesis_src.aws import arrow_decode
+        from kinesis_src.aws import decode
 
-        cut = arrow_decode._cut
-
-        def not_cut(body: bytes) -> Any:
-            raise arrow_decode.NotThisLayout("the side-by-side row of the pyarrow.json path")
-
-        arrow_decode._cut = not_cut
+        msgspec_decode = decode.decode_get_records
+        decode.decode_get_records = json_decode  # the parser hook looks the name up per body
         try:
             yield from self.inner.read(partition)
-        finally:
-            arrow_decode._cut = cut
+        finally:  # the worker's cached client serves format("kinesis") tasks next
+            decode.decode_get_records = msgspec_decode
 
 
 class JsonDecodeSource(KinesisDataSource):
-    """format("kinesis") as it decoded before kinesis_src/aws/plain_body.py: pyarrow.json for every body."""
+    """format("kinesis") with the ``json`` + ``binascii`` decode: the side-by-side row."""
 
     @classmethod
     def name(cls) -> str:
@@ -256,7 +233,6 @@ def spark_session() -> Any:
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KinesisDataSource)
     spark.dataSource.register(CeilingSource)
-    spark.dataSource.register(ReferenceDecodeSource)
     spark.dataSource.register(JsonDecodeSource)
     return spark
 
@@ -299,10 +275,6 @@ class Bench:
 
     def batch(self) -> float:
         df = self.kinesis_options(self.spark.read).load()
-        return timed(lambda: df.write.format("noop").mode("overwrite").save())
-
-    def batch_reference(self) -> float:
-        df = self.kinesis_options(self.spark.read, "kinesis_reference_decode").load()
         return timed(lambda: df.write.format("noop").mode("overwrite").save())
 
     def batch_json(self) -> float:
@@ -380,7 +352,7 @@ def run(bench: Bench, rounds: int, reference: bool) -> None:
         "ceiling_streaming": bench.ceiling_streaming, "streaming": bench.streaming,
     }
     if reference:
-        readers = {"batch_reference": bench.batch_reference, "batch_json": bench.batch_json, **readers}
+        readers = {"batch_json": bench.batch_json, **readers}
     print("warm-up (not counted): ", end="", flush=True)
     for name, measure in readers.items():
         print(f"{name} {measure():.2f} s  ", end="", flush=True)
@@ -421,15 +393,14 @@ def report(
     labels = {
         "ceiling": "batch ceiling: pre-built Arrow",
         "batch": 'spark.read.format("kinesis")',
-        "batch_reference": "  the same, reference decode",
-        "batch_json": "  the same, pyarrow.json decode",
+        "batch_json": "  the same, json + binascii decode",
         "ceiling_streaming": "streaming ceiling: pre-built Arrow",
         "streaming": 'readStream.format("kinesis")',
     }
-    ceilings = {"ceiling": "ceiling", "batch": "ceiling", "batch_reference": "ceiling", "batch_json": "ceiling",
+    ceilings = {"ceiling": "ceiling", "batch": "ceiling", "batch_json": "ceiling",
                 "ceiling_streaming": "ceiling_streaming",
                 "streaming": "ceiling_streaming"}
-    order = [n for n in ("ceiling", "batch", "batch_reference", "batch_json", "ceiling_streaming", "streaming") if n in seconds]
+    order = [n for n in ("ceiling", "batch", "batch_json", "ceiling_streaming", "streaming") if n in seconds]
     for name in order:
         took = seconds[name]
         rate = total / statistics.median(took)
@@ -462,7 +433,7 @@ def main() -> None:
         help="the streaming read's maxRecordsPerShard; its default, 100,000, ends the first micro-batch exactly "
         "at each shard's last record (not known to be the last), so availableNow runs a second, empty one",
     )
-    parser.add_argument("--no-reference", action="store_true", help="leave out the batch read with the reference decoder")
+    parser.add_argument("--no-reference", action="store_true", help="leave out the batch read with the json decode")
     opts = parser.parse_args()
     with launcher.Emulators(kinesis=False, dynamodb=True) as emulators:
         os.environ.update(emulators.env())

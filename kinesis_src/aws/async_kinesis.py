@@ -32,7 +32,7 @@ from ..positions import Position
 from ..records import RecordPage
 from .boundary import acall
 from .credentials import configure_aio
-from .decode import check_complete, decode_page, fast_parse, is_get_records, page_of, succeeded
+from .decode import check_complete, decode_get_records, fast_parse, is_get_records, page_of, succeeded
 from .kinesis import shard_not_found, stream_not_found
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class AioFastGetRecordsParser(AioJSONParser):
         check_complete(response)
         if self._before_decode is not None and succeeded(response) and is_get_records(shape):
             await self._before_decode()
-        parsed = fast_parse(self, response, shape, decode_page)
+        parsed = fast_parse(self, response, shape, decode_get_records)
         return parsed if parsed is not None else await super().parse(response, shape)
 
 

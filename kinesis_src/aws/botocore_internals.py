@@ -40,8 +40,7 @@ FALLBACKS: dict[Internal, str] = {
     Internal.PARSE_SHAPE: "answers other than GetRecords are checked as JSON, then parsed again by botocore",
     Internal.CLIENT_PARSER: (
         "a client of a caller's session keeps botocore's parser, with the body checks and the GetRecords "
-        "decode run from its public before-parse event; a Spark task's client keeps the session's parser "
-        "(pages without Arrow columns)"
+        "decode run from its public before-parse event"
     ),
     Internal.PARSER_SETTINGS: "a caller's session's parser settings (e.g. a timestamp parser) are not carried over",
     Internal.HTTP_SESSION: "response bodies are read the way botocore reads them (64 KiB chunks, then joined)",

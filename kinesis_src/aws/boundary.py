@@ -169,9 +169,8 @@ def install_parser_factory(client: BaseClient, factory_class: type[FastResponseP
 
     False where this botocore does not let a client have its own parser
     (then nothing changed). The parser settings of the client's factory (e.g.
-    a timestamp parser) carry over where they can be read. Shared by
-    :func:`use_fast_parser` and :func:`.arrow_decode.use_arrow_parser` (a
-    subclass: a client that has it keeps it when asked for the fast parser).
+    a timestamp parser) carry over where they can be read (for
+    :func:`use_fast_parser`).
     """
     current = client_parser_factory(client)
     if current is None:

@@ -1,12 +1,10 @@
-"""The fast path for GetRecords bodies, and the hook that puts it inside botocore.
+"""The hook that puts the one GetRecords decode (:mod:`.body_decode`) inside botocore.
 
 botocore's generic parser walks the service model for every field of every
-record; on a 10,000-record body that costs about 7x what ``json.loads`` plus
-base64 decoding cost (see benchmarks/bench_decode.py). GetRecords is the one
-call whose body grows with throughput, so only it takes the fast path; every
-other operation, and every error response, is parsed by botocore as usual.
-A body of the layout services write is cut at its quotes without a JSON
-parser when numpy is installed (:func:`decode_page`, :mod:`.plain_body`).
+record: ~30x the cost of the msgspec decode on a 10,000-record body
+(benchmarks/bench_decode.py). GetRecords is the one call whose body grows
+with throughput, so only it takes the fast path; every other operation, and
+every error response, is parsed by botocore as usual.
 
 The hook is a botocore ``ResponseParserFactory`` registered as the session's
 ``response_parser_factory`` component (and put on the client by
@@ -37,38 +35,22 @@ Errors raised here know neither the call's resource nor the endpoint;
 
 from __future__ import annotations
 
-import binascii
-import json
-from functools import lru_cache
-from itertools import repeat
-from operator import itemgetter
 from typing import Any, Callable
 
 from botocore import parsers
 
-from ..errors import KinesisSourceError, MalformedResponseError, TruncatedResponseError
-from ..records import RecordPage, gc_paused
+from ..errors import TruncatedResponseError
+from ..records import RecordPage
+from .body_decode import FROM_PARSER, decode_get_records, decode_json_object, decode_subscribe_event, from_parser
 from .botocore_internals import parse_shape
-from .decode_diagnosis import diagnose, json_problem, kind
-from .page_dicts import CONTINUATION, NEXT_ITERATOR, child_shard, page_from_botocore
-from .page_dicts import page_as_botocore  # noqa: F401  (re-exported: tests compare the two paths with it)
+from .page_dicts import NEXT_ITERATOR, page_from_botocore
 
 PAGE_KEY = "Page"
 """Key under which the fast parser returns the decoded :class:`RecordPage`."""
 
 _GET_RECORDS_OUTPUT = "GetRecordsOutput"
 
-
-_DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, binascii.Error)
-
-FROM_PARSER = "from_parser"
-"""Attribute set on errors raised inside botocore's parse step: the boundary names the call on them."""
-
-
-def from_parser(error: KinesisSourceError) -> KinesisSourceError:
-    """Mark ``error`` as raised by the parser, which cannot know the call's resource or endpoint."""
-    setattr(error, FROM_PARSER, True)
-    return error
+__all__ = ["FROM_PARSER", "decode_get_records", "decode_subscribe_event", "from_parser"]  # callers take them from here
 
 
 # -- guards for every JSON answer ---------------------------------------------------------------------
@@ -120,22 +102,7 @@ def check_complete(response: dict[str, Any]) -> None:
 def json_document(response: dict[str, Any]) -> Any:
     """A success body as JSON; :class:`MalformedResponseError` unless it is a JSON object (or empty)."""
     body = response["body"]
-    doc: Any = {}
-    if body:
-        try:
-            doc = json.loads(body.decode(parsers.ResponseParser.DEFAULT_ENCODING) if isinstance(body, bytes) else body)
-        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-            problem = f"not JSON ({json_problem(exc)})"
-        else:
-            problem = None if isinstance(doc, dict) else f"top level is a JSON {kind(doc)}, not an object"
-        if problem:  # raised outside the except block: the JSON error's text may quote the body
-            raise from_parser(
-                MalformedResponseError(
-                    f"{_operation(response)} response body ({len(body)} bytes) does not have the documented "
-                    f"shape: {problem} (contents are not shown)"
-                )
-            )
-    return doc
+    return decode_json_object(body, f"{_operation(response)} response body") if body else {}
 
 
 def parse_json_output(parser: parsers.BaseJSONParser, response: dict[str, Any], shape: Any) -> dict[str, Any] | None:
@@ -158,111 +125,6 @@ def with_metadata(parsed: dict[str, Any], response: dict[str, Any]) -> dict[str,
     metadata["HTTPStatusCode"] = response["status_code"]
     metadata["HTTPHeaders"] = {str(key).lower(): value for key, value in headers.items()}
     return parsed
-
-
-def decode_subscribe_event(payload: bytes | str) -> RecordPage:
-    """Decode a SubscribeToShardEvent payload the same fast way; ``next_iterator`` is the continuation.
-
-    The event has GetRecords' Records and ChildShards, with the
-    continuation sequence number in place of the next iterator (None on a
-    closed shard's last event). botocore's event-stream parser would walk
-    the model per field: 9-14x the cost per record (benchmarks/bench_efo.py).
-    """
-    return decode_get_records(payload, CONTINUATION, "SubscribeToShard event")
-
-
-def decode_get_records(
-    body: bytes | str, next_key: str = NEXT_ITERATOR, what: str = "GetRecords response body"
-) -> RecordPage:
-    """Decode a GetRecords JSON body into a columnar page.
-
-    On a malformed body the error names the field and the problem, never the
-    body: record data and partition keys are the user's data and end up in
-    logs with the error. The error is raised outside the ``except`` block so
-    the original exception (whose text may quote the body) is not chained.
-    """
-    try:
-        with gc_paused():  # json.loads' dicts are garbage once the columns are out (see gc_paused)
-            return _decode(body, next_key)
-    except _DECODE_ERRORS as exc:
-        problem = diagnose(body) or f"unexpected shape ({type(exc).__name__})"
-    raise from_parser(
-        MalformedResponseError(
-            f"{what} ({len(body)} bytes) does not have the documented shape: {problem} "
-            "(record contents are not shown)"
-        )
-    )
-
-
-# -- the plain layout, cut without a JSON parser where numpy is installed ----------------------------
-
-PLAIN_CUT_FROM = 16 * 1024
-"""Smaller bodies (a few dozen records) take the reference: the cut's fixed cost per call is larger there."""
-
-
-def decode_page(body: bytes | str) -> RecordPage:
-    """A GetRecords body as a page: cut at its quotes when it has the plain layout, else :func:`decode_get_records`.
-
-    The plain layout is what services write (:mod:`.plain_body`); the cut
-    gives the reference's page (tests/unit/test_plain_body.py) with its
-    Arrow columns, so ``batch.to_arrow()`` costs nothing more. In the
-    Consumer it saves ~15 % of the decode and half its page faults: no str
-    of the whole body, no dict per record (docs/performance.md). Any other
-    body, and every body without numpy, takes the reference, whose page or
-    ``MalformedResponseError`` is then the answer.
-    """
-    cut = plain_cut()
-    if cut is None or not isinstance(body, bytes) or len(body) < PLAIN_CUT_FROM:
-        return decode_get_records(body)
-    try:
-        with gc_paused():  # its lists and Arrow objects are no cycles either (see gc_paused)
-            return cut(body)
-    except ValueError:  # NotThisLayout, and the ValueErrors json, UTF-8 and base64 raise on other bodies
-        return decode_get_records(body)
-
-
-@lru_cache(maxsize=1)
-def plain_cut() -> Callable[[bytes], RecordPage] | None:
-    """The cutter, or None without numpy (the ``spark`` extra). Its imports take ~0.3 s: polling readers
-    call this as they are made, so that no page waits for them."""
-    try:
-        from .plain_body import cut_page
-    except ImportError:
-        return None
-    return cut_page
-
-
-def _decode(body: bytes | str, next_key: str = NEXT_ITERATOR) -> RecordPage:
-    """The fast path: no per-field checks, only what json and base64 enforce anyway.
-
-    Columns are pulled with ``map`` over C callables (``dict.get``,
-    ``itemgetter``, ``a2b_base64``) rather than comprehensions: no Python
-    frame per record, which halves the cost of everything but ``json.loads``
-    (tests/unit/test_decode.py holds the two paths to the same records).
-    A record that is not a JSON object raises TypeError here, as ``.get`` on
-    it raised AttributeError before: both are diagnosed the same way.
-    """
-    doc = json.loads(body)
-    records = doc.get("Records") or ()
-    return RecordPage(
-        partition_keys=_optional(records, "PartitionKey"),
-        data=list(map(binascii.a2b_base64, map(_DATA, records))),
-        sequence_numbers=list(map(_SEQUENCE_NUMBER, records)),
-        arrival_epoch=_optional(records, "ApproximateArrivalTimestamp"),
-        encryption_types=_optional(records, "EncryptionType"),
-        next_iterator=doc.get(next_key),
-        millis_behind_latest=doc.get("MillisBehindLatest"),
-        child_shards=tuple(child_shard(c) for c in doc.get("ChildShards") or ()),
-    )
-
-
-_DATA = itemgetter("Data")
-_SEQUENCE_NUMBER = itemgetter("SequenceNumber")
-
-
-def _optional(records: Any, key: str) -> list[Any]:
-    """One column of a field a record may lack (None where it does)."""
-    return list(map(dict.get, records, repeat(key)))
 
 
 def is_get_records(shape: Any) -> bool:
@@ -304,8 +166,7 @@ def fast_parse(
     GetRecords bodies are decoded by ``decode``; other JSON bodies are checked
     (never ``{"message": body}``) and walked by botocore's model; errors, event
     streams and answers without a shape are botocore's. Shared by
-    :class:`FastGetRecordsParser`, aiobotocore's twin in :mod:`.async_kinesis`
-    and the Arrow decoder's parser (:mod:`.arrow_decode`).
+    :class:`FastGetRecordsParser` and aiobotocore's twin in :mod:`.async_kinesis`.
     """
     if not succeeded(response) or takes_botocore_path(shape):
         return None
@@ -328,7 +189,7 @@ def check_before_parse(operation_model: Any, response_dict: dict[str, Any],
     if not succeeded(response_dict) or takes_botocore_path(shape):
         return
     if is_get_records(shape):
-        customized_response_dict.update(page_output(decode_page(response_dict["body"])))
+        customized_response_dict.update(page_output(decode_get_records(response_dict["body"])))
     else:
         json_document(response_dict)
 
@@ -343,14 +204,9 @@ class FastGetRecordsParser(parsers.JSONParser):
     the module docstring).
     """
 
-    @staticmethod
-    def decode(body: bytes) -> RecordPage:
-        """How a GetRecords body becomes a page (the Arrow parser decodes into Arrow columns)."""
-        return decode_page(body)
-
     def parse(self, response: dict[str, Any], shape: Any) -> Any:
         check_complete(response)
-        parsed = fast_parse(self, response, shape, self.decode)
+        parsed = fast_parse(self, response, shape, decode_get_records)
         return parsed if parsed is not None else super().parse(response, shape)
 
 

@@ -18,7 +18,7 @@ from ..errors import ConfigurationError, ConsumerStreamMismatchError
 from ..positions import Position
 from ..records import RecordPage
 from ..retry import RetryPolicy
-from .decode import decode_subscribe_event
+from .body_decode import decode_subscribe_event
 from .page_dicts import CONTINUATION, page_from_botocore
 
 CONSUMER_LIMIT = 20

@@ -1,11 +1,9 @@
-"""Record pages as the dicts botocore's own parser returns, and back.
+"""Record pages from the dicts botocore's own parser returns.
 
 The read path decodes GetRecords bodies and SubscribeToShard events itself
-(:mod:`.decode`). Where botocore parsed one instead (an event from its
+(:mod:`.body_decode`). Where botocore parsed one instead (an event from its
 public event-stream iteration, or a fallback of :mod:`.botocore_internals`),
-its dict becomes the same :class:`~kinesis_src.records.RecordPage` here;
-:func:`page_as_botocore` goes the other way, for tests that hold the two
-paths to the same records.
+its dict becomes the same :class:`~kinesis_src.records.RecordPage` here.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ..records import ChildShard, RecordPage, epoch_to_datetime
+from ..records import ChildShard, RecordPage
 
 NEXT_ITERATOR = "NextShardIterator"
 CONTINUATION = "ContinuationSequenceNumber"
@@ -53,42 +51,3 @@ def page_from_botocore(raw: dict[str, Any], next_key: str = NEXT_ITERATOR) -> Re
         millis_behind_latest=raw.get("MillisBehindLatest"),
         child_shards=tuple(child_shard(c) for c in raw.get("ChildShards") or ()),
     )
-
-
-def page_as_botocore(page: RecordPage) -> dict[str, Any]:
-    """Render a page in the shape botocore's own parser returns (the inverse of :func:`page_from_botocore`).
-
-    Used only to prove the two paths agree (tests) and by callers that want
-    the familiar dict; the read path itself stays columnar.
-    """
-    records = []
-    for pk, data, seq, ts, enc in zip(
-        page.partition_keys, page.data, page.sequence_numbers, page.arrival_epoch, page.encryption_types
-    ):
-        record: dict[str, Any] = {"SequenceNumber": seq}
-        if ts is not None:
-            record["ApproximateArrivalTimestamp"] = epoch_to_datetime(ts)
-        record["Data"] = data
-        if pk is not None:
-            record["PartitionKey"] = pk
-        if enc is not None:
-            record["EncryptionType"] = enc
-        records.append(record)
-    out: dict[str, Any] = {"Records": records}
-    if page.next_iterator is not None:
-        out[NEXT_ITERATOR] = page.next_iterator
-    if page.millis_behind_latest is not None:
-        out["MillisBehindLatest"] = page.millis_behind_latest
-    if page.child_shards:
-        out["ChildShards"] = [
-            {
-                "ShardId": c.shard_id,
-                "ParentShards": list(c.parent_shards),
-                "HashKeyRange": {
-                    "StartingHashKey": str(c.starting_hash_key),
-                    "EndingHashKey": str(c.ending_hash_key),
-                },
-            }
-            for c in page.child_shards
-        ]
-    return out

@@ -22,7 +22,6 @@ import time
 from typing import Awaitable, Callable
 
 from ..aws.async_kinesis import AsyncKinesisClient
-from ..aws.decode import plain_cut
 from ..errors import IteratorExpiredError, RetriesExhaustedError
 from ..positions import Position
 from ..records import RecordPage
@@ -65,7 +64,6 @@ class ShardFetcher:
         self.on_expired = on_expired
         self.clock = clock
         self.calls = 0
-        plain_cut()  # the page cutter's imports happen now, as the reader starts, not while its first page waits
 
     @property
     def position(self) -> Position:

@@ -3,11 +3,11 @@
 Runs in Spark's Python workers, which are reused across tasks, so the
 Kinesis client is cached per process and per endpoint instead of being
 rebuilt (a botocore client costs ~50 ms to create). Decoding is the
-Python worker's main cost per record (docs/performance.md), so this client
-decodes GetRecords bodies straight into Arrow
-(:mod:`kinesis_src.aws.arrow_decode`; a page carries its columns to
-:func:`~kinesis_src.arrow.page_to_arrow`) and reads each body in one read
-instead of 64 KiB chunks joined (:mod:`kinesis_src.aws.whole_body`).
+Python worker's main cost per record (docs/performance.md): GetRecords
+bodies take the one msgspec decode (:mod:`kinesis_src.aws.body_decode`),
+whose pages :func:`~kinesis_src.arrow.page_to_arrow` turns into Arrow, and
+this client reads each body in one read instead of 64 KiB chunks joined
+(:mod:`kinesis_src.aws.whole_body`).
 
 A partition with a sticky key range (``hashKeyRange``) hands Spark only the
 rows whose hash key is in it (:func:`kinesis_src.key_filter.filter_page`),
@@ -25,7 +25,6 @@ from typing import Any, Generator, Iterator
 import pyarrow as pa
 
 from ..aws import KinesisClient
-from ..aws.arrow_decode import use_arrow_parser
 from ..aws.whole_body import read_bodies_whole
 from ..errors import DataLossError, MalformedResponseError, ShardNotFoundError
 from ..key_filter import filter_page
@@ -46,10 +45,9 @@ log = logging.getLogger(__name__)
 
 @lru_cache(maxsize=8)
 def kinesis_client(endpoint: Endpoint) -> KinesisClient:
-    """The process's client for ``endpoint``: GetRecords pages carry Arrow columns (whole pages all the
-    same), and bodies are read in one read (:mod:`kinesis_src.aws.whole_body`)."""
+    """The process's client for ``endpoint``: bodies are read in one read (:mod:`kinesis_src.aws.whole_body`)."""
     kinesis = KinesisClient(endpoint.settings())
-    read_bodies_whole(use_arrow_parser(kinesis.botocore_client))
+    read_bodies_whole(kinesis.botocore_client)
     return kinesis
 
 

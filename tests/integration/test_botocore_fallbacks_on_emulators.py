@@ -20,7 +20,6 @@ import pytest
 from kinesis_src import KinesisClient
 from kinesis_src.aws import AsyncFanOut, FanOut, FanOutEvent
 from kinesis_src.aws import botocore_internals as internals
-from kinesis_src.aws.arrow_decode import use_arrow_parser
 from kinesis_src.aws.async_kinesis import AsyncKinesisClient
 from kinesis_src.aws.botocore_internals import Internal
 from kinesis_src.aws.whole_body import read_bodies_whole
@@ -79,7 +78,7 @@ def read_async(settings: AwsSettings, stream: str, shard_ids: list[str]) -> dict
 
 def task_client(settings: AwsSettings) -> KinesisClient:
     kinesis = KinesisClient(settings)
-    read_bodies_whole(use_arrow_parser(kinesis.botocore_client))
+    read_bodies_whole(kinesis.botocore_client)
     return kinesis
 
 

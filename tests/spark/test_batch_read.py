@@ -94,8 +94,7 @@ def test_missing_stream_is_named(spark, emulator_env) -> None:
 
 
 def big_pages(kinesis, stream_name: str, count: int = 400) -> list[tuple[str, bytes]]:
-    """Records enough for GetRecords bodies over arrow_decode.SMALL_BODY (the Arrow decoder's path):
-    unicode keys, empty data, every base64 padding."""
+    """Records enough for GetRecords bodies of many records: unicode keys, empty data, every base64 padding."""
     import random
 
     rng = random.Random(12)
@@ -119,8 +118,8 @@ def rows_key(rows) -> list[tuple]:
 
 
 def test_a_task_decoding_into_arrow_gives_what_read_table_gives(spark, kinesis, stream_name) -> None:
-    """Spark tasks decode GetRecords into Arrow (kinesis_src.aws.arrow_decode); read_table takes the
-    reference decoder: the same rows, to the microsecond."""
+    """Spark tasks (their own client, bodies read whole, pages to Arrow batches) and read_table (the
+    Consumer's client) give the same rows, to the microsecond."""
     from kinesis_src import read_table
 
     entries = big_pages(kinesis, stream_name)

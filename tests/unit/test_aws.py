@@ -402,12 +402,11 @@ ANSWERS = {"GetRecords": "1", "ListShards": "shardId-000000000000", "GetShardIte
 
 
 def task_client(settings: AwsSettings) -> KinesisClient:
-    """A Spark task's client: Arrow-backed pages, bodies read in one read (kinesis_src.spark.tasks)."""
-    from kinesis_src.aws.arrow_decode import use_arrow_parser
+    """A Spark task's client: bodies read in one read (kinesis_src.spark.tasks)."""
     from kinesis_src.aws.whole_body import read_bodies_whole
 
     kinesis = KinesisClient(settings)
-    read_bodies_whole(use_arrow_parser(kinesis.botocore_client))
+    read_bodies_whole(kinesis.botocore_client)
     return kinesis
 
 

@@ -84,12 +84,11 @@ def fell_back(caplog: pytest.LogCaptureFixture, internal: Internal) -> int:
 
 
 def task_client(settings: AwsSettings, session: Any = None) -> KinesisClient:
-    """A Spark task's client (kinesis_src.spark.tasks): Arrow-backed pages, bodies read in one read."""
-    from kinesis_src.aws.arrow_decode import use_arrow_parser
+    """A Spark task's client (kinesis_src.spark.tasks): bodies read in one read."""
     from kinesis_src.aws.whole_body import read_bodies_whole
 
     kinesis = KinesisClient(settings, session=session)
-    read_bodies_whole(use_arrow_parser(kinesis.botocore_client))
+    read_bodies_whole(kinesis.botocore_client)
     return kinesis
 
 

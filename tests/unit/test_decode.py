@@ -17,9 +17,9 @@ from kinesis_src.aws.decode import (
     FastGetRecordsParser,
     FastResponseParserFactory,
     decode_get_records,
-    page_as_botocore,
 )
 from kinesis_src.errors import MalformedResponseError, TruncatedResponseError
+from tests.decode_oracle import page_as_botocore
 
 _MODEL = botocore.session.get_session().get_service_model("kinesis")
 _OUTPUT = _MODEL.operation_model("GetRecords").output_shape
