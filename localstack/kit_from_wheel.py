@@ -6,7 +6,8 @@
 
 Steps, each timed:
 
-1. build the wheel of ``--source`` (default: this checkout) with ``pip wheel --no-deps``;
+1. build the wheel of ``--source`` (default: this checkout) with ``pip wheel --no-deps``, from a
+   clean copy of the files the build reads;
 2. outside the namespace, ``pip download`` the wheel's dependencies and pytest (pinned to what
    the checkout's virtualenv runs, so pip's cache serves them), then create a fresh virtualenv
    under a temp dir and install them offline (``--no-index``);
@@ -26,6 +27,7 @@ success, 1 on a failed check (the reason is printed). Stdlib only.
 from __future__ import annotations
 
 import argparse
+import configparser
 import os
 import shutil
 import subprocess
@@ -98,8 +100,24 @@ def user_env(layout: Layout) -> dict[str, str]:
     return env
 
 
+def clean_copy(source: Path, into: Path) -> Path:
+    """The files a build reads, copied: an in-tree build would reuse ``build/lib``, keeping modules since deleted."""
+    config = configparser.ConfigParser()
+    config.read(source / "setup.cfg")
+    includes = config.get("options.packages.find", "include", fallback="").split()
+    top_level = sorted({name.split(".")[0] for name in includes})
+    into.mkdir()
+    for name in ("setup.cfg", "pyproject.toml", "setup.py", "README.md", "LICENSE", "MANIFEST.in"):
+        if (source / name).is_file():
+            shutil.copy2(source / name, into / name)
+    for name in top_level:
+        shutil.copytree(source / name, into / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return into
+
+
 def build_wheel(source: Path, layout: Layout) -> Path:
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(source), "-w", str(layout.root / "dist")],
+    tree = clean_copy(source, layout.root / "source")
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(tree), "-w", str(layout.root / "dist")],
         what="build the wheel")
     (wheel,) = (layout.root / "dist").glob("kinesis_src-*.whl")
     return wheel
