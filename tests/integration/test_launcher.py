@@ -1,4 +1,5 @@
-"""Tests of localstack/launcher.py against the real emulator servers (no mocks).
+"""Tests of localstack/launcher.py (a thin entry point onto kinesis_src.testing.emulators) against the real
+emulator servers (no mocks).
 
 Server tests need a private network namespace because kinesis-mock and
 DynamoDB Local listen on all interfaces; run them with::
@@ -103,6 +104,16 @@ def test_isolated_sees_only_loopback_and_it_is_up() -> None:
 def test_isolated_returns_the_command_exit_code() -> None:
     result = _run_launcher("isolated", "--no-install", "--", sys.executable, "-c", "raise SystemExit(7)")
     assert result.returncode == 7, result.stderr
+
+
+@pytest.mark.skipif(not LINUX, reason="network namespaces are Linux-only")
+def test_the_package_command_line_is_the_same_runner() -> None:
+    """``python -m kinesis_src.testing isolated`` (what a pip user has) isolates like launcher.py does."""
+    check = "import os, sys; sys.exit(7 if os.listdir('/sys/class/net') == ['lo'] else 3)"
+    result = subprocess.run([sys.executable, "-m", "kinesis_src.testing", "isolated", "--no-install", "--",
+                             sys.executable, "-c", check], capture_output=True, text=True, timeout=120, check=False,
+                            cwd="/")
+    assert result.returncode == 7, result.stdout + result.stderr
 
 
 @pytest.mark.skipif(not LINUX, reason="network namespaces are Linux-only")
