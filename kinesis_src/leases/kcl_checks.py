@@ -110,6 +110,9 @@ def _problems(lease: KclLease, graph: ShardGraph) -> list[str]:
 
 
 def _in_range(sequence: str, graph: ShardGraph, shard: str) -> bool:
+    """Within the shard's listed sequence numbers. An ending number below the starting one bounds nothing:
+    kinesis-mock lists every closed shard's EndingSequenceNumber as 2**63-1, below its real numbers."""
     first = int(graph.starting_sequence_number(shard))
     last = graph.ending_sequence_number(shard)
-    return first <= int(sequence) and (last is None or int(sequence) <= int(last))
+    upper = int(last) if last is not None and int(last) >= first else None
+    return first <= int(sequence) and (upper is None or int(sequence) <= upper)

@@ -410,3 +410,18 @@ def test_the_command_reports_a_refusal_on_stderr(moto_stream: Any, capsys: pytes
                  "--observe-s", "0.01", "--json"])
     assert code == 2
     assert f"kinesis-src: KCL table '{KCL}' does not exist" in capsys.readouterr().err
+
+
+def test_an_ending_sequence_number_below_the_start_bounds_nothing(world: World) -> None:
+    """kinesis-mock lists a closed shard's EndingSequenceNumber as 2**63-1, below its real numbers: ignored."""
+    listing = [dict(s) for s in SPLIT_AND_MERGE]
+    listing[1] = {**listing[1], "SequenceNumberRange": {"StartingSequenceNumber": "200",
+                                                         "EndingSequenceNumber": "150"}}
+    world.kinesis.set_listing("orders", listing)
+    world.kcl_table([kcl_item(0, "SHARD_END", children=(2, 3)), kcl_item(1, "260")])
+    world.job().run()
+    assert leases_of(world.ours())[sid(1)].checkpoint == Checkpoint.sequence("260")
+    world.kcl_table([kcl_item(1, "199")], name="kcl-too-low")
+    with pytest.raises(KclStreamMismatchError, match="checkpoint 199 is outside"):
+        KclImport(world.dynamodb, world.kinesis, "kcl-too-low", "orders", "app2", observe_s=1.0,  # type: ignore[arg-type]
+                  sleep=world.sleep).run()
