@@ -7,7 +7,7 @@ processor that records every record it is given and checkpoints each batch
 at its middle record (tests/kcl_record_processor.py). Once KCL has finished
 the parents and checkpointed inside the children, it is stopped with
 SIGTERM, the open child 4 is split again (5, 6) and more records are put.
-Then ``import_kcl_table`` (the library call of ``kinesis-src leases
+Then examples/kcl_migration.py shows the import as a dry run, ``import_kcl_table`` (the library call of ``kinesis-src leases
 import-kcl``) creates our leases, and a Consumer under a new application
 name reads from them.
 
@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +57,7 @@ pytestmark = pytest.mark.integration
 FAILOVER_MS = 3000
 OBSERVE_S = 2 * FAILOVER_MS / 1000  # the import's rule: twice KCL's failoverTimeMillis
 TIMING = LeaseTiming(failover_s=3.0, renew_interval_s=1.0, scan_interval_s=0.25)
+ROOT = Path(__file__).resolve().parents[2]
 KCL_DEADLINE_S = 150.0  # JVM start, leader election and the first leases, on a loaded 2-core machine
 
 
@@ -156,6 +159,8 @@ def test_a_consumer_started_from_a_stopped_kcl_applications_table_processes_exac
     assert kinesis_resharder.split(stream, sid(4)).children == (sid(5), sid(6))  # after KCL stopped
     producer.put_rounds(3)
     before = table.items()
+    example = run_example_dry_run(kcl_app, stream, ours, emulator_env)
+    assert f"{sid(0)}: KCL SHARD_END -> import SHARD_END" in example and "dry run: nothing written" in example
     report = import_kcl_table(kcl_app, stream, ours, observe_s=OBSERVE_S)
     assert table.items() == before  # the KCL table is only read
     assert {s.shard_id: (s.action, str(s.checkpoint)) for s in report.shards if s.kcl_checkpoint == "SHARD_END"} == {
@@ -178,6 +183,17 @@ def test_a_consumer_started_from_a_stopped_kcl_applications_table_processes_exac
     duplicates = processed_by_kcl & delivered
     assert duplicates == processed_by_kcl - acknowledged  # only KCL's processed-but-unacknowledged tail...
     assert duplicates  # ...which the stop left behind
+
+
+def run_example_dry_run(kcl_app: str, stream: str, application: str, env: dict[str, str]) -> str:
+    """examples/kcl_migration.py --dry-run, as documented; its output."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "kcl_migration.py"), "--kcl-table", kcl_app, "--stream", stream,
+         "--application", application, "--dry-run", "--observe-s", str(OBSERVE_S)],
+        env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
 
 
 def _checkpointed(record: Any, checkpoints: dict[str, str]) -> bool:
