@@ -8,6 +8,7 @@ exceptions once and every call site shares the same policy.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from dataclasses import dataclass
@@ -20,7 +21,6 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential_jitter,
 )
 
 from .errors import ConfigurationError, KinesisSourceError, RetriesExhaustedError
@@ -122,14 +122,18 @@ def _strategy(what: str, policy: RetryPolicy) -> dict:
     return dict(
         retry=retry_if_exception(is_retriable),
         stop=stop_after_attempt(policy.max_attempts) | stop_after_delay(policy.deadline_s),
-        wait=wait_exponential_jitter(
-            multiplier=policy.initial_backoff_s,
-            max=policy.max_backoff_s,
-            jitter=policy.initial_backoff_s,
-        ),
+        wait=lambda state: backoff_s(policy, state.attempt_number),
         before_sleep=lambda state: _log_retry(state, what),
         reraise=True,
     )
+
+
+def backoff_s(policy: RetryPolicy, attempt: int) -> float:
+    """The wait after failed attempt ``attempt`` (1-based): the initial backoff doubled per attempt, plus up
+    to one initial backoff of jitter, at most ``max_backoff_s``. Ours, not tenacity's
+    ``wait_exponential_jitter``, whose arguments differ across the tenacity versions setup.cfg allows."""
+    doubled = policy.initial_backoff_s * 2.0 ** min(max(attempt - 1, 0), 64)
+    return min(policy.max_backoff_s, doubled + random.uniform(0, policy.initial_backoff_s))
 
 
 def _exhausted(error: KinesisSourceError, what: str, stats: dict, policy: RetryPolicy) -> RetriesExhaustedError:

@@ -10,7 +10,7 @@ from kinesis_src.errors import (
     RetriesExhaustedError,
     ThrottledError,
 )
-from kinesis_src.retry import RetryPolicy, call_with_retry
+from kinesis_src.retry import RetryPolicy, backoff_s, call_with_retry
 
 
 class Flaky:
@@ -68,3 +68,25 @@ def test_policy_rejects_nonsense() -> None:
         RetryPolicy(max_attempts=0)
     with pytest.raises(ValueError, match="backoff"):
         RetryPolicy(initial_backoff_s=2, max_backoff_s=1)
+
+
+def test_backoff_waits_are_bounded_per_attempt_and_never_overflow() -> None:
+    policy = RetryPolicy(max_attempts=5, initial_backoff_s=0.1, max_backoff_s=1.0)
+    for attempt, floor in [(1, 0.1), (2, 0.2), (3, 0.4), (4, 0.8)]:
+        waits = [backoff_s(policy, attempt) for _ in range(200)]
+        assert all(floor <= w <= min(1.0, floor + 0.1) for w in waits), (attempt, min(waits), max(waits))
+    assert backoff_s(policy, 10_000) == 1.0  # hours of failures: capped, no OverflowError
+
+
+def test_retrying_works_on_the_oldest_tenacity_the_range_allows() -> None:
+    """The strategy is built with arguments every tenacity in setup.cfg's range takes (`make oldest` runs 9.1.2,
+    whose ``wait_exponential_jitter`` has no ``multiplier``): a retried call succeeds."""
+    calls = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 2:
+            raise ThrottledError("slow down")
+        return "ok"
+
+    assert call_with_retry(flaky, "op", RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002)) == "ok"
