@@ -30,7 +30,7 @@ from ..config import AwsSettings
 from ..errors import ResourceNotFoundError, StreamNotFoundError
 from ..positions import Position
 from ..records import RecordPage
-from .boundary import acall
+from .boundary import acall, millisecond_timestamps
 from .credentials import configure_aio
 from .decode import check_complete, decode_get_records, fast_parse, is_get_records, page_of, succeeded
 from .kinesis import shard_not_found, stream_not_found
@@ -86,7 +86,7 @@ class AioFastResponseParserFactory(AioResponseParserFactory):
 
 def new_aio_session(before_decode: BeforeDecode | None = None, settings: AwsSettings | None = None) -> AioSession:
     """An aiobotocore session with the fast GetRecords parser and the settings' profile and role."""
-    session = get_session()
+    session = millisecond_timestamps(get_session())
     session.register_component("response_parser_factory", AioFastResponseParserFactory(before_decode))
     if settings is not None:
         configure_aio(session, settings.credentials, settings.region)

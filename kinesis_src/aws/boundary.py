@@ -136,8 +136,24 @@ def new_session(settings: AwsSettings | None = None) -> botocore.session.Session
         return session
 
 
+def millisecond_timestamps(session: Any) -> Any:
+    """Have the session's Kinesis clients send timestamps (AT_TIMESTAMP) with their milliseconds.
+
+    botocore before ~1.42 sends JSON-protocol timestamps as whole seconds by
+    default, so AT_TIMESTAMP would start up to a second early; its public
+    ``creating-serializer`` event sets the precision (newer botocore sends
+    sub-seconds anyway). Applies to sessions kinesis-src makes, not a caller's.
+    """
+    session.register("creating-serializer.kinesis", _milliseconds, unique_id="kinesis-src-ms-timestamps")
+    return session
+
+
+def _milliseconds(serializer_kwargs: dict[str, Any], **_: Any) -> None:
+    serializer_kwargs["timestamp_precision"] = "millisecond"
+
+
 def _build_session(settings: AwsSettings | None) -> botocore.session.Session:
-    session = _SharedSession()
+    session = millisecond_timestamps(_SharedSession())
     session.register_component("response_parser_factory", FastResponseParserFactory())
     if settings is not None:
         configure(session, settings.credentials, settings.region)

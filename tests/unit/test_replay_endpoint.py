@@ -19,9 +19,11 @@ from datetime import UTC, timedelta
 from pathlib import Path
 
 import boto3
+import botocore.session
 import pytest
 
 from kinesis_src import AwsSettings, KinesisClient, Position, drain_stream, read_table
+from kinesis_src.aws.boundary import millisecond_timestamps
 from kinesis_src.aws.async_kinesis import AsyncKinesisClient
 from kinesis_src.errors import (
     InvalidRequestError,
@@ -64,7 +66,9 @@ def _client(ep) -> KinesisClient:
 
 
 def _boto3(ep):
-    return boto3.client("kinesis", region_name="us-east-1", endpoint_url=ep.endpoint_url)
+    """A plain boto3 client, but sending timestamps with milliseconds as ours do (botocore 1.40 would not)."""
+    session = boto3.Session(botocore_session=millisecond_timestamps(botocore.session.Session()))
+    return session.client("kinesis", region_name="us-east-1", endpoint_url=ep.endpoint_url)
 
 
 def _expected(ep) -> dict[tuple[str, str], bytes]:
