@@ -8,13 +8,15 @@ is a :class:`KinesisStreamReader` whose driver uses both on a given Kinesis
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinesis_src.spark.driver import StreamDriver
 from kinesis_src.spark.options import parse_options
 from kinesis_src.spark.plan_store import PlanStore
 from kinesis_src.spark.planner import BatchEnd
-from kinesis_src.spark.stream import KinesisStreamReader
+
+if TYPE_CHECKING:  # the 4.2+ reader: imported by stream_reader() only, so PySpark 4.0/4.1 can load the fakes
+    from kinesis_src.spark.stream import KinesisStreamReader
 
 
 class RecordedEnds:
@@ -43,6 +45,8 @@ class NoClaim:
 def stream_reader(kinesis: Any, ends: dict[int, dict[str, BatchEnd]], *, plans: PlanStore | None = None,
                   **options: str) -> KinesisStreamReader:
     """A stream reader of stream "orders" on ``kinesis`` with ``ends`` as the recorded batch ends."""
+    from kinesis_src.spark.stream import KinesisStreamReader  # noqa: PLC0415  (see the import above)
+
     opts = parse_options({"streamName": "orders", "region": "us-east-1", **options}, batch=False, environ={})
     reader = KinesisStreamReader(opts)
     reader._driver = StreamDriver(opts, kinesis=kinesis, progress=RecordedEnds(ends), claim=NoClaim(), plans=plans)

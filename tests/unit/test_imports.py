@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from spark_versions import STREAM_MODULE  # tests/spark_versions.py
 
 import kinesis_src
 
@@ -29,7 +30,7 @@ def modules_after(statement: str) -> set[str]:
     "statement",
     [
         "import kinesis_src",
-        "import kinesis_src.spark.stream",
+        f"import {STREAM_MODULE}",
         "import kinesis_src.spark.tasks",
         "from kinesis_src import KinesisClient, read_table, KeyRange, Position",
         "from kinesis_src.aws import KinesisClient, DynamoDBClient, FanOut",
@@ -49,7 +50,7 @@ def test_importing_the_package_imports_no_consumer_and_no_pyspark() -> None:
 
 
 def test_spark_stream_does_not_import_the_consumer() -> None:
-    assert "kinesis_src.consumer" not in modules_after("import kinesis_src.spark.stream")
+    assert "kinesis_src.consumer" not in modules_after(f"import {STREAM_MODULE}")
 
 
 def test_every_public_name_resolves() -> None:

@@ -8,6 +8,7 @@ import math
 from fake_kinesis import FakeKinesis
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from spark_versions import needs_trigger_api  # tests/spark_versions.py
 
 from kinesis_src.positions import Position, PositionKind
 from kinesis_src.spark.offsets import Plan, ShardPlan
@@ -191,6 +192,7 @@ def probed(kinesis: FakeKinesis) -> list[str]:
     return [c.shard_id for c in kinesis.calls_to("get_shard_iterator") if c.position.kind is not PositionKind.AT_SEQUENCE_NUMBER]
 
 
+@needs_trigger_api
 def test_latest_offset_after_available_now_probes_finished_shards() -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
@@ -314,6 +316,7 @@ def test_read_limit_is_a_hard_cap_and_every_pending_shard_progresses(
         plan, frontier = nxt, advance(nxt, {sid: end(str(batch), "record_limit") for sid in nxt.read})
 
 
+@needs_trigger_api
 def test_latest_offset_plans_at_most_max_records_per_trigger() -> None:
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
@@ -330,6 +333,7 @@ def test_latest_offset_plans_at_most_max_records_per_trigger() -> None:
     assert probed(kinesis) == [S(1)]  # only the shard that reached the tip; unread ones need no probe
 
 
+@needs_trigger_api
 def test_partitions_rank_the_lineage_again_only_when_it_gained_shards() -> None:
     """partitions() orders parents first on every batch; the lineage walk runs only after a reshard."""
     half = TOP // 2
@@ -420,6 +424,7 @@ def test_batch_reads_list_only_shards_overlapping_the_range_parents_first() -> N
     assert shards_in_order(graph, KeyRange(TOP // 2, TOP // 2 + 1)) == [S(0), S(1), S(2), S(3)]  # straddles 1|2
 
 
+@needs_trigger_api
 def test_a_streaming_slice_plans_only_overlapping_shards_and_hands_tasks_its_range() -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
