@@ -28,6 +28,7 @@ class Peer:
     name: str
     package: str  # PyPI name, as in requirements.txt ("" for kinesis-src)
     script: str
+    replay_note: str = ""  # why it cannot read the replay endpoint ("" if it can)
 
     @property
     def python(self) -> Path:
@@ -44,7 +45,10 @@ class Peer:
 
 PEERS: dict[str, Peer] = {p.name: p for p in (
     Peer("kinesis-src", "", "worker_ours.py"),
-    Peer("KCL 3 (MultiLangDaemon)", "kclpy-ext", "worker_kcl.py"),
+    Peer("KCL 3 (MultiLangDaemon)", "kclpy-ext", "worker_kcl.py",
+         replay_note="KCL's Kinesis client (Netty, AWS SDK v2) speaks HTTP/2 to a plain-HTTP endpoint and the "
+                     "replay endpoint answers HTTP/1.1 only (KCL: 'First received frame was not SETTINGS'); "
+                     "the multilang properties offer no protocol setting"),
     Peer("kcl-rs", "kcl-rs", "worker_kcl_rs.py"),
     Peer("async-kinesis", "async-kinesis", "worker_async_kinesis.py"),
     Peer("native-aws-kcl-py", "native-aws-kcl-py", "worker_native.py"),

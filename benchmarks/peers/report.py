@@ -1,9 +1,177 @@
-"""Render docs/peers.md from benchmarks/peers/out/results.json (placeholder until the doc generator lands)."""
+"""Render docs/peers.md from the results run.py keeps (benchmarks/peers/out/results.json).
+
+One table with a row per measure and a column per peer, then the settings
+and versions, the evidence about KCL on kinesis-mock, and every row a peer
+wins with its explanation (explanations.py). Nothing here measures: a row
+with no result says why (the peer's note) or "not run".
+"""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
+
+from explanations import FINDINGS, SETTINGS_TEXT, intro
+from peers import PEERS
+
+OURS = "kinesis-src"
+Cell = Callable[[dict], str]
+
+
+def num(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.{digits}f}"
+
+
+def single_rows(section: dict, label: str) -> list[tuple[str, Cell, str]]:
+    """Rows for one start-up/speed section: (title, cell from a result, better = "low"/"high")."""
+    return [
+        (f"{label}: records/s (first to last record)", lambda r: num(r.get("records_per_s")), "high"),
+        (f"{label}: CPU µs per record (worker's process tree)", lambda r: num(r.get("cpu_us_per_record"), 1), "low"),
+        (f"{label}: max RSS, MB", lambda r: num(r.get("max_rss_mb")), "low"),
+        (f"{label}: all records delivered", lambda r: finished(r), ""),
+    ]
+
+
+def finished(r: dict) -> str:
+    if "delivered" not in r:
+        return "not run"
+    if r.get("finished"):
+        extra = r["delivered"] - r["expected"]
+        return "yes" + (f" (+{extra} again)" if extra else "")
+    return f"no: {r['distinct']:,} of {r['expected']:,}"
+
+
+def steady_rows(label: str) -> list[tuple[str, Cell, str]]:
+    return [
+        (f"{label}: put-to-process latency p50, ms", lambda r: num(r.get("latency_p50_ms")), "low"),
+        (f"{label}: put-to-process latency p95, ms", lambda r: num(r.get("latency_p95_ms")), "low"),
+        (f"{label}: DynamoDB requests per shard-minute", lambda r: num(r.get("ddb_per_shard_minute"), 1), "low"),
+        (f"{label}: worker CPU seconds per minute", lambda r: num(r.get("cpu_s_per_minute"), 1), "low"),
+    ]
+
+
+def torture_rows(mode: str) -> list[tuple[str, Cell, str]]:
+    label = "Torture" if mode == "plain" else "Torture, reshards only after the first record"
+    return [
+        (f"{label}: finished (all acknowledged records delivered)", lambda r: torture_finished(r), ""),
+        (f"{label}: missing records", lambda r: num(r.get("missing")) if r.get("delivered") else "—", "low"),
+        (f"{label}: duplicated deliveries", lambda r: num(r.get("duplicated")) if r.get("delivered") else "—", "low"),
+        (f"{label}: per-key order inversions", lambda r: num(r.get("order_inversions")) if r.get("delivered") else "—",
+         "low"),
+        (f"{label}: seconds from the kill until its keys are delivered again",
+         lambda r: num(r.get("recovery_s"), 1), "low"),
+    ]
+
+
+def torture_finished(r: dict) -> str:
+    if not r:
+        return "not run"
+    if r.get("finished"):
+        return f"yes, {r['seconds']:.0f} s"
+    return "no" if r.get("delivered") else "no: nothing delivered"
+
+
+def value_of(text: str) -> float | None:
+    try:
+        return float(text.replace(",", "").split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def table(results: dict) -> tuple[list[str], list[str]]:
+    """The main table's lines, and the (row, peer) cells where a peer beats kinesis-src."""
+    names = list(PEERS)
+    lines = ["| measure | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    wins: list[str] = []
+    startup = results.get("startup", {}).get("data", {})
+    speed = results.get("speed", {}).get("data", {})
+    torture = results.get("torture", {}).get("data", {}).get("results", {})
+    sections: list[tuple[list[tuple[str, Cell, str]], dict]] = []
+    if startup:
+        first = [("Start-up: seconds from process start to the first record (kinesis-mock)",
+                  lambda r: num(r.get("first_record_s"), 1), "low")]
+        label = f"Start-up run (kinesis-mock, 4 shards, {startup['records']:,} records preloaded)"
+        rows = [r for r in single_rows(startup, label) if "records/s" not in r[0] and "CPU" not in r[0]]
+        sections.append((first + rows, startup["results"]))
+    for shards in ("4", "32"):
+        if shards in speed:
+            s = speed[shards]
+            label = f"Replay endpoint, {s['shards']} shards x {s['records_per_shard']:,} records of {s['size']} B"
+            sections.append((single_rows(s, label), s["results"]))
+    steady = results.get("steady", {}).get("data", {})
+    if steady:
+        label = f"Steady {steady['rate']:.0f} records/s, {steady['shards']} shards, {steady['window_s']:.0f} s (kinesis-mock)"
+        sections.append((steady_rows(label), steady["results"]))
+    for mode in ("plain", "after-first-sync"):
+        rows = {peer: modes.get(mode, {}) for peer, modes in torture.items()}
+        if any(rows.values()):
+            sections.append((torture_rows(mode), rows))
+    for rows, by_peer in sections:
+        for title, cell, better in rows:
+            cells = [cell(by_peer.get(n, {})) if by_peer.get(n) else "not run" for n in names]
+            lines.append(f"| {title} | " + " | ".join(cells) + " |")
+            wins.extend(beaten(title, names, cells, better))
+    return lines, wins
+
+
+def beaten(title: str, names: list[str], cells: list[str], better: str) -> list[str]:
+    ours = value_of(cells[names.index(OURS)])
+    if not better or ours is None:
+        return []
+    out = []
+    for name, text in zip(names, cells):
+        theirs = value_of(text)
+        if name != OURS and theirs is not None and (theirs > ours if better == "high" else theirs < ours):
+            out.append(f"- **{title}**: {name} {text} vs kinesis-src {cells[names.index(OURS)]}.")
+    return out
+
+
+def notes(results: dict) -> list[str]:
+    """Every peer note (crash, give-up, why not run), by workload."""
+    out = []
+    for workload in ("startup", "speed", "steady", "torture"):
+        data = results.get(workload, {}).get("data", {})
+        if workload in ("startup", "steady"):
+            data = {"": data}
+        for key, section in data.items():
+            for peer, r in (section.get("results", {}) if isinstance(section, dict) else {}).items():
+                for mode, rr in (r.items() if workload == "torture" else [("", r)]):
+                    if isinstance(rr, dict) and rr.get("note"):
+                        where = f"{workload} {key}".strip() + (f" {mode}" if mode else "")
+                        out.append(f"- {peer}, {where}: {rr['note']}")
+    return out
+
+
+def listing_lines(results: dict) -> list[str]:
+    data = results.get("listing", {}).get("data")
+    if not data:
+        return ["(not run)"]
+    lines = ["| when | ShardFilter | shards returned | KCL's check |", "|---|---|---|---|"]
+    for x in data["listings"]:
+        verdict = "accepts" if x["kcl_accepts"] else f"rejects: {x['why']}"
+        lines.append(f"| {x['phase']} | {x['filter']} | {', '.join(x['shards'])} | {verdict} |")
+    return lines
+
+
+def ddb_lines(results: dict) -> list[str]:
+    rows = results.get("steady", {}).get("data", {}).get("results", {})
+    out = [f"- {peer}: " + (", ".join(f"{op} {n}" for op, n in sorted(r["ddb_by_operation"].items())) or "none")
+           for peer, r in rows.items() if r.get("ddb_by_operation") is not None]
+    return out or ["(not run)"]
 
 
 def render(results: dict) -> str:
-    return "```\n" + json.dumps(results, indent=1, default=str) + "\n```\n"
+    env = results.get("environment", {})
+    lines, wins = table(results)
+    versions = env.get("versions", {})
+    out = [intro(results, env), "", *lines, "", "DynamoDB requests by operation over the steady window (all shards):",
+           "", *ddb_lines(results), "", "## Versions", ""]
+    out += [f"- {name}: {versions.get(name, '?')}" for name in PEERS]
+    out += [f"- Python {env.get('python', '?')}, {env.get('java', '?')}, {env.get('cpus', '?')} CPUs, "
+            f"{env.get('machine', '?')}", "", SETTINGS_TEXT, "", "## KCL on kinesis-mock: whose fault", "",
+            FINDINGS["listing"], "", *listing_lines(results), "", "## Where a peer wins a row", ""]
+    out += wins or ["No row."]
+    out += ["", FINDINGS["wins"], "", "## What happened to each peer that did not finish", ""]
+    out += notes(results) or ["Nothing to report."]
+    return "\n".join(out) + "\n"

@@ -9,8 +9,10 @@ is regenerated from the results. Run inside the private network namespace::
     .venv/bin/python benchmarks/peers/run.py --setup          # once, needs the package index
     .venv/bin/python localstack/launcher.py isolated -- .venv/bin/python benchmarks/peers/run.py
 
-Workloads (``--workloads``, default all): ``startup`` (kinesis-mock, a full
-4-shard stream), ``speed`` (the replay endpoint, 4 and 32 shards),
+Workloads (``--workloads``, default all): ``listing`` (kinesis-mock's ListShards through a
+split and a merge, judged as KCL judges it: listing_probe.py), ``startup`` (kinesis-mock, a full
+4-shard stream), ``speed`` (the replay endpoint, 4 and 32 shards), ``steady``
+(latency and DynamoDB requests at 50 records/s: steady.py),
 ``torture`` (kinesis-mock: 3 workers, splits and merges while producing, a
 SIGKILL, a late joiner; see torture.py). Results are kept per workload in
 benchmarks/peers/out/results.json, so one workload can be re-run alone and
@@ -40,7 +42,7 @@ from peers import PEERS, Peer, setup  # noqa: E402
 
 RESULTS = HERE / "out" / "results.json"
 DOC = ROOT / "docs" / "peers.md"
-WORKLOADS = ("startup", "speed", "torture")
+WORKLOADS = ("listing", "startup", "speed", "steady", "torture")
 
 
 def kinesis_client(endpoint: str):  # noqa: ANN201
@@ -64,8 +66,8 @@ def startup(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # 
         stream = f"startup-{uuid.uuid4().hex[:6]}"
         kinesis.create_stream(stream, 4)
         kinesis.wait_active(stream)
-        producer = KeyedProducer(kinesis, stream, keys=50)
-        producer.put_rounds(opts.startup_records // 50)
+        producer = KeyedProducer(kinesis, stream, keys=200)
+        producer.put_rounds(opts.startup_records // 200)
         log(f"startup: {peer.name} on {stream}")
         result = run_single(peer, stream=stream, kinesis=emulators.kinesis_endpoint,
                             dynamodb=emulators.dynamodb_endpoint, expect=producer.acknowledged,
@@ -84,6 +86,9 @@ def speed(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # no
         rows = {}
         with ReplayEndpoint(shards=shards, records_per_shard=per_shard, size=opts.size) as endpoint:
             for peer in peers:
+                if peer.replay_note:
+                    rows[peer.name] = {"peer": peer.name, "note": peer.replay_note, "finished": False}
+                    continue
                 log(f"speed: {peer.name}, {shards} shards x {per_shard}")
                 result = run_single(peer, stream=endpoint.stream_name, kinesis=endpoint.endpoint_url,
                                     dynamodb=emulators.dynamodb_endpoint, expect=shards * per_shard,
@@ -94,13 +99,27 @@ def speed(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # no
     return out
 
 
+def listing(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # noqa: ANN001, ARG001
+    """kinesis-mock's ListShards during and after a split and a merge, judged as KCL judges it."""
+    import listing_probe
+
+    return listing_probe.run(emulators.kinesis_endpoint)
+
+
 def torture_workload(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # noqa: ANN001
     import torture
 
     return torture.run_all(peers, emulators, opts, log)
 
 
-RUNNERS = {"startup": startup, "speed": speed, "torture": torture_workload}
+def steady_workload(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # noqa: ANN001
+    import steady
+
+    return steady.run_all(peers, emulators, opts, log)
+
+
+RUNNERS = {"startup": startup, "speed": speed, "torture": torture_workload, "listing": listing,
+           "steady": steady_workload}
 
 
 def environment(peers: list[Peer], emulators) -> dict:  # noqa: ANN001
@@ -132,12 +151,12 @@ def main() -> None:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated column titles")
     parser.add_argument("--render-only", action="store_true", help="rewrite docs/peers.md from results.json")
-    parser.add_argument("--startup-records", type=int, default=2000)
+    parser.add_argument("--startup-records", type=int, default=10_000)
     parser.add_argument("--records-4", type=int, default=50_000, help="records per shard, 4-shard speed run")
     parser.add_argument("--records-32", type=int, default=5_000, help="records per shard, 32-shard speed run")
     parser.add_argument("--size", type=int, default=200, help="record size, speed runs")
     parser.add_argument("--give-up-s", type=float, default=420.0, help="per worker run")
-    parser.add_argument("--torture-give-up-s", type=float, default=360.0)
+    parser.add_argument("--torture-give-up-s", type=float, default=180.0)
     parser.add_argument("--keep", type=Path, default=None, help="keep delivery logs under this directory")
     opts = parser.parse_args()
     if opts.setup:
