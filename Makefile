@@ -14,14 +14,14 @@ ISOLATED := $(PY) localstack/launcher.py isolated --
 # the spark extra allows every 4.x; the main venv (make test, make demo) runs the newest tested
 MAIN_PYSPARK := pyspark==4.3.0
 
-.PHONY: setup toolchain localstack-host demo demo-python-only demo-library demo-consumer demo-efo test unit spark-matrix bench campaign emulators clean
+.PHONY: setup toolchain localstack-host demo demo-python-only demo-library demo-consumer demo-efo test unit spark-matrix oldest kit-from-wheel bench campaign emulators clean
 
 setup: $(VENV)/.installed toolchain localstack/node_modules/.kinesis-src-install-stamp localstack-host
 
-$(VENV)/.installed: setup.cfg pyproject.toml
+$(VENV)/.installed: setup.cfg pyproject.toml constraints/newest.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,spark]" --config-settings editable_mode=compat "$(MAIN_PYSPARK)"
+	$(PY) -m pip install --quiet -c constraints/newest.txt -e ".[dev,spark]" --config-settings editable_mode=compat "$(MAIN_PYSPARK)"
 	touch $@
 
 # java (>= 17) and node (>= what package-lock.json's engines ask): the machine's own when new
@@ -78,11 +78,30 @@ spark-matrix: setup
 	  $(ISOLATED) $$venv/bin/python -m pytest $(SPARK_SMOKE) || exit 1; \
 	done
 
-.venv-spark%/.installed: setup.cfg pyproject.toml
+.venv-spark%/.installed: setup.cfg pyproject.toml constraints/newest.txt
 	$(PYTHON) -m venv $(@D)
 	$(@D)/bin/python -m pip install --quiet --upgrade pip
-	$(@D)/bin/python -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat \
+	$(@D)/bin/python -m pip install --quiet -c constraints/newest.txt -e ".[dev]" --config-settings editable_mode=compat \
 	  "pyspark==$$(echo $* | sed 's/^./&./').*" "pandas>=2.2,<3" "numpy>=1.26"
+	touch $@
+
+# The testing kit as a pip user gets it: wheel -> fresh venv -> `python -m kinesis_src.testing install`
+# -> examples/test_user_pipeline.py in a private namespace (~45 s with warm caches; docs/testing.md).
+kit-from-wheel: setup
+	$(PY) localstack/kit_from_wheel.py
+
+# The lower bounds of every range in setup.cfg, installed together (constraints/oldest.txt: the
+# oldest boto3/botocore/aiobotocore/pyarrow/msgspec and pyspark 4.0.0), and the unit and Spark
+# suites run on them (~8 min; docs/compatibility.md). Run by .ci/run after `make test`.
+OLDEST := .venv-oldest
+oldest: setup $(OLDEST)/.installed
+	$(OLDEST)/bin/python -c 'import boto3, botocore, aiobotocore, pyarrow, pyspark; print("== oldest:", "boto3", boto3.__version__, "botocore", botocore.__version__, "aiobotocore", aiobotocore.__version__, "pyarrow", pyarrow.__version__, "pyspark", pyspark.__version__)'
+	$(ISOLATED) $(OLDEST)/bin/python -m pytest tests/unit tests/spark
+
+$(OLDEST)/.installed: setup.cfg pyproject.toml constraints/oldest.txt
+	$(PYTHON) -m venv $(@D)
+	$(@D)/bin/python -m pip install --quiet --upgrade pip
+	$(@D)/bin/python -m pip install --quiet -c constraints/oldest.txt -e ".[dev,spark]" --config-settings editable_mode=compat
 	touch $@
 
 bench: setup
