@@ -7,9 +7,10 @@ processor that records every record it is given and checkpoints each batch
 at its middle record (tests/kcl_record_processor.py). Once KCL has finished
 the parents and checkpointed inside the children, it is stopped with
 SIGTERM, the open child 4 is split again (5, 6) and more records are put.
-Then examples/kcl_migration.py shows the import as a dry run, ``import_kcl_table`` (the library call of ``kinesis-src leases
-import-kcl``) creates our leases, and a Consumer under a new application
-name reads from them.
+Then examples/kcl_migration.py shows the import as a dry run,
+``import_kcl_table`` (the library call of ``kinesis-src leases import-kcl``)
+creates our leases, and a Consumer under a new application name reads from
+them.
 
 KCL's first shard sync on an empty table lists with ``ShardFilter
 AT_TRIM_HORIZON``, which kinesis-mock answers with every shard of a

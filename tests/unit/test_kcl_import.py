@@ -425,3 +425,16 @@ def test_an_ending_sequence_number_below_the_start_bounds_nothing(world: World) 
     with pytest.raises(KclStreamMismatchError, match="checkpoint 199 is outside"):
         KclImport(world.dynamodb, world.kinesis, "kcl-too-low", "orders", "app2", observe_s=1.0,  # type: ignore[arg-type]
                   sleep=world.sleep).run()
+
+
+def test_a_kcl_2x_table_is_read_the_same(world: World) -> None:
+    """KCL 2.x items: no entityType, and early 2.x releases named the children ``childShardId``."""
+    items = [kcl_item(0, "SHARD_END"), kcl_item(1, "250"), kcl_item(3, "SHARD_END")]
+    for item in items:
+        del item["entityType"]
+    items[0]["childShardId"] = {"SS": [sid(3), sid(2)]}
+    world.kcl_table(items)
+    report = world.job().run()
+    leases = leases_of(world.ours())
+    assert leases[sid(0)].child_shard_ids == (sid(2), sid(3)) and leases[sid(1)].checkpoint == Checkpoint.sequence("250")
+    assert report.skipped_items == () and report.left_to_shard_sync == (sid(2), sid(4))
