@@ -26,6 +26,12 @@ batch of the source's schema (``page_to_arrow``: what a Spark task yields):
   in a child process, on the same bodies (seeded), within the same run;
 - botocore's parser, on the 200 B body only (the floor everything beats).
 
+``--task`` instead reads one shard of ``--records`` records of 200 B the way
+a Spark task does, in this process (``kinesis_src.spark.tasks.read_partition``:
+HTTP, decode, cursor, Arrow batches; no Spark) from
+``benchmarks/replay_endpoint.py`` in its own process, and prints the CPU per
+record and cProfile's top functions: where a task's time goes.
+
 Times are CPU time (``time.process_time``), the best of ``--repeat`` rounds,
 the decoders interleaved round by round so other load hits all alike. Every
 decoder's page is checked against msgspec's first. The choice and the
@@ -336,12 +342,49 @@ def _records(body_name: str) -> int:
     return int(body_name.split(" x ")[1].replace(",", ""))
 
 
+def task_profile(records: int, repeat: int) -> None:
+    """One Spark task's read of a whole shard in this process: CPU per record, then cProfile's top 25."""
+    import cProfile
+    import pstats
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from replay_endpoint import ReplayEndpoint, shard_id
+
+    from kinesis_src.positions import Position
+    from kinesis_src.spark.partitions import Endpoint, KinesisPartition, ShardSlice
+    from kinesis_src.spark.tasks import read_partition
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    with ReplayEndpoint(shards=1, records_per_shard=records, size=200, mode="process") as ep:
+        endpoint = Endpoint("us-east-1", ep.endpoint_url, None)
+        start = Position.trim_horizon().to_dict()
+        partition = KinesisPartition(0, ep.stream_name, endpoint, (ShardSlice(shard_id(0), start),), fetch_interval_ms=0)
+
+        def read() -> None:
+            rows = sum(batch.num_rows for batch in read_partition(partition))
+            assert rows == records, rows
+
+        read()  # warm-up: connection, imports
+        seconds = best_of(repeat, read)
+        print(f"one task's read of {records:,} records x 200 B in-process: {seconds / records * 1e6:.2f} us/record "
+              f"CPU (best of {repeat}, load {os.getloadavg()[0]:.1f})")
+        profile = cProfile.Profile()
+        profile.runcall(read)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--task", action="store_true", help="one Spark task's read in-process, profiled")
+    parser.add_argument("--records", type=int, default=100_000, help="with --task: records in the shard")
     parser.add_argument("--before", metavar="REV", help="also time the numpy cut of git revision REV")
     parser.add_argument("--child-cut", action="store_true", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.task:
+        task_profile(opts.records, opts.repeat)
+        return
     if opts.child_cut:
         print(json.dumps(measure(opts.repeat, only={"numpy cut", "json + binascii (oracle)"})))
         return

@@ -26,12 +26,13 @@ row with sub-sequence number 0 and no explicit hash key.
 
 **Cost.** A page on which no record starts with the magic is returned as
 the same object, after one 4-byte prefix comparison per record, done in C
-(``magic in map(itemgetter(slice(0, 4)), data)``). The decoder is
-hand-written: it reads only the fields above, straight from the bytes, and
-builds the output columns without protobuf message objects. It needs no
-protobuf runtime, is as fast as protobuf's C parser (upb) behind the same
-columns and about 4x faster per user record than ``aws_kinesis_agg``'s
-deaggregator (benchmarks/bench_kpl.py, docs/performance.md);
+(``magic in map(itemgetter(slice(0, 4)), data)``). An aggregate is parsed
+by protobuf's C runtime (upb), from a message class built from the schema
+above at first use (no generated code); its columns are pulled with C
+getters. That costs what a hand-written reader of the same bytes costs
+(``bench_kpl.py --before`` times one) and ~3-4x less per user record than
+``aws_kinesis_agg``'s deaggregator
+(benchmarks/bench_kpl.py, docs/performance.md);
 tests/unit/test_aggregation.py checks it reads what ``aws_kinesis_agg`` reads.
 
 **What is not an aggregate.** Like the KCL, a record with the magic whose
@@ -53,10 +54,11 @@ Magic plus the digest of an empty protobuf (20 bytes) is "too short" above:
 the KCL and ``aws_kinesis_agg`` do not recognise it as an aggregate and pass
 it through, so it is passed through here too (with the warning).
 
-Unknown fields are skipped by wire type (groups included), as protobuf
-does; a field number of 0 or above 2^29 - 1, or a wire type of 4 (outside a
-group), 6 or 7, is invalid protobuf. Key table entries that are not UTF-8
-are decoded with U+FFFD in place of the bad bytes, as the KCL's (Java)
+Unknown fields (groups included) are skipped and a wire format protobuf
+refuses (a field number of 0, a wire type of 6 or 7, a length past the end)
+is malformed, both as protobuf itself does; a missing required field is
+named by its path (``records[0].data``). Key table entries that are not
+UTF-8 are decoded with U+FFFD in place of the bad bytes, as the KCL's (Java)
 protobuf does for proto2 strings.
 """
 
@@ -65,8 +67,10 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import repeat
-from operator import itemgetter
+from operator import attrgetter, itemgetter
+from typing import Any, Sequence
 
 from ..errors import MalformedAggregateError
 from ..records import RecordPage
@@ -77,13 +81,6 @@ AGGREGATE_MAGIC = b"\xf3\x89\x9a\xc2"
 _DIGEST = 16
 _SHORTEST = len(AGGREGATE_MAGIC) + _DIGEST  # magic + digest: no protobuf, not an aggregate
 _PREFIX = itemgetter(slice(0, len(AGGREGATE_MAGIC)))
-
-_VARINT, _FIXED64, _LENGTH, _START_GROUP, _END_GROUP, _FIXED32 = 0, 1, 2, 3, 4, 5
-# The decoder compares tags (field number << 3 | wire type) as literals, for speed: AggregatedRecord
-# 0x0A, 0x12, 0x1A (fields 1, 2, 3, length-delimited); Record 0x08, 0x10 (1, 2, varint), 0x1A, 0x22
-# (3, 4, length-delimited); Tag 0x0A (1).
-
-_TRUNCATED = "truncated: a length or varint runs past the end of the protobuf"
 
 
 @dataclass(frozen=True)
@@ -179,128 +176,62 @@ def _report(sequence: str, shard_id: str, stream: str, problem: str, strict: boo
     log.warning("%s is malformed (%s); passing it through whole as one record (contents not shown)", where, problem)
 
 
-# -- the protobuf, by hand ----------------------------------------------------------------
+# -- the protobuf, through protobuf's C runtime (upb) --------------------------------------------------
 
 
 def _decode(data: bytes) -> tuple[list[str], list[str | None] | None, list[bytes]]:
     """Partition keys, explicit hash keys (None: the aggregate has none) and data of one aggregate's
-    user records; raises _Malformed with the reason.
-
-    The hot loop is written for the interpreter: constants are literals,
-    and a user record laid out as the KPL and ``aws_kinesis_agg`` write it
-    (``08 <index> 1A <length> <data>``, one-byte index and length) is
-    recognised in one test. Everything else (longer varints, explicit hash
-    keys, tags, unknown fields, other field orders) takes the general path.
-    Reads index ``data`` itself (no copy); every length is checked against
-    the end of the protobuf, so a read that strays into the digest is caught
-    by the check that follows it, and one past the record by IndexError.
-    """
+    user records; raises _Malformed with the reason (never the contents)."""
     size = len(data)
     if size <= _SHORTEST:
         if size < _SHORTEST:
             raise _Malformed(f"{size} bytes is shorter than the magic and the MD5 digest")
         raise _Malformed("no protobuf between the magic and the MD5 digest; the KCL does not expand such a record either")
     end = size - _DIGEST
-    if hashlib.md5(memoryview(data)[4:end]).digest() != data[end:]:
+    body = memoryview(data)[4:end]
+    if hashlib.md5(body).digest() != data[end:]:
         raise _Malformed("MD5 digest does not match")
-    pk_table: list[bytes] = []
-    ehk_table: list[bytes] = []
-    pk_index: list[int] = []
-    payloads: list[bytes] = []
-    ehk_rows: list[tuple[int, int]] = []  # (user record, explicit hash key index), only where one is set
-    add_index = pk_index.append
-    add_payload = payloads.append
-    pos = 4
-    try:
-        while pos < end:
-            tag = data[pos]
-            pos += 1
-            if tag & 0x80:  # a tag of more than one byte: another field, or a non-canonical encoding
-                tag, pos = _varint(data, pos, tag)
-            if tag == 0x1A:  # records (3)
-                n = data[pos]
-                pos += 1
-                if n & 0x80:
-                    n, pos = _varint(data, pos, n)
-                stop = pos + n
-                if stop > end:
-                    raise _Malformed(_TRUNCATED)
-                key = data[pos + 1]
-                n = data[pos + 3]
-                if (key | n) < 0x80 and data[pos] == 0x08 and data[pos + 2] == 0x1A and pos + 4 + n == stop:
-                    add_index(key)
-                    add_payload(data[pos + 4 : stop])
-                    pos = stop
-                    continue
-                key = hash_key = payload = None
-                while pos < stop:
-                    tag = data[pos]
-                    pos += 1
-                    if tag & 0x80:
-                        tag, pos = _varint(data, pos, tag)
-                    if tag == 0x1A:  # data (3)
-                        n = data[pos]
-                        pos += 1
-                        if n & 0x80:
-                            n, pos = _varint(data, pos, n)
-                        n += pos
-                        if n > stop:
-                            raise _Malformed(_TRUNCATED)
-                        payload = data[pos:n]
-                        pos = n
-                    elif tag == 0x08:  # partition_key_index (1)
-                        key = data[pos]
-                        pos += 1
-                        if key & 0x80:
-                            key, pos = _varint(data, pos, key)
-                    elif tag == 0x10:  # explicit_hash_key_index (2)
-                        hash_key = data[pos]
-                        pos += 1
-                        if hash_key & 0x80:
-                            hash_key, pos = _varint(data, pos, hash_key)
-                    elif tag == 0x22:  # tags (4)
-                        pos = _tag(data, pos, stop)
-                    else:
-                        pos = _skip(data, pos, tag, stop)
-                if pos != stop:
-                    raise _Malformed("a field runs past the end of its user record")
-                if key is None or payload is None:
-                    raise _Malformed("a user record lacks its partition key index or its data (both are required)")
-                if hash_key is not None:
-                    ehk_rows.append((len(payloads), hash_key))
-                add_index(key)
-                add_payload(payload)
-            elif tag == 0x0A or tag == 0x12:  # partition_key_table (1), explicit_hash_key_table (2)
-                n = data[pos]
-                pos += 1
-                if n & 0x80:
-                    n, pos = _varint(data, pos, n)
-                stop = pos + n
-                if stop > end:
-                    raise _Malformed(_TRUNCATED)
-                (pk_table if tag == 0x0A else ehk_table).append(data[pos:stop])
-                pos = stop
-            else:
-                pos = _skip(data, pos, tag, end)
-    except IndexError:
-        raise _Malformed(_TRUNCATED) from None
-    if not payloads:
+    message = _parsed(body)
+    records = list(message.records)  # each record's Python object made once, for the three C passes below
+    if not records:
         return [], None, []
-    keys = list(map(_texts(pk_table, pk_index, "partition key").__getitem__, pk_index))
-    hash_keys: list[str | None] | None = None
-    if ehk_rows:
-        texts = _texts(ehk_table, [i for _, i in ehk_rows], "explicit hash key")
-        hash_keys = [None] * len(payloads)
-        for row, i in ehk_rows:
-            hash_keys[row] = texts[i]
+    pk_index = list(map(_PK_INDEX, records))
+    payloads = list(map(_DATA, records))
+    keys = list(map(_texts(message.partition_key_table, pk_index, "partition key").__getitem__, pk_index))
+    ehk_index = list(map(_EHK_INDEX, records))
+    if ehk_index.count(_NO_INDEX) == len(ehk_index):  # in C; a Python loop of HasField costs ~25 % more
+        return keys, None, payloads
+    ehk_rows = [(row, index) for row, index in enumerate(ehk_index) if index != _NO_INDEX]
+    texts = _texts(message.explicit_hash_key_table, [i for _, i in ehk_rows], "explicit hash key")
+    hash_keys: list[str | None] = [None] * len(payloads)
+    for row, i in ehk_rows:
+        hash_keys[row] = texts[i]
     return keys, hash_keys, payloads
 
 
-def _texts(table: list[bytes], indexes: list[int], what: str) -> list[str]:
+def _parsed(body: memoryview) -> Any:
+    """The ``AggregatedRecord``; _Malformed when it is not valid protobuf or lacks a required field."""
+    from google.protobuf.message import DecodeError  # protobuf is imported by the first aggregate only
+
+    message = aggregated_record_class()()
+    try:
+        message.ParseFromString(body)
+    except DecodeError:
+        problem = "not valid protobuf (corrupt or truncated wire format)"
+    else:
+        if message.IsInitialized():
+            return message
+        missing = ", ".join(message.FindInitializationErrors())  # field paths such as records[0].data
+        problem = f"a required field is missing: {missing}"
+    raise _Malformed(problem)
+
+
+def _texts(table: Sequence[bytes], indexes: list[int], what: str) -> list[str]:
     """The key table decoded, once ``indexes`` (those used, never empty) are known to lie inside it.
 
     Bytes that are not UTF-8 become U+FFFD, as in the KCL (protobuf does not
-    validate proto2 strings; the KPL never writes such keys).
+    validate proto2 strings; the KPL never writes such keys): the tables are
+    read as ``bytes`` for that.
     """
     worst = max(indexes)
     if worst >= len(table):
@@ -308,84 +239,49 @@ def _texts(table: list[bytes], indexes: list[int], what: str) -> list[str]:
     return [entry.decode("utf-8", "replace") for entry in table]
 
 
-def _tag(data: bytes, pos: int, stop: int) -> int:
-    """Past one ``Tag`` (length-delimited); checks it has its required key, as the KCL's protobuf does."""
-    n = data[pos]
-    pos += 1
-    if n & 0x80:
-        n, pos = _varint(data, pos, n)
-    end = pos + n
-    if end > stop:
-        raise _Malformed(_TRUNCATED)
-    has_key = False
-    while pos < end:
-        tag = data[pos]
-        pos += 1
-        if tag & 0x80:
-            tag, pos = _varint(data, pos, tag)
-        if tag == 0x0A:
-            has_key = True
-        pos = _skip(data, pos, tag, end)
-    if pos != end:
-        raise _Malformed("a field runs past the end of a tag")
-    if not has_key:
-        raise _Malformed("a tag lacks its key (required)")
-    return pos
+_PK_INDEX = attrgetter("partition_key_index")
+_EHK_INDEX = attrgetter("explicit_hash_key_index")
+_DATA = attrgetter("data")
+_NO_INDEX = 2**64 - 1
+"""The explicit hash key index of a user record without one: the field's declared default."""
 
 
-def _skip(data: bytes, pos: int, tag: int, stop: int) -> int:
-    """Past the value of a field with this (whole) ``tag``, by its wire type; ``stop`` bounds it."""
-    wire = tag & 7
-    field = tag >> 3
-    if not 0 < field < 1 << 29:
-        raise _Malformed(f"field number {field} is invalid protobuf")
-    if wire == _VARINT:
-        first = pos
-        while data[pos] & 0x80:
-            pos += 1
-        pos += 1
-        if pos - first > 10:
-            raise _Malformed("a varint is longer than 10 bytes")
-    elif wire == _LENGTH:
-        n = data[pos]
-        pos += 1
-        if n & 0x80:
-            n, pos = _varint(data, pos, n)
-        pos += n
-    elif wire == _FIXED64:
-        pos += 8
-    elif wire == _FIXED32:
-        pos += 4
-    elif wire == _START_GROUP:  # deprecated, never written by the KPL, but protobuf skips it when unknown
-        while True:
-            if pos >= stop:
-                raise _Malformed(_TRUNCATED)
-            inner = data[pos]
-            pos += 1
-            if inner & 0x80:
-                inner, pos = _varint(data, pos, inner)
-            if inner & 7 == _END_GROUP:
-                if inner >> 3 != field:
-                    raise _Malformed("a group ends with another field's end-group tag")
-                break
-            pos = _skip(data, pos, inner, stop)
-    else:
-        raise _Malformed(f"wire type {wire} is not valid here")
-    if pos > stop:
-        raise _Malformed(_TRUNCATED)
-    return pos
+@lru_cache(maxsize=1)
+def aggregated_record_class() -> Any:
+    """The ``AggregatedRecord`` message class, built from its descriptor (no generated code, no protoc).
+
+    The schema of the module docstring, except that the key tables and tag
+    strings are ``bytes`` (the same wire type), so that keys that are not
+    UTF-8 are decoded here as the KCL does, and that an absent explicit hash
+    key index reads as 2^64 - 1 (:data:`_NO_INDEX`), so that one C pass
+    finds the records that have one (an aggregate that writes that very
+    index is read as having none: no table holds that many keys).
+    """
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field = descriptor_pb2.FieldDescriptorProto
+    required, optional, repeated = field.LABEL_REQUIRED, field.LABEL_OPTIONAL, field.LABEL_REPEATED
+    schema = descriptor_pb2.FileDescriptorProto(name="kinesis_src_kpl.proto", package=_PACKAGE, syntax="proto2")
+    for name, fields in (
+        ("AggregatedRecord", [(1, "partition_key_table", repeated, field.TYPE_BYTES, ""),
+                              (2, "explicit_hash_key_table", repeated, field.TYPE_BYTES, ""),
+                              (3, "records", repeated, field.TYPE_MESSAGE, "Record")]),
+        ("Record", [(1, "partition_key_index", required, field.TYPE_UINT64, ""),
+                    (2, "explicit_hash_key_index", optional, field.TYPE_UINT64, "", str(_NO_INDEX)),
+                    (3, "data", required, field.TYPE_BYTES, ""),
+                    (4, "tags", repeated, field.TYPE_MESSAGE, "Tag")]),
+        ("Tag", [(1, "key", required, field.TYPE_BYTES, ""), (2, "value", optional, field.TYPE_BYTES, "")]),
+    ):
+        message = schema.message_type.add(name=name)
+        for number, field_name, label, kind, type_name, *default in fields:
+            declared = message.field.add(name=field_name, number=number, label=label, type=kind)
+            if type_name:
+                declared.type_name = f".{_PACKAGE}.{type_name}"
+            if default:
+                declared.default_value = default[0]
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(schema)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.AggregatedRecord"))
 
 
-def _varint(body: bytes, pos: int, first: int) -> tuple[int, int]:
-    """A varint whose first byte (``first``, continuation bit set) was read; ``pos`` is past it."""
-    result = first & 0x7F
-    shift = 7
-    while True:
-        byte = body[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise _Malformed("a varint is longer than 10 bytes")
+_PACKAGE = "kinesis_src.kpl"

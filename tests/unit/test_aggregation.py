@@ -305,8 +305,8 @@ def _good() -> bytes:
 
 MALFORMED = {
     "bad MD5": (lambda: _good()[:-1] + bytes([_good()[-1] ^ 1]), "MD5 digest does not match"),
-    "truncated protobuf": (lambda: framed(_good()[4:-16][:-3]), "truncated"),
-    "length past the end": (lambda: framed(_field(1, 2, b"k") + b"\x1a\x7f" + RECORD), "truncated"),
+    "truncated protobuf": (lambda: framed(_good()[4:-16][:-3]), "not valid protobuf"),
+    "length past the end": (lambda: framed(_field(1, 2, b"k") + b"\x1a\x7f" + RECORD), "not valid protobuf"),
     "partition key index out of range": (
         lambda: framed(_field(1, 2, SECRET_KEY.encode()) + _field(3, 2, _field(1, 0, b"\x05") + _field(3, 2, SECRET))),
         "partition key index 5 is outside the table of 1",
@@ -315,10 +315,12 @@ MALFORMED = {
         lambda: framed(_field(1, 2, b"k") + _field(3, 2, RECORD + _field(2, 0, b"\x02"))),
         "explicit hash key index 2 is outside the table of 0",
     ),
-    "data missing": (lambda: framed(_field(1, 2, b"k") + _field(3, 2, _field(1, 0, b"\x00"))), "required"),
-    "tag without its key": (lambda: framed(_field(1, 2, b"k") + _field(3, 2, RECORD + _field(4, 2, b""))), "required"),
-    "invalid wire type": (lambda: framed(_field(1, 2, b"k") + b"\x0f" + _field(3, 2, RECORD)), "wire type 7"),
-    "field number 0": (lambda: framed(b"\x00\x00" + _field(3, 2, RECORD)), "field number 0"),
+    "data missing": (lambda: framed(_field(1, 2, b"k") + _field(3, 2, _field(1, 0, b"\x00"))),
+                     "a required field is missing: records[0].data"),
+    "tag without its key": (lambda: framed(_field(1, 2, b"k") + _field(3, 2, RECORD + _field(4, 2, b""))),
+                            "a required field is missing: records[0].tags[0].key"),
+    "invalid wire type": (lambda: framed(_field(1, 2, b"k") + b"\x0f" + _field(3, 2, RECORD)), "not valid protobuf"),
+    "field number 0": (lambda: framed(b"\x00\x00" + _field(3, 2, RECORD)), "not valid protobuf"),
     "just the magic": (lambda: AGGREGATE_MAGIC, "4 bytes is shorter than the magic and the MD5 digest"),
     "19 bytes": (lambda: AGGREGATE_MAGIC + hashlib.md5(b"").digest()[:15], "shorter"),
     "magic and the digest of nothing": (lambda: framed(b""), "no protobuf between the magic and the MD5 digest"),
@@ -408,3 +410,15 @@ def test_user_records_come_out_as_records_with_their_sub_sequence_numbers_and_ha
         ("b", b"2", "49000001", 1, "99"),
     ]
     assert records[1].approximate_arrival_timestamp == records[2].approximate_arrival_timestamp
+
+
+def test_the_largest_explicit_hash_key_index_reads_as_none_and_a_smaller_one_outside_the_table_is_malformed() -> None:
+    """An absent index is read as its declared default, 2^64 - 1 (one C pass finds the records with one):
+    a record that writes that very index is read as having none; any other index past the table is malformed."""
+    largest = _field(1, 2, b"k") + _field(3, 2, RECORD + _field(2, 0, _varint(2**64 - 1)))
+    result = deaggregate(page(framed(largest)))
+    assert (result.aggregates, result.malformed) == (1, 0)
+    assert rows(result.page)[0][:3] == ("k", None, b"hello")
+    smaller = _field(1, 2, b"k") + _field(3, 2, RECORD + _field(2, 0, _varint(2**64 - 2)))
+    with pytest.raises(MalformedAggregateError, match=f"explicit hash key index {2**64 - 2} is outside the table of 0"):
+        deaggregate(page(framed(smaller)), strict=True)
