@@ -114,6 +114,10 @@ def run(endpoint: str) -> dict:
 
 if __name__ == "__main__":
     import json
+    import os
     import sys
 
-    print(json.dumps(run(sys.argv[1]), indent=1))
+    endpoint = sys.argv[1] if len(sys.argv) > 1 else os.environ["KINESIS_SRC_LOCALSTACK_ENDPOINT_URL"]
+    result = run(endpoint)
+    result["endpoint"] = sys.argv[2] if len(sys.argv) > 2 else "LocalStack"
+    print(json.dumps(result, indent=1))

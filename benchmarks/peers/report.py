@@ -51,6 +51,21 @@ def steady_rows(label: str) -> list[tuple[str, Cell, str]]:
     ]
 
 
+def scale_rows() -> list[tuple[str, Cell, str]]:
+    label = "Scale-in/out (SIGTERM one of 2 workers, then add one; 50 records/s)"
+    return [
+        (f"{label}: records delivered again", lambda r: num(r.get("duplicated")) if r.get("acknowledged") else "—", "low"),
+        (f"{label}: records missing", lambda r: num(r.get("missing")) if r.get("acknowledged") else "—", "low"),
+        (f"{label}: stopped worker exited by itself", lambda r: yes_no(r.get("stopped_by_itself")), ""),
+        (f"{label}: longest pause of a key after the stop, s", lambda r: num(r.get("pause_after_stop_s"), 1), "low"),
+        (f"{label}: longest pause of a key after the add, s", lambda r: num(r.get("pause_after_add_s"), 1), "low"),
+    ]
+
+
+def yes_no(value: bool | None) -> str:
+    return "—" if value is None else ("yes" if value else "no (killed after the grace time)")
+
+
 def torture_rows(mode: str) -> list[tuple[str, Cell, str]]:
     label = "Torture" if mode == "plain" else "Torture, reshards only after the first record"
     return [
@@ -103,6 +118,9 @@ def table(results: dict) -> tuple[list[str], list[str]]:
     if steady:
         label = f"Steady {steady['rate']:.0f} records/s, {steady['shards']} shards, {steady['window_s']:.0f} s (kinesis-mock)"
         sections.append((steady_rows(label), steady["results"]))
+    scale = results.get("scale", {}).get("data", {})
+    if scale:
+        sections.append((scale_rows(), scale["results"]))
     for mode in ("plain", "after-first-sync"):
         rows = {peer: modes.get(mode, {}) for peer, modes in torture.items()}
         if any(rows.values()):
@@ -130,9 +148,9 @@ def beaten(title: str, names: list[str], cells: list[str], better: str) -> list[
 def notes(results: dict) -> list[str]:
     """Every peer note (crash, give-up, why not run), by workload."""
     out = []
-    for workload in ("startup", "speed", "steady", "torture"):
+    for workload in ("startup", "speed", "steady", "scale", "torture"):
         data = results.get(workload, {}).get("data", {})
-        if workload in ("startup", "steady"):
+        if workload in ("startup", "steady", "scale"):
             data = {"": data}
         for key, section in data.items():
             for peer, r in (section.get("results", {}) if isinstance(section, dict) else {}).items():
@@ -147,8 +165,19 @@ def listing_lines(results: dict) -> list[str]:
     data = results.get("listing", {}).get("data")
     if not data:
         return ["(not run)"]
+    if "listings" in data:  # a single endpoint's probe
+        data = {"kinesis-mock": data}
+    lines: list[str] = []
+    for endpoint, probe in data.items():
+        lines += [f"**{endpoint}**:", ""] + probe_lines(probe) + [""]
+    return lines
+
+
+def probe_lines(probe: dict) -> list[str]:
+    if "listings" not in probe:
+        return [probe.get("note", "(not run)")]
     lines = ["| when | ShardFilter | shards returned | KCL's check |", "|---|---|---|---|"]
-    for x in data["listings"]:
+    for x in probe["listings"]:
         verdict = "accepts" if x["kcl_accepts"] else f"rejects: {x['why']}"
         lines.append(f"| {x['phase']} | {x['filter']} | {', '.join(x['shards'])} | {verdict} |")
     return lines

@@ -12,7 +12,8 @@ is regenerated from the results. Run inside the private network namespace::
 Workloads (``--workloads``, default all): ``listing`` (kinesis-mock's ListShards through a
 split and a merge, judged as KCL judges it: listing_probe.py), ``startup`` (kinesis-mock, a full
 4-shard stream), ``speed`` (the replay endpoint, 4 and 32 shards), ``steady``
-(latency and DynamoDB requests at 50 records/s: steady.py),
+(latency and DynamoDB requests at 50 records/s: steady.py), ``scale`` (a worker
+stopped with SIGTERM and one added under load: scale.py),
 ``torture`` (kinesis-mock: 3 workers, splits and merges while producing, a
 SIGKILL, a late joiner; see torture.py). Results are kept per workload in
 benchmarks/peers/out/results.json, so one workload can be re-run alone and
@@ -42,7 +43,7 @@ from peers import PEERS, Peer, setup  # noqa: E402
 
 RESULTS = HERE / "out" / "results.json"
 DOC = ROOT / "docs" / "peers.md"
-WORKLOADS = ("listing", "startup", "speed", "steady", "torture")
+WORKLOADS = ("listing", "startup", "speed", "steady", "scale", "torture")
 
 
 def kinesis_client(endpoint: str):  # noqa: ANN201
@@ -101,9 +102,20 @@ def speed(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # no
 
 def listing(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # noqa: ANN001, ARG001
     """kinesis-mock's ListShards during and after a split and a merge, judged as KCL judges it."""
+    import subprocess
+
     import listing_probe
 
-    return listing_probe.run(emulators.kinesis_endpoint)
+    out = {"kinesis-mock": listing_probe.run(emulators.kinesis_endpoint)}
+    argv = [sys.executable, str(ROOT / "localstack" / "localstack_host.py"), "run", "--",
+            sys.executable, str(HERE / "listing_probe.py")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    if done.returncode == 0:
+        out["LocalStack"] = json.loads(done.stdout)
+    else:
+        out["LocalStack"] = {"note": f"LocalStack did not run (exit {done.returncode}): "
+                                     f"{done.stderr.strip().splitlines()[-1:] }"}
+    return out
 
 
 def torture_workload(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # noqa: ANN001
@@ -118,7 +130,13 @@ def steady_workload(peers: list[Peer], emulators, opts: argparse.Namespace) -> d
     return steady.run_all(peers, emulators, opts, log)
 
 
-RUNNERS = {"startup": startup, "speed": speed, "torture": torture_workload, "listing": listing,
+def scale_workload(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # noqa: ANN001
+    import scale
+
+    return scale.run_all(peers, emulators, opts, log)
+
+
+RUNNERS = {"scale": scale_workload, "startup": startup, "speed": speed, "torture": torture_workload, "listing": listing,
            "steady": steady_workload}
 
 
