@@ -160,27 +160,32 @@ class KclImport:
 
     def run(self, dry_run: bool = False) -> KclImportReport:
         self._check_schema()
-        first = self._read()
-        self.sleep(self.observe_s)
-        last = self._read()
-        check_quiet(self.kcl_table, first.leases, last.leases, self.observe_s)
         summary = self.kinesis.describe_stream(self.stream)
-        leases = leases_of_stream(self.kcl_table, last.leases.values(), summary)
         discovery = ShardDiscovery(self.kinesis, self.stream)
         discovery.refresh()
         graph = discovery.graph
-        check_stream(self.kcl_table, self.stream, leases, graph)
+        first = self._read()
+        self._for_stream(first, summary, graph)  # a wrong table fails before the wait
+        self.sleep(self.observe_s)
+        last = self._read()
+        check_quiet(self.kcl_table, first.leases, last.leases, self.observe_s)
+        leases = self._for_stream(last, summary, graph)
         plan = self._plan(leases, graph)
         table = LeaseTable(self.dynamodb, self.lease_table_name, self.application, self.stream)
         shards, created = self._write(table, summary, plan, dry_run)
-        report = KclImportReport(
-            self.kcl_table, self.stream, self.application, self.lease_table_name, dry_run, shards,
-            last.skipped, _left_to_sync(graph, leases), created, self.observe_s,
-        )
         log.info("KCL import %s->%s (application %r, stream %r): %d lease(s) %s", self.kcl_table,
                  self.lease_table_name, self.application, self.stream, len(plan),
                  "would be created (dry run)" if dry_run else f"checked, {len(created)} created")
-        return report
+        return KclImportReport(
+            self.kcl_table, self.stream, self.application, self.lease_table_name, dry_run, shards,
+            last.skipped, _left_to_sync(graph, leases), created, self.observe_s,
+        )
+
+    def _for_stream(self, read: _Read, summary: StreamSummary, graph: ShardGraph) -> list[KclLease]:
+        """The read's leases of this stream, checked against its listing (raises KclStreamMismatchError)."""
+        leases = leases_of_stream(self.kcl_table, read.leases.values(), summary)
+        check_stream(self.kcl_table, self.stream, leases, graph)
+        return leases
 
     # -- reading the KCL table ----------------------------------------------------------
 

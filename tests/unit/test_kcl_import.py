@@ -438,3 +438,10 @@ def test_a_kcl_2x_table_is_read_the_same(world: World) -> None:
     leases = leases_of(world.ours())
     assert leases[sid(0)].child_shard_ids == (sid(2), sid(3)) and leases[sid(1)].checkpoint == Checkpoint.sequence("250")
     assert report.skipped_items == () and report.left_to_shard_sync == (sid(2), sid(4))
+
+
+def test_a_table_of_another_stream_fails_before_the_wait(world: World) -> None:
+    world.kcl_table([kcl_item(9, "TRIM_HORIZON")])
+    with pytest.raises(KclStreamMismatchError):
+        world.job().run()
+    assert world.waited == []
