@@ -66,9 +66,9 @@ def wait_delivered(sink: Path, worker, sampler: Sampler, expect: int, give_up_s:
 
 
 def run_single(peer: Peer, *, stream: str, kinesis: str, dynamodb: str, expect: int, give_up_s: float,
-               app: str, keep: Path | None = None) -> SingleResult:
+               app: str, keep: Path | None = None, env: dict[str, str] | None = None) -> SingleResult:
     sink = Path(tempfile.mkdtemp(prefix="peers-", dir=keep))
-    worker = start_worker(peer, "w1", stream=stream, app=app, kinesis=kinesis, dynamodb=dynamodb, sink=sink)
+    worker = start_worker(peer, "w1", stream=stream, app=app, kinesis=kinesis, dynamodb=dynamodb, sink=sink, env=env)
     sampler = Sampler(worker.process.pid)
     try:
         cpu_first, note = wait_delivered(sink, worker, sampler, expect, give_up_s)

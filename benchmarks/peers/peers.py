@@ -112,7 +112,7 @@ class Worker:
 
 
 def start_worker(peer: Peer, worker_id: str, *, stream: str, app: str, kinesis: str, dynamodb: str,
-                 sink: Path, extra: list[str] | None = None) -> Worker:
+                 sink: Path, extra: list[str] | None = None, env: dict[str, str] | None = None) -> Worker:
     """Spawn ``peer``'s worker in its own session; stdout and stderr go to ``sink/<worker>.log``."""
     log = sink / f"{worker_id}.log"
     argv = [str(peer.python), str(HERE / peer.script), "--stream", stream, "--app", app,
@@ -120,5 +120,5 @@ def start_worker(peer: Peer, worker_id: str, *, stream: str, app: str, kinesis: 
             *(extra or [])]
     with open(log, "ab") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, cwd=str(HERE))
+                                   start_new_session=True, cwd=str(HERE), env={**os.environ, **(env or {})})
     return Worker(peer, worker_id, process, time.time(), log)

@@ -14,6 +14,7 @@ from explanations import FINDINGS, SETTINGS_TEXT, intro
 from peers import PEERS
 
 OURS = "kinesis-src"
+UNPACED = "kinesis-src, 2 MB/s/shard pacing off"
 Cell = Callable[[dict], str]
 
 
@@ -183,6 +184,18 @@ def probe_lines(probe: dict) -> list[str]:
     return lines
 
 
+def unpaced_lines(results: dict) -> list[str]:
+    """The speed runs of kinesis-src with its 2 MB/s/shard read pacing off (not a column: a control)."""
+    out = []
+    for shards, section in sorted(results.get("speed", {}).get("data", {}).items()):
+        r = section.get("results", {}).get(UNPACED)
+        if r and r.get("records_per_s"):
+            out.append(f"- Replay endpoint, {shards} shards: kinesis-src with that pacing off delivered "
+                       f"{num(r['records_per_s'])} records/s at {num(r['cpu_us_per_record'], 1)} CPU µs per record "
+                       f"(max RSS {num(r['max_rss_mb'])} MB).")
+    return out
+
+
 def ddb_lines(results: dict) -> list[str]:
     rows = results.get("steady", {}).get("data", {}).get("results", {})
     out = [f"- {peer}: " + (", ".join(f"{op} {n}" for op, n in sorted(r["ddb_by_operation"].items())) or "none")
@@ -201,6 +214,6 @@ def render(results: dict) -> str:
             f"{env.get('machine', '?')}", "", SETTINGS_TEXT, "", "## KCL on kinesis-mock: whose fault", "",
             FINDINGS["listing"], "", *listing_lines(results), "", "## Where a peer wins a row", ""]
     out += wins or ["No row."]
-    out += ["", FINDINGS["wins"], "", "## What happened to each peer that did not finish", ""]
+    out += ["", FINDINGS["wins"], "", *unpaced_lines(results), "", "## What happened to each peer that did not finish", ""]
     out += notes(results) or ["Nothing to report."]
     return "\n".join(out) + "\n"

@@ -42,6 +42,8 @@ from measure import run_single  # noqa: E402
 from peers import PEERS, Peer, setup  # noqa: E402
 
 RESULTS = HERE / "out" / "results.json"
+OURS = "kinesis-src"
+UNPACED = "kinesis-src, 2 MB/s/shard pacing off"
 DOC = ROOT / "docs" / "peers.md"
 WORKLOADS = ("listing", "startup", "speed", "steady", "scale", "torture")
 
@@ -96,6 +98,14 @@ def speed(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # no
                                     give_up_s=opts.give_up_s, app=f"speed-{uuid.uuid4().hex[:6]}", keep=opts.keep)
                 log(f"  {result}")
                 rows[peer.name] = result.as_dict()
+            if OURS in {p.name for p in peers}:
+                log(f"speed: {OURS} without 2 MB/s/shard pacing, {shards} shards x {per_shard}")
+                result = run_single(PEERS[OURS], stream=endpoint.stream_name, kinesis=endpoint.endpoint_url,
+                                    dynamodb=emulators.dynamodb_endpoint, expect=shards * per_shard,
+                                    give_up_s=opts.give_up_s, app=f"speed-{uuid.uuid4().hex[:6]}", keep=opts.keep,
+                                    env={"PEERS_NO_BYTE_PACING": "1"})
+                log(f"  {result}")
+                rows[UNPACED] = result.as_dict()
         out[str(shards)] = {"shards": shards, "records_per_shard": per_shard, "size": opts.size, "results": rows}
     return out
 

@@ -3,7 +3,9 @@
 Run with the project's .venv (kinesis-src is installed editable there).
 Settings: records per fetch, the pause between calls (also when caught up)
 and the failover time from the shared command line (common_args.py); the
-rest are the Consumer's defaults.
+rest are the Consumer's defaults, which include pacing reads to Kinesis'
+2 MB/s per shard. ``PEERS_NO_BYTE_PACING=1`` lifts that one limit (the
+speed workload's extra row, to show what it costs on the replay endpoint).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ async def run() -> None:
     args = parse(__doc__.splitlines()[0])
     from kinesis_src.consumer import Consumer
     from kinesis_src.leases.timing import LeaseTiming
+    from kinesis_src.retrieval.pacing import FetchPacing
 
     sink = Sink(args.sink, args.worker)
     consumer = Consumer(
@@ -36,6 +39,9 @@ async def run() -> None:
         max_records_per_fetch=args.max_records,
         idle_interval_s=args.idle_ms / 1000,
     )
+    if os.environ.get("PEERS_NO_BYTE_PACING"):  # the speed workload's extra row: no 2 MB/s/shard read pacing
+        consumer.pacing = FetchPacing(idle_interval_s=args.idle_ms / 1000, min_interval_s=args.idle_ms / 1000,
+                                      bytes_per_second=1e12)
     announce(args.worker)
     async with consumer:
         async for batch in consumer:
