@@ -82,15 +82,35 @@ after the first record" rows are that run, for every peer that did not finish th
 ListShards, probed by benchmarks/peers/listing_probe.py (a 2-shard stream, shard 0 split, then
 children 3 and 1 merged; each distinct answer kept; "none" is a listing without ShardFilter, which
 KCL does not check for tiling):""",
-    "wins": """Explanations (measured in the runs above):
+    "wins": """Explanations (each checked by a measurement named here; the table's figures are from the run above):
 
+- **Records per second on the replay endpoint (kcl-rs, and any other peer above kinesis-src).**
+  kinesis-src paces each shard's reads to Kinesis' read limit, 2 MB/s per shard
+  (`kinesis_src/retrieval/pacing.py`: at most 5 calls/s and 2 MiB/s per shard); the peers pace
+  only by calls (one per 200 ms here). A 10,000-record page of 200 B records is 2 MB, so
+  kinesis-src reads a shard at about 10,000 records/s where the others read up to 50,000. On AWS
+  the others would get `ProvisionedThroughputExceededException` above 2 MB/s per shard and back
+  off; the replay endpoint never throttles, so they look faster there. The control run below is
+  kinesis-src on the same endpoint with that one limit lifted (`PEERS_NO_BYTE_PACING=1` in
+  worker_ours.py). Inherent (a deliberate limit), not a bug.
+- **CPU per record (kcl-rs).** kcl-rs parses the GetRecords JSON and base64 in Rust and hands
+  Python ready `Record` objects; kinesis-src decodes in Python (its fast decode: 2.3-2.5 µs per
+  200 B record, docs/performance.md), and every processor spends the same ~1 µs per record on
+  its delivery line. Inherent to a pure-Python library; the decode is the place to look if the
+  gap matters.
+- **Memory (kcl-rs; async-kinesis within a few MB).** Importing botocore and aiobotocore alone
+  takes a Python process to 45 MB (`python -c "import botocore.session, aiobotocore.session"`,
+  max RSS 44.6 MB here; `import kinesis_src.consumer` 49.7 MB); kcl-rs carries no Python AWS SDK.
+  async-kinesis uses the same aiobotocore, so it lands within noise of kinesis-src.
 - **Start-up of KCL 3 and kcl-rs.** KCL's first worker waits a random 1-30 s for another worker to
   fill an empty lease table (`Scheduler.shouldInitiateLeaseSync`), then after its first shard sync
   sleeps `shardSyncIntervalMillis` (60 s by default, `ShardSyncTask.call`), then waits for its
   lease-table GSI (polled every 10 s) before the lease assignment manager hands out leases. A KCL
   log from this machine (logback at INFO, `kcl-w1/kcl.log` under the run's delivery directory)
   shows each step: lease table created at +2 s, first shard sync at +12 s, the next line at +72 s,
-  GSI wait until +83 s, first lease taken after that. kcl-rs ports the same scheduler and shows the
-  same order of start-up. Inherent to their defaults (not a cost of the emulators); kinesis-src
-  takes its shards within a lease-table scan of starting.""",
+  GSI wait until +83 s, first lease taken after that. kcl-rs is a port of the same scheduler
+  (its binary carries the same steps, e.g. "Lease table is still empty. Checking again shortly.").
+  native-aws-kcl-py's lease taker sleeps one take interval (2 x lease duration + 25 ms = 20 s)
+  before its first take (`LeaseCoordinator._taker_loop`). Inherent to their defaults, not a cost of
+  the emulators; kinesis-src takes its shards within a lease-table scan of starting.""",
 }

@@ -206,6 +206,7 @@ def main() -> None:
                 results[name] = {"date": f"{started:%Y-%m-%d %H:%M} UTC", "command": command, "data": merged}
                 RESULTS.parent.mkdir(exist_ok=True)
                 RESULTS.write_text(json.dumps(results, indent=1, default=str))
+                DOC.write_text(report.render(results))  # after each workload: a long run is never lost
     DOC.write_text(report.render(results))
     log(f"wrote {DOC}")
 

@@ -123,6 +123,19 @@ def key_of(d: deliveries.Delivery) -> str:
     return d.head.rpartition(":")[0]
 
 
+def log_cause(sink: Path) -> str:
+    """The error line repeated most in the workers' logs (timestamps cut), or "none"."""
+    import re
+    from collections import Counter
+
+    lines: Counter[str] = Counter()
+    for path in sink.rglob("*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            if re.search(r"Exception:|ERROR|Error:", line) and not line.lstrip().startswith("at "):
+                lines[re.sub(r"^[\d:.\-TZ \[\]m]+", "", line)[:240]] += 1
+    return lines.most_common(1)[0][0] if lines else "none"
+
+
 def wait_first(sink: Path, workers: dict[str, Worker], give_up_s: float) -> bool:
     deadline = time.monotonic() + give_up_s
     while time.monotonic() < deadline:
@@ -216,7 +229,8 @@ def run_one(peer: Peer, emulators, kinesis, mode: str, give_up_s: float, keep: P
     resharding.start()
     try:
         if not wait_first(sink, workers, START_GIVE_UP_S):
-            result.note = f"no record delivered within {START_GIVE_UP_S:.0f} s of start (logs: {sink})"
+            result.note = (f"no record delivered within {START_GIVE_UP_S:.0f} s of start; its logs' most frequent "
+                           f"error: {log_cause(sink)} (logs: {sink})")
             return finish(result, producer, resharding, sink)
         started.set()
         first = time.time()
