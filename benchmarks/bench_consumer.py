@@ -31,8 +31,9 @@ namespace there is no network, so create it first::
    * the same, pacing off, reading the page's columns (``batch.page.data``,
      what ``batch.to_arrow()`` reads) instead of building ``Record`` objects;
    * the last two with numpy unimportable (``nonumpy-*``: installed without
-     the spark extra, every page decodes with ``json.loads``, not the
-     plain-layout cut of kinesis_src/aws/plain_body.py);
+     the spark extra; the Consumer's decode, msgspec, does not use numpy,
+     so these rows match the two above; a ``--before`` revision older than
+     issue #24 decodes those pages with ``json.loads``);
    * a plain boto3 loop: GetRecords round-robin over the shards, Limit=10000,
      botocore's standard parser, no leases, no checkpoints;
    * async-kinesis (PyPI ``async-kinesis``) ``kinesis.Consumer`` with a raw

@@ -19,6 +19,12 @@ Spark's no-op sink, six readers interleaved round by round:
   with ``json.loads`` and ``a2b_base64`` per record instead of msgspec
   (:mod:`kinesis_src.aws.body_decode`): a source defined here that swaps the
   decode in for its read (``--no-reference`` leaves it out);
+- **batch, REV** and **streaming, REV** (``--before REV``): the same reads
+  with git revision REV's source in the same session: REV's ``kinesis_src``
+  exported to a temporary directory as the package ``kinesis_src_before``
+  (every ``kinesis_src`` name in it renamed), put on the driver's and the
+  workers' path, and registered as ``format("kinesis_before")``: before and
+  after are rows of one run;
 - **streaming ceiling**: the same source as a stream reader (one
   micro-batch of the same pages), ``trigger(availableNow=True)``;
 - **streaming**: ``spark.readStream.format("kinesis")`` from TRIM_HORIZON,
@@ -217,7 +223,41 @@ class CeilingSource(DataSource):
         return CeilingStreamReader(self.options)
 
 
-def spark_session() -> Any:
+def before_package(rev: str) -> Path:
+    """Revision ``rev``'s ``kinesis_src`` as the package ``kinesis_src_before`` in a new directory, on this
+    process's path and (through PYTHONPATH, before Spark starts) its Python workers'."""
+    import atexit
+    import re
+    import shutil
+    import subprocess
+
+    tree = Path(tempfile.mkdtemp(prefix="bench-spark-before-"))
+    atexit.register(shutil.rmtree, tree, True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "kinesis_src"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    package = tree / "kinesis_src"
+    for path in package.rglob("*.py"):
+        path.write_text(re.sub(r"\bkinesis_src\b", "kinesis_src_before", path.read_text()))
+    package.rename(tree / "kinesis_src_before")
+    sys.path.insert(0, str(tree))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
+    return tree
+
+
+def before_source() -> type:
+    """format("kinesis_before"): the Kinesis source of the exported revision."""
+    from kinesis_src_before.spark import KinesisDataSource as Before  # type: ignore[import-not-found]
+
+    class BeforeSource(Before):  # type: ignore[misc, valid-type]
+        @classmethod
+        def name(cls) -> str:
+            return "kinesis_before"
+
+    return BeforeSource
+
+
+def spark_session(before: bool = False) -> Any:
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -234,6 +274,8 @@ def spark_session() -> Any:
     spark.dataSource.register(KinesisDataSource)
     spark.dataSource.register(CeilingSource)
     spark.dataSource.register(JsonDecodeSource)
+    if before:
+        spark.dataSource.register(before_source())
     return spark
 
 
@@ -276,6 +318,19 @@ class Bench:
     def batch(self) -> float:
         df = self.kinesis_options(self.spark.read).load()
         return timed(lambda: df.write.format("noop").mode("overwrite").save())
+
+    def batch_before(self) -> float:
+        df = self.kinesis_options(self.spark.read, "kinesis_before").load()
+        return timed(lambda: df.write.format("noop").mode("overwrite").save())
+
+    def streaming_before(self) -> float:
+        app = f"before-{uuid.uuid4().hex[:8]}"
+        df = (
+            self.kinesis_options(self.spark.readStream, "kinesis_before").option("dynamodbEndpointUrl", self.dynamodb)
+            .option("applicationName", app).option("leaseTableName", f"{LEASE_TABLE}-before")
+            .option("maxRecordsPerShard", str(self.max_records_per_shard)).load()
+        )
+        return self.run_stream(df, app)
 
     def batch_json(self) -> float:
         df = self.kinesis_options(self.spark.read, "kinesis_json_decode").load()
@@ -346,13 +401,15 @@ def timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def run(bench: Bench, rounds: int, reference: bool) -> None:
+def run(bench: Bench, rounds: int, reference: bool, before: bool) -> None:
     readers = {
         "ceiling": bench.ceiling, "batch": bench.batch,
         "ceiling_streaming": bench.ceiling_streaming, "streaming": bench.streaming,
     }
     if reference:
         readers = {"batch_json": bench.batch_json, **readers}
+    if before:
+        readers.update(batch_before=bench.batch_before, streaming_before=bench.streaming_before)
     print("warm-up (not counted): ", end="", flush=True)
     for name, measure in readers.items():
         print(f"{name} {measure():.2f} s  ", end="", flush=True)
@@ -394,13 +451,17 @@ def report(
         "ceiling": "batch ceiling: pre-built Arrow",
         "batch": 'spark.read.format("kinesis")',
         "batch_json": "  the same, json + binascii decode",
+        "batch_before": "  the same, --before revision",
+        "streaming_before": "  the same, --before revision",
         "ceiling_streaming": "streaming ceiling: pre-built Arrow",
         "streaming": 'readStream.format("kinesis")',
     }
-    ceilings = {"ceiling": "ceiling", "batch": "ceiling", "batch_json": "ceiling",
+    ceilings = {"ceiling": "ceiling", "batch": "ceiling", "batch_json": "ceiling", "batch_before": "ceiling",
+                "streaming_before": "ceiling_streaming",
                 "ceiling_streaming": "ceiling_streaming",
                 "streaming": "ceiling_streaming"}
-    order = [n for n in ("ceiling", "batch", "batch_json", "ceiling_streaming", "streaming") if n in seconds]
+    order = [n for n in ("ceiling", "batch", "batch_json", "batch_before", "ceiling_streaming", "streaming",
+                              "streaming_before") if n in seconds]
     for name in order:
         took = seconds[name]
         rate = total / statistics.median(took)
@@ -434,7 +495,10 @@ def main() -> None:
         "at each shard's last record (not known to be the last), so availableNow runs a second, empty one",
     )
     parser.add_argument("--no-reference", action="store_true", help="leave out the batch read with the json decode")
+    parser.add_argument("--before", metavar="REV", help="also read with git revision REV's source, in the same run")
     opts = parser.parse_args()
+    if opts.before:
+        print(f"--before: {opts.before}'s kinesis_src as kinesis_src_before in {before_package(opts.before)}")
     with launcher.Emulators(kinesis=False, dynamodb=True) as emulators:
         os.environ.update(emulators.env())
         t0 = time.perf_counter()
@@ -443,11 +507,11 @@ def main() -> None:
             print(f"replay endpoint: {opts.shards} shards x {opts.records_per_shard:,} records x {opts.size} B, "
                   f"ready in {time.perf_counter() - t0:.1f} s; local[2], noop sink, {opts.rounds} rounds",
                   flush=True)
-            spark = spark_session()
+            spark = spark_session(before=bool(opts.before))
             try:
                 bench = Bench(spark, ep, emulators.dynamodb_endpoint, opts.shards, opts.records_per_shard, opts.size,
                               opts.max_records_per_shard)
-                run(bench, opts.rounds, reference=not opts.no_reference)
+                run(bench, opts.rounds, reference=not opts.no_reference, before=bool(opts.before))
             finally:
                 spark.stop()
 
