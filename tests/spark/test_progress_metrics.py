@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_versions import needs_trigger_api  # tests/spark_versions.py
 from prometheus_client import CollectorRegistry, generate_latest
 from waiting import wait_for  # tests/waiting.py
 
@@ -63,6 +64,7 @@ def data_bytes_per_shard(kinesis: KinesisClient, stream: str) -> dict[str, int]:
     return dict(sums)
 
 
+@needs_trigger_api  # the source's figures in lastProgress need PySpark 4.2+ (docs/spark.md)
 def test_the_progress_reports_each_shards_bytes_throttles_and_retries_and_the_collector_exports_them(
     spark: Any,
     idle_progress_often: None,

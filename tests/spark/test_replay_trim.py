@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from spark_versions import until_drained  # tests/spark_versions.py
 
 from kinesis_src.positions import Position, PositionKind
 from kinesis_src.spark.offsets import Plan
@@ -80,9 +81,9 @@ def test_a_restart_whose_uncommitted_batch_resumes_after_an_expired_record_fails
     with replay.ReplayEndpoint(shards=1, records_per_shard=12, size=20, mode="thread") as endpoint:
         shard = endpoint.stream.shards[0]
         rows: list = []
-        first = start(spark, endpoint, emulators.dynamodb_endpoint, application, tmp_path / "cp", rows)
-        assert first.awaitTermination(180), "AvailableNow query did not stop by itself"
-        assert first.exception() is None and len(rows) == 12
+        until_drained(lambda: start(spark, endpoint, emulators.dynamodb_endpoint, application, tmp_path / "cp", rows),
+                      lambda: len(rows), timeout_s=180)
+        assert len(rows) == 12
 
         expired = str(shard.starting_sequence + 1)  # older than record 0, the oldest the shard holds
         resume_after(uncommit(tmp_path / "cp", batch_id=2), expired)
