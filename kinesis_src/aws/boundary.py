@@ -32,6 +32,7 @@ from botocore.exceptions import (
 from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
+from urllib3.exceptions import IncompleteRead as URLLib3IncompleteRead
 
 from ..config import AwsSettings
 from ..errors import (
@@ -44,6 +45,7 @@ from ..errors import (
     ResourceNotFoundError,
     ServiceUnavailableError,
     ThrottledError,
+    TruncatedResponseError,
 )
 from ..retry import RetryPolicy, acall_with_retry, call_with_retry
 from .botocore_internals import client_parser_factory, parser_settings, set_client_parser_factory
@@ -216,6 +218,12 @@ def translate(error: Exception, what: str, endpoint: str) -> KinesisSourceError:
         return error
     if isinstance(error, ClientError):
         return _translate_client_error(error, what, endpoint)
+    cut = _cut_body(error) if isinstance(error, ConnectionClosedError) else None
+    if cut is not None:
+        return TruncatedResponseError(
+            f"{what} at {endpoint}: response body ended after {cut[0]} bytes, {cut[1]} short of the Content-Length "
+            "it announced: the connection closed mid-answer"
+        )
     if isinstance(error, (BotoConnectionError, ConnectionClosedError, ReadTimeoutError, HTTPClientError)):
         return EndpointUnreachableError(
             f"{what}: no answer from {endpoint} ({type(error).__name__}). Check that the endpoint "
@@ -231,6 +239,22 @@ def translate(error: Exception, what: str, endpoint: str) -> KinesisSourceError:
     if isinstance(error, BotoCoreError):
         return KinesisSourceError(f"{what} against {endpoint} failed: {error}")
     raise error
+
+
+def _cut_body(error: BaseException) -> tuple[int, int] | None:
+    """(bytes read, bytes missing) when a connection closed inside a body shorter than its Content-Length.
+
+    botocore versions that read the body themselves (not :mod:`.whole_body`) report
+    the cut as ConnectionClosedError, with urllib3's IncompleteRead as its cause.
+    """
+    cause: BaseException | None = error
+    for _ in range(8):
+        if cause is None:
+            return None
+        if isinstance(cause, URLLib3IncompleteRead) and isinstance(cause.partial, int):
+            return cause.partial, int(cause.expected or 0)
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _translate_client_error(error: ClientError, what: str, endpoint: str) -> KinesisSourceError:
