@@ -105,6 +105,7 @@ $(OLDEST)/.installed: setup.cfg pyproject.toml constraints/oldest.txt
 	touch $@
 
 bench: setup
+	$(PY) -m pip install -q -r benchmarks/requirements-decode.txt
 	$(PY) benchmarks/bench_decode.py
 	$(PY) benchmarks/bench_lineage.py
 	$(PY) benchmarks/bench_kpl.py
