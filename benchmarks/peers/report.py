@@ -67,8 +67,15 @@ def yes_no(value: bool | None) -> str:
     return "—" if value is None else ("yes" if value else "no (killed after the grace time)")
 
 
+TORTURE_LABELS = {
+    "plain": "Torture",
+    "after-first-sync": "Torture, reshards only after the first record",
+    "gentle": "Torture, one worker first; reshards and 2 more workers after its first record",
+}
+
+
 def torture_rows(mode: str) -> list[tuple[str, Cell, str]]:
-    label = "Torture" if mode == "plain" else "Torture, reshards only after the first record"
+    label = TORTURE_LABELS[mode]
     return [
         (f"{label}: finished (all acknowledged records delivered)", lambda r: torture_finished(r), ""),
         (f"{label}: missing records", lambda r: num(r.get("missing")) if r.get("delivered") else "—", "low"),
@@ -122,7 +129,7 @@ def table(results: dict) -> tuple[list[str], list[str]]:
     scale = results.get("scale", {}).get("data", {})
     if scale:
         sections.append((scale_rows(), scale["results"]))
-    for mode in ("plain", "after-first-sync"):
+    for mode in TORTURE_LABELS:
         rows = {peer: modes.get(mode, {}) for peer, modes in torture.items()}
         if any(rows.values()):
             sections.append((torture_rows(mode), rows))

@@ -185,6 +185,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=200, help="record size, speed runs")
     parser.add_argument("--give-up-s", type=float, default=420.0, help="per worker run")
     parser.add_argument("--torture-give-up-s", type=float, default=180.0)
+    parser.add_argument("--torture-modes", default="plain,after-first-sync,gentle",
+                        help="torture.py modes, tried in order until one finishes")
     parser.add_argument("--keep", type=Path, default=None, help="keep delivery logs under this directory")
     opts = parser.parse_args()
     if opts.setup:

@@ -21,9 +21,12 @@ the kill until every key last delivered by the killed worker is delivered
 again by a survivor; and whether the run finished.
 
 ``mode="after-first-sync"`` is the same run except that no reshard happens
-before the peer's lease table has leases (its first shard listing is done):
-the run where kinesis-mock's AT_TRIM_HORIZON listing (it returns every
-shard, children included) cannot reach KCL's first shard sync.
+before the first record is delivered (the peer's first shard listing is
+done): the run where kinesis-mock's AT_TRIM_HORIZON listing (it returns
+every shard, children included) cannot reach KCL's first shard sync.
+``mode="gentle"`` also starts only w1 at first; w2 and w3 start with the
+clock (KCL 3 with three workers starting together on DynamoDB Local never
+saw its lease-table GSI turn ACTIVE; see docs/peers.md).
 """
 
 from __future__ import annotations
@@ -223,7 +226,8 @@ def run_one(peer: Peer, emulators, kinesis, mode: str, give_up_s: float, keep: P
     started, stop = threading.Event(), threading.Event()
     producing = Producer(producer, started, stop)
     resharding = Resharder(kinesis, stream, 2 if mode == "plain" else 0, started, stop)
-    workers = {f"w{i}": start_worker(peer, f"w{i}", **endpoints) for i in (1, 2, 3)}
+    first_ones = (1,) if mode == "gentle" else (1, 2, 3)
+    workers = {f"w{i}": start_worker(peer, f"w{i}", **endpoints) for i in first_ones}
     spawned = time.time()
     producing.start()
     resharding.start()
@@ -235,6 +239,9 @@ def run_one(peer: Peer, emulators, kinesis, mode: str, give_up_s: float, keep: P
         started.set()
         first = time.time()
         result.note = f"first record {first - spawned:.0f} s after start"
+        for i in (2, 3):
+            if f"w{i}" not in workers:
+                workers[f"w{i}"] = start_worker(peer, f"w{i}", **endpoints)
         sleep_until(first + KILL_AT_S)
         killed = busiest_worker(sink, workers)
         workers[killed].kill()
@@ -290,14 +297,14 @@ def sleep_until(moment: float) -> None:
 
 
 def run_all(peers: list[Peer], emulators, opts, log) -> dict:  # noqa: ANN001
-    """Every peer in plain mode; the peers that delivered nothing again with reshards after their first sync."""
+    """Every peer in plain mode; a peer that did not finish, again in each gentler mode until one finishes."""
     from run import kinesis_client
 
     kinesis = kinesis_client(emulators.kinesis_endpoint)
     out: dict = {}
     for peer in peers:
-        for mode in ("plain", "after-first-sync"):
-            if mode == "after-first-sync" and out[peer.name]["plain"]["finished"]:
+        for mode in opts.torture_modes.split(","):
+            if any(r["finished"] for r in out.get(peer.name, {}).values()):
                 break
             log(f"torture: {peer.name} ({mode})")
             result = run_one(peer, emulators, kinesis, mode, opts.torture_give_up_s, opts.keep)
