@@ -43,11 +43,19 @@ def restore(module: str, payload: bytes) -> Any:
     return obj
 
 
+OURS = ("kinesis_src", "lineage", "pyspark_kinesis")
+DEPENDENCY_FIXES = (
+    "it includes compiled code, so shipping files with the job cannot bring it: pip install kinesis-src[spark] "
+    "on every node, or --archives with a packed venv that has it"
+)
+
+
 def missing_message(exc: ImportError) -> str:
-    return (
-        f"kinesis-src cannot be imported on Spark executor {_executor()} ({exc}; Python {sys.executable}, "
-        f"working directory {os.getcwd()}): {FIXES}. See {DOCS}."
-    )
+    where = f"Spark executor {_executor()} ({exc}; Python {sys.executable}, working directory {os.getcwd()})"
+    top = (exc.name or "").partition(".")[0]
+    if top and top not in OURS:
+        return f"kinesis-src's dependency {top} cannot be imported on {where}: {DEPENDENCY_FIXES}. See {DOCS}."
+    return f"kinesis-src cannot be imported on {where}: {FIXES}. See {DOCS}."
 
 
 def _executor() -> str:

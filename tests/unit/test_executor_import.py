@@ -82,3 +82,19 @@ def test_a_reader_round_trips_where_the_package_is_installed(index: int) -> None
     assert type(restored) is type(reader)
     assert restored.options == reader.options
     assert vars(restored).keys() == reader.__getstate__().keys()
+
+
+def test_an_executor_missing_a_compiled_dependency_is_told_to_install_it_not_to_ship_a_zip(tmp_path: Path) -> None:
+    """kinesis_src travels with --py-files, but msgspec (compiled) is not on the node: a zip cannot fix that."""
+    (tmp_path / "payload.pickle").write_bytes(cloudpickle.dumps(read_func(readers()[0])))
+    site = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], str(Path(__file__).resolve().parents[2])]
+    code = (
+        f"import sys; sys.path[:0] = {site!r}; sys.modules['msgspec'] = None\n"
+        "import pickle\n"
+        "pickle.loads(open('payload.pickle', 'rb').read())\n"
+    )
+    result = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, env=EXECUTOR_ENV, capture_output=True,
+                            text=True, timeout=120)
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError: kinesis-src's dependency msgspec cannot be imported on Spark executor 7"), last
+    assert "pip install kinesis-src[spark]" in last and "--archives" in last and "--py-files" not in last, last
