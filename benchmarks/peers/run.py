@@ -197,7 +197,8 @@ def main() -> None:
         import launcher
 
         peers = [PEERS[name] for name in opts.peers.split(",")]
-        command = " ".join(["python", "benchmarks/peers/run.py", *sys.argv[1:]])
+        command = " ".join([".venv/bin/python localstack/launcher.py isolated -- .venv/bin/python benchmarks/peers/run.py",
+                            *(f"'{a}'" if " " in a else a for a in sys.argv[1:])])
         with launcher.Emulators() as emulators:
             os.environ.update(emulators.env())
             results["environment"] = environment(peers, emulators)
