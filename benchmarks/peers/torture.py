@@ -96,13 +96,19 @@ def reshard_once(kinesis, stream: str, rng: random.Random) -> str:  # noqa: ANN0
 
 
 def busiest_worker(sink: Path, workers: dict[str, Worker], window_s: float = 5.0) -> str:
-    """The live worker that delivered most in the last ``window_s`` (the one whose death hurts)."""
+    """The live worker that delivered most in the last ``window_s`` (the one whose death hurts).
+
+    Ties (e.g. nobody delivered in the window) go to the live worker that delivered most in all.
+    """
     now = time.time()
-    counts = {w: 0 for w, worker in workers.items() if worker.process.poll() is None}
+    live = [w for w, worker in workers.items() if worker.process.poll() is None]
+    recent = {w: 0 for w in live}
+    total = {w: 0 for w in live}
     for d in deliveries.read(sink):
-        if d.at > now - window_s and d.worker in counts:
-            counts[d.worker] += 1
-    return max(counts, key=lambda w: counts[w])
+        if d.worker in total:
+            total[d.worker] += 1
+            recent[d.worker] += d.at > now - window_s
+    return max(live, key=lambda w: (recent[w], total[w]))
 
 
 def recovery_seconds(got: list[deliveries.Delivery], killed: str, kill_at: float) -> float | None:
