@@ -2,9 +2,10 @@
 
 A ``Position`` is what the reader hands back after every read ("continue
 after this sequence number"), what Spark offsets and lease checkpoints store,
-and what a user's ``initialPosition`` / ``startingTimestamp`` options parse
-into. Keeping it a small frozen value with a stable JSON form lets all of
-those agree byte for byte.
+and what a user's start position parses into (:meth:`Position.parse`, the
+one reader of it for the Consumer, Spark, the CLI and ``read_table``).
+Keeping it a small frozen value with a stable JSON form lets all of those
+agree byte for byte.
 """
 
 from __future__ import annotations
@@ -26,6 +27,27 @@ class PositionKind(str, enum.Enum):
     AT_TIMESTAMP = "AT_TIMESTAMP"
     AT_SEQUENCE_NUMBER = "AT_SEQUENCE_NUMBER"
     AFTER_SEQUENCE_NUMBER = "AFTER_SEQUENCE_NUMBER"
+
+
+class PositionForm(enum.Enum):
+    """A way of spelling a start position; each entry point accepts some of them (value: how errors list it)."""
+
+    KEYWORD = "latest, trim_horizon, earliest"
+    AT_TIMESTAMP = "at_timestamp"  # the keyword, its timestamp given apart (Spark's startingTimestamp)
+    AT_TIMESTAMP_PHRASE = "AT_TIMESTAMP <ISO-8601>"  # one string: the awslabs connector's startingPosition
+    TIMESTAMP = "an ISO-8601 timestamp or epoch seconds"
+    DATETIME = "a datetime"
+    POSITION = "a Position"
+
+
+KEYWORD_FORMS = frozenset({PositionForm.KEYWORD, PositionForm.AT_TIMESTAMP})
+_KEYWORDS = {
+    "latest": PositionKind.LATEST,
+    "trim_horizon": PositionKind.TRIM_HORIZON,
+    "earliest": PositionKind.TRIM_HORIZON,
+    "at_timestamp": PositionKind.AT_TIMESTAMP,
+}
+START_KEYWORDS = tuple(_KEYWORDS)
 
 
 @dataclass(frozen=True)
@@ -108,28 +130,31 @@ class Position:
         return self.sub_sequence_number is not None
 
     @classmethod
-    def parse(cls, text: str, timestamp: str | None = None) -> Position:
-        """Parse a user-facing initial position keyword.
+    def parse(
+        cls,
+        value: str | datetime | Position,
+        timestamp: datetime | str | float | None = None,
+        *,
+        forms: frozenset[PositionForm] = KEYWORD_FORMS,
+    ) -> Position:
+        """The one reader of a user-given start position; ``forms`` says which spellings the caller takes.
 
-        ``earliest`` is accepted as a synonym of ``trim_horizon`` because the
-        Databricks connector and Kafka users spell it that way.
+        Default: the keywords, and ``at_timestamp`` with its ``timestamp``
+        passed apart (Spark's initialPosition and startingTimestamp).
+        Keywords ignore case and surrounding blanks; ``earliest`` is
+        ``trim_horizon``, as the Databricks connector and Kafka users spell
+        it. Timestamps are read by :func:`parse_timestamp`. Anything outside
+        ``forms`` raises InvalidPositionError listing what is accepted.
         """
-        key = text.strip().lower()
-        if key in ("trim_horizon", "earliest"):
-            return cls.trim_horizon()
-        if key == "latest":
-            return cls.latest()
-        if key == "at_timestamp":
-            if timestamp is None:
-                raise InvalidPositionError(
-                    "initial position at_timestamp needs a timestamp (option startingTimestamp, "
-                    "ISO-8601 such as 2026-01-31T12:00:00Z)"
-                )
-            return cls.at_timestamp(timestamp)
-        raise InvalidPositionError(
-            f"unknown initial position {text!r}: expected one of latest, trim_horizon, earliest, "
-            "at_timestamp"
-        )
+        if isinstance(value, Position) and PositionForm.POSITION in forms:
+            return value
+        if isinstance(value, datetime) and PositionForm.DATETIME in forms:
+            return cls.at_timestamp(value)
+        found = _parse_text(value, timestamp, forms) if isinstance(value, str) else None
+        if found is None:
+            accepted = ", ".join(form.value for form in PositionForm if form in forms)
+            raise InvalidPositionError(f"unknown initial position {value!r}: expected one of {accepted}")
+        return found
 
     # -- use ---------------------------------------------------------------------
 
@@ -179,6 +204,31 @@ class Position:
         if self.timestamp is not None:
             return f"{self.kind.value} {format_timestamp(self.timestamp)}"
         return self.kind.value
+
+
+def keyword_kind(text: str) -> PositionKind | None:
+    """The kind a start keyword names (any case, blanks around ignored), or None if it is not one."""
+    return _KEYWORDS.get(text.strip().lower())
+
+
+def _parse_text(text: str, timestamp: datetime | str | float | None, forms: frozenset[PositionForm]) -> Position | None:
+    """A keyword, ``AT_TIMESTAMP <timestamp>`` or a timestamp, as far as ``forms`` allows; None if none fits."""
+    word, _, rest = text.strip().partition(" ")
+    kind, rest = _KEYWORDS.get(word.lower()), rest.strip()
+    if kind is PositionKind.AT_TIMESTAMP and rest and PositionForm.AT_TIMESTAMP_PHRASE in forms:
+        return Position.at_timestamp(rest)
+    if kind is PositionKind.AT_TIMESTAMP and not rest and PositionForm.AT_TIMESTAMP in forms:
+        if timestamp is None:
+            raise InvalidPositionError(
+                "initial position at_timestamp needs a timestamp (option startingTimestamp, "
+                "ISO-8601 such as 2026-01-31T12:00:00Z)"
+            )
+        return Position.at_timestamp(timestamp)
+    if kind in (PositionKind.LATEST, PositionKind.TRIM_HORIZON) and not rest and PositionForm.KEYWORD in forms:
+        return Position(kind)
+    if PositionForm.TIMESTAMP in forms:
+        return Position.at_timestamp(text)
+    return None
 
 
 def _sub_sequence(value: Any) -> int | None:

@@ -29,7 +29,7 @@ from .config import AwsSettings
 from .drain import DrainState, drain_stream
 from .errors import ConfigurationError, InvalidPositionError
 from .ordered_reads import DEFAULT_WORKERS
-from .positions import Position, format_timestamp, parse_timestamp
+from .positions import Position, PositionForm, PositionKind, format_timestamp
 from .progress import RecordProgress, record_progress
 
 if TYPE_CHECKING:
@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 
 Bound = datetime | str
 
-EARLIEST = ("trim_horizon", "earliest")
-LATEST = "latest"
 _TIMESTAMP_FORMS = "an ISO-8601 timestamp such as 2026-01-31T12:00:00Z (no offset = UTC), or a timezone-aware datetime"
 START_ACCEPTS = f"'trim_horizon' (alias 'earliest'), 'latest', {_TIMESTAMP_FORMS}"
 END_ACCEPTS = f"'latest' (the moment the read starts), {_TIMESTAMP_FORMS}"
@@ -88,32 +86,33 @@ def resolve_window(start: Bound = "trim_horizon", end: Bound = "latest", now: da
     return Window(lo, hi)
 
 
+_BOUND_FORMS = frozenset({PositionForm.KEYWORD, PositionForm.TIMESTAMP, PositionForm.DATETIME})
+
+
 def _bound(name: str, value: object, now: datetime, accepts: str, *, allow_earliest: bool) -> datetime | None:
+    """One end of the window as an instant (None: the trim horizon); ``latest`` is ``now``."""
     if isinstance(value, datetime):
-        return _aware(name, value)
-    if not isinstance(value, str):
+        _refuse_naive(name, value)
+    elif not isinstance(value, str):
         raise InvalidPositionError(f"{name}={value!r} has type {type(value).__name__}; expected {accepts}")
-    key = value.strip().lower()
-    if key in EARLIEST and allow_earliest:
-        return None
-    if key == LATEST:
-        return now
-    if key in EARLIEST:
-        raise InvalidPositionError(f"{name}={value!r}: a window cannot end at the trim horizon; expected {accepts}")
     try:
-        return parse_timestamp(value)
+        position = Position.parse(value, forms=_BOUND_FORMS)
     except InvalidPositionError:
         raise InvalidPositionError(f"{name}={value!r} is not a window bound; expected {accepts}") from None
+    if position.kind is PositionKind.LATEST:
+        return now
+    if position.kind is PositionKind.TRIM_HORIZON and not allow_earliest:
+        raise InvalidPositionError(f"{name}={value!r}: a window cannot end at the trim horizon; expected {accepts}")
+    return position.timestamp
 
 
-def _aware(name: str, value: datetime) -> datetime:
-    """Refuse naive datetimes: ``datetime.now()`` is local time, and taking it as UTC shifts the window silently."""
+def _refuse_naive(name: str, value: datetime) -> None:
+    """``datetime.now()`` is local time, and taking it as UTC would shift the window silently."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidPositionError(
             f"{name}={value!r} is a naive datetime, which is ambiguous (local time or UTC?); pass an "
             "aware one, e.g. datetime.now(timezone.utc) or value.replace(tzinfo=timezone.utc)"
         )
-    return value.astimezone(timezone.utc)
 
 
 def read_table(

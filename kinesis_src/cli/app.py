@@ -21,13 +21,14 @@ from ..aws.dynamodb import DynamoDBClient
 from ..config import AwsSettings, CredentialSource
 from ..discovery import ShardDiscovery
 from ..errors import ConfigurationError, KinesisSourceError, ResourceNotFoundError
-from ..positions import Position
+from ..positions import Position, PositionForm
 from . import kcl_import_view
 from .inspect import leases_command, lineage_command, status_command
 from .reading import EXPORT_FORMATS, export_command, export_format, read_command
 
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
+_FROM_FORMS = frozenset({PositionForm.KEYWORD, PositionForm.TIMESTAMP})  # read --from
 __all__ = ["EXPORT_FORMATS", "build_parser", "export_format", "main"]
 
 
@@ -164,20 +165,14 @@ def _main(argv: Sequence[str] | None) -> int:
             return status_command(DynamoDBClient(settings), kinesis, args, sys.stdout)
         if args.command == "export":
             return export_command(kinesis, args)
-        return read_command(kinesis, args.stream, _start(args.start), args.output, not args.no_progress)
+        start = Position.parse(args.start, forms=_FROM_FORMS)
+        return read_command(kinesis, args.stream, start, args.output, not args.no_progress)
     except (ConfigurationError, ResourceNotFoundError) as exc:
         print(f"kinesis-src: {exc}", file=sys.stderr)
         return 2
     except KinesisSourceError as exc:
         print(f"kinesis-src: {exc}", file=sys.stderr)
         return 1
-
-
-def _start(text: str) -> Position:
-    keyword = text.strip().lower()
-    if keyword in ("trim_horizon", "earliest", "latest"):
-        return Position.parse(keyword)
-    return Position.at_timestamp(text)
 
 
 def _shards(kinesis: KinesisClient, stream: str, as_json: bool, out: TextIO) -> int:

@@ -10,9 +10,9 @@ from datetime import datetime
 
 from lineage import KeyRange
 
-from ..errors import ConfigurationError, KinesisSourceError
+from ..errors import ConfigurationError, InvalidPositionError
 from ..names import validate_name
-from ..positions import Position, PositionKind
+from ..positions import Position, PositionForm, PositionKind
 
 
 def parse_streams(value: str | Sequence[str]) -> tuple[str, ...]:
@@ -45,24 +45,24 @@ def parse_key_range(value: KeyRange | str | None) -> KeyRange | None:
     )
 
 
+_INITIAL_FORMS = frozenset(
+    {PositionForm.KEYWORD, PositionForm.TIMESTAMP, PositionForm.DATETIME, PositionForm.POSITION}
+)
+
+
 def parse_initial_position(value: str | datetime | Position) -> Position:
     """``"trim_horizon"``/``"earliest"``, ``"latest"``, a datetime / ISO-8601 text (AT_TIMESTAMP), or a Position."""
-    if isinstance(value, Position):
-        position = value
-    elif isinstance(value, datetime):
-        position = Position.at_timestamp(value)
-    elif isinstance(value, str) and value.strip().lower() in ("trim_horizon", "earliest", "latest"):
-        position = Position.parse(value)
-    elif isinstance(value, str):
-        try:
-            position = Position.at_timestamp(value)
-        except (ValueError, KinesisSourceError) as exc:
-            raise ConfigurationError(
-                f"initial_position {value!r} is not valid: use 'trim_horizon', 'latest', or an ISO-8601 "
-                "timestamp / datetime (AT_TIMESTAMP)"
-            ) from exc
-    else:
+    if not isinstance(value, (str, datetime, Position)):
         raise ConfigurationError(f"initial_position must be a string, datetime or Position, got {type(value).__name__}")
+    try:
+        position = Position.parse(value, forms=_INITIAL_FORMS)
+    except InvalidPositionError as exc:
+        if not isinstance(value, str):
+            raise
+        raise ConfigurationError(
+            f"initial_position {value!r} is not valid: use 'trim_horizon', 'latest', or an ISO-8601 "
+            "timestamp / datetime (AT_TIMESTAMP)"
+        ) from exc
     if position.kind in (PositionKind.AT_SEQUENCE_NUMBER, PositionKind.AFTER_SEQUENCE_NUMBER):
         raise ConfigurationError("initial_position is where a new application starts: trim_horizon, latest or a timestamp")
     return position

@@ -29,7 +29,7 @@ from decimal import Decimal
 from typing import Callable, Collection, Mapping
 
 from ..errors import ConfigurationError, InvalidPositionError
-from ..positions import parse_timestamp
+from ..positions import Position, PositionForm, format_timestamp, parse_timestamp
 
 DATABRICKS = "Databricks"
 AWSLABS = "awslabs connector"
@@ -112,22 +112,20 @@ def _consumer_type(value: str, name: str) -> dict[str, str]:
     return {"consumermode": mode}
 
 
+_STARTING_FORMS = frozenset({PositionForm.KEYWORD, PositionForm.AT_TIMESTAMP_PHRASE})
+
+
 def _starting_position(value: str, name: str) -> dict[str, str]:
     """LATEST | TRIM_HORIZON | EARLIEST | "AT_TIMESTAMP <ISO-8601>" -> initialPosition (+ startingTimestamp)."""
-    keyword, _, rest = value.partition(" ")
-    keyword, rest = keyword.lower(), rest.strip()
-    if keyword in ("latest", "trim_horizon", "earliest") and not rest:
-        return {"initialposition": keyword}
-    if keyword == "at_timestamp" and rest:
-        try:
-            parse_timestamp(rest)
-        except InvalidPositionError as exc:
-            raise ConfigurationError(f"option '{name}': {exc} (our options initialPosition and startingTimestamp)") from None
-        return {"initialposition": "at_timestamp", "startingtimestamp": rest}
-    raise ConfigurationError(
-        f"option '{name}' = {value!r}; accepted values: LATEST, TRIM_HORIZON, EARLIEST, "
-        "AT_TIMESTAMP <ISO-8601> (our options initialPosition and startingTimestamp)"
-    )
+    try:
+        position = Position.parse(value, forms=_STARTING_FORMS)
+    except InvalidPositionError as exc:
+        raise ConfigurationError(
+            f"option '{name}': {exc} (our options initialPosition and startingTimestamp)"
+        ) from None
+    if position.timestamp is None:  # the keyword as spelt: an initialPosition given too must spell it alike
+        return {"initialposition": value.strip().lower()}
+    return {"initialposition": "at_timestamp", "startingtimestamp": format_timestamp(position.timestamp)}
 
 
 def _alias(name: str, origin: str, convert: Convert, *targets: str) -> tuple[str, Alias]:

@@ -16,10 +16,9 @@ from lineage import KeyRange, KeyRangeError
 
 from ..config import check_endpoint_url, region_from_env
 from ..errors import ConfigurationError, InvalidPositionError
-from ..positions import Position, parse_timestamp
+from ..positions import START_KEYWORDS, Position, PositionKind, keyword_kind, parse_timestamp
 from ..stream_ref import StreamRef, parse_list
 
-INITIAL_POSITIONS = ("latest", "trim_horizon", "earliest", "at_timestamp")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 
@@ -109,6 +108,7 @@ def timestamp(opts: Mapping[str, str], key: str, display: str) -> datetime | Non
 
 
 def initial_position(opts: Mapping[str, str], batch: bool) -> Position:
+    """``initialPosition`` (a keyword) and, for ``at_timestamp``, ``startingTimestamp``: each needs the other."""
     text = opts.get("initialposition", "trim_horizon" if batch else "latest")
     if text.startswith("{"):
         raise ConfigurationError(
@@ -116,22 +116,23 @@ def initial_position(opts: Mapping[str, str], batch: bool) -> Position:
             "patterns are not interpreted); use .option('initialPosition', 'at_timestamp')"
             ".option('startingTimestamp', '<ISO-8601>'), e.g. 2020-06-25T10:23:45-07:00"
         )
-    if text.strip().lower() not in INITIAL_POSITIONS:
+    kind = keyword_kind(text)
+    if kind is None:
         raise ConfigurationError(
-            f"option 'initialPosition' = {text!r}; accepted values: {', '.join(INITIAL_POSITIONS)}"
+            f"option 'initialPosition' = {text!r}; accepted values: {', '.join(START_KEYWORDS)}"
         )
     start = timestamp(opts, "startingtimestamp", "startingTimestamp")
-    if start is not None and text.strip().lower() != "at_timestamp":
+    if start is not None and kind is not PositionKind.AT_TIMESTAMP:
         raise ConfigurationError(
             "option 'startingTimestamp' needs option 'initialPosition' = 'at_timestamp' "
             f"(got {text!r})"
         )
-    if text.strip().lower() == "at_timestamp" and start is None:
+    if start is None and kind is PositionKind.AT_TIMESTAMP:
         raise ConfigurationError(
             "option 'initialPosition' = 'at_timestamp' needs option 'startingTimestamp' "
             "(ISO-8601, e.g. 2026-01-31T12:00:00Z)"
         )
-    return Position.at_timestamp(start) if start is not None else Position.parse(text)
+    return Position.parse(text, start)
 
 
 def ending_latest(opts: Mapping[str, str], batch: bool) -> bool:
