@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "localstack"))
 from kinesis_src import Consumer, KinesisClient, LeaseTiming
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer.processing import DeliveredRecord, process
-from kinesis_src.workload import KeyedProducer, decode
+from kinesis_src.testing import KeyedProducer, decode
 
 HANDLER_S = 0.05
 TIMING = LeaseTiming(failover_s=3.0, renew_interval_s=1.0, scan_interval_s=0.25)

@@ -34,7 +34,7 @@ def export(spark, stream: str, start: str | None, end: str | None, out: str) -> 
 
 def make_demo_stream(stream: str) -> None:
     from kinesis_src import AwsSettings, KinesisClient
-    from kinesis_src.workload import KeyedProducer
+    from kinesis_src.testing import KeyedProducer
 
     kinesis = KinesisClient(AwsSettings.from_env(region=os.environ.get("AWS_REGION") or "us-east-1"))
     kinesis.create_stream(stream, 2)

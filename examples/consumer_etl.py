@@ -40,7 +40,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from kinesis_src import AwsSettings, Consumer, KinesisClient, LeaseTiming, Record
-from kinesis_src.workload import KeyedProducer, check_order
+from kinesis_src.testing import KeyedProducer, check_order
 
 HERE = Path(__file__).resolve()
 TIMING = LeaseTiming(failover_s=6, renew_interval_s=2, scan_interval_s=0.5)

@@ -32,8 +32,7 @@ from typing import Iterator
 
 from kinesis_src import AwsSettings, Consumer, KinesisClient, LeaseTiming, Record
 from kinesis_src.aws import FanOut
-from kinesis_src.testing import LOADED_READ_TIMEOUT_S, LOADED_RETRY, IdempotentKinesisClient
-from kinesis_src.workload import KeyedProducer, check_order
+from kinesis_src.testing import LOADED_READ_TIMEOUT_S, LOADED_RETRY, IdempotentKinesisClient, KeyedProducer, check_order
 
 HERE = Path(__file__).resolve()
 TIMING = LeaseTiming(failover_s=6, renew_interval_s=2, scan_interval_s=0.5)

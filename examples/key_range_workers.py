@@ -48,7 +48,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from kinesis_src import AwsSettings, Consumer, KeyRange, KinesisClient, LeaseTiming
-from kinesis_src.workload import KeyedProducer, decode
+from kinesis_src.testing import KeyedProducer, decode
 
 HERE = Path(__file__).resolve()
 TIMING = LeaseTiming(failover_s=6, renew_interval_s=2, scan_interval_s=0.5)

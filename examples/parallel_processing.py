@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kinesis_src import AwsSettings, Consumer, KinesisClient, read_table
 from kinesis_src.consumer.processing import DeliveredRecord, Reject, process
-from kinesis_src.workload import KeyedProducer, decode
+from kinesis_src.testing import KeyedProducer, decode
 
 HERE = Path(__file__).resolve()
 

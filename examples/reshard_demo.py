@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kinesis_src import AwsSettings, KinesisClient, drain_stream
 from kinesis_src.discovery import ShardDiscovery
-from kinesis_src.workload import KeyedProducer, check_order
+from kinesis_src.testing import KeyedProducer, check_order
 
 HASH_MAX = 2**128 - 1
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from kinesis_src import AwsSettings, KinesisClient
-from kinesis_src.workload import KeyedProducer, check_order, read_file_sink
+from kinesis_src.testing import KeyedProducer, check_order, read_file_sink
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "localstack"))
 import launcher  # noqa: E402  (stdlib only; installs the npm emulators on first use)

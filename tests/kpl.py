@@ -1,7 +1,7 @@
 """Test helper: a deterministic mix of KPL aggregates and plain records, what each user record must
 come out as, and malformed aggregates.
 
-The workload is kinesis_src.workload's keyed counters (data ``b"<key>:<n>"``,
+The workload is kinesis_src.testing's keyed counters (data ``b"<key>:<n>"``,
 n = 1, 2, ... per key), so its order checker proves exactly-once in per-key
 order. What this adds is the mix: per round, the keys of each open shard
 are cut into groups (1, 2, 3 or 5 keys), and each group goes in as plain
@@ -37,7 +37,7 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 
 from kinesis_src import KinesisClient, Record
 from kinesis_src.table_rows import records_of_table  # noqa: F401  (the tests import it from here)
-from kinesis_src.workload import check_order, decode, encode, split_then_merge
+from kinesis_src.testing import check_order, decode, encode, split_then_merge
 
 KPL_MAGIC = b"\xf3\x89\x9a\xc2"  # the aggregation format's own constant (not the reader's)
 GROUP_SIZES = (1, 2, 3, 5)
@@ -92,7 +92,7 @@ class KplProducer:
         return len(self.expected)
 
     def expected_pairs(self) -> set[tuple[str, int]]:
-        """What kinesis_src.workload.check_order wants: every (key, n) written."""
+        """What kinesis_src.testing.check_order wants: every (key, n) written."""
         return {(key, n) for key, last in self.counters.items() for n in range(1, last + 1)}
 
     def put_rounds(self, rounds: int) -> None:
@@ -224,7 +224,7 @@ def check_user_records(records: Iterable[Record], producer: KplProducer, *, hash
         f"{len(whole)} KPL aggregates delivered whole, not as their user records: {len(records)} records "
         f"delivered for {producer.total} user records written; e.g. {whole[0][:24]!r}"
     )
-    # workload.check_order counts a repeated (shard, sequence number) as a duplicate: make the
+    # check_order counts a repeated (shard, sequence number) as a duplicate: make the
     # position (sequenceNumber, subSequenceNumber) the unit it sees.
     unique = [dataclasses.replace(r, sequence_number=f"{r.sequence_number}/{r.sub_sequence_number}") for r in records]
     report = check_order(unique, producer.expected_pairs())

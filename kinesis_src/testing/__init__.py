@@ -1,4 +1,4 @@
-"""A testing kit for pipelines that read Kinesis: endpoints, streams, resharding, a keyed-counter verifier.
+"""A testing kit for pipelines that read Kinesis: endpoints, streams, resharding, a keyed-counter workload and checker.
 
 Also a pytest plugin (``kinesis_src.testing.plugin``, registered through the
 ``pytest11`` entry point), whose fixtures wrap everything here, and the
@@ -17,14 +17,17 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time see _EXPORTS
-    from ..workload import KeyedProducer, decode, encode
     from .clients import LOADED_READ_TIMEOUT_S, LOADED_RETRY, IdempotentKinesisClient, emulator_settings
     from .endpoints import Endpoints, EndpointsUnavailable, embedded_endpoints, endpoints, endpoints_from_environ
+    from .file_sink import read_file_sink
+    from .producer import KeyedProducer, decode, encode, split_then_merge
     from .streams import Resharder, ReshardError, ReshardStep, Shard, StreamFactory, unique_stream_name
-    from .verify import AT_LEAST_ONCE, EXACTLY_ONCE, DeliveryError, DeliveryReport, OrderViolation, verify_delivery
+    from .verify import (AT_LEAST_ONCE, EXACTLY_ONCE, DeliveryError, DeliveryReport, OrderReport, OrderViolation,
+                         check_order, verify_delivery)
 
 _MODULES: dict[str, tuple[str, ...]] = {
-    "kinesis_src.workload": ("KeyedProducer", "decode", "encode"),
+    "kinesis_src.testing.producer": ("KeyedProducer", "decode", "encode", "split_then_merge"),
+    "kinesis_src.testing.file_sink": ("read_file_sink",),
     "kinesis_src.testing.clients": ("LOADED_READ_TIMEOUT_S", "LOADED_RETRY", "IdempotentKinesisClient",
                                     "emulator_settings"),
     "kinesis_src.testing.endpoints": ("Endpoints", "EndpointsUnavailable", "embedded_endpoints", "endpoints",
@@ -32,7 +35,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "kinesis_src.testing.streams": ("Resharder", "ReshardError", "ReshardStep", "Shard", "StreamFactory",
                                     "unique_stream_name"),
     "kinesis_src.testing.verify": ("AT_LEAST_ONCE", "EXACTLY_ONCE", "DeliveryError", "DeliveryReport",
-                                   "OrderViolation", "verify_delivery"),
+                                   "OrderReport", "OrderViolation", "check_order", "verify_delivery"),
 }
 _EXPORTS: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
 

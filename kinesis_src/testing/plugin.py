@@ -32,7 +32,7 @@ Fixtures:
     random_reshards, each waiting for ACTIVE with a deadline.
 ``kinesis_keyed_producer``
     ``kinesis_keyed_producer(stream, keys=20)``: a
-    :class:`~kinesis_src.workload.KeyedProducer` whose record of what Kinesis
+    :class:`~kinesis_src.testing.producer.KeyedProducer` whose record of what Kinesis
     acknowledged is what :func:`~kinesis_src.testing.verify_delivery` checks
     the pipeline's sink against.
 """
@@ -49,7 +49,7 @@ from .endpoints import Endpoints, EndpointsUnavailable, endpoints
 
 if TYPE_CHECKING:
     from .. import AwsSettings, KinesisClient
-    from ..workload import KeyedProducer
+    from .producer import KeyedProducer
     from .streams import Resharder, StreamFactory
 
 REQUIRE_OPTION = "--kinesis-require-endpoints"
@@ -152,7 +152,7 @@ def kinesis_resharder(kinesis_test_client: KinesisClient) -> Resharder:
 @pytest.fixture
 def kinesis_keyed_producer(kinesis_test_client: KinesisClient) -> Callable[..., KeyedProducer]:
     """``kinesis_keyed_producer(stream, keys=20)``: a KeyedProducer; pass it to ``verify_delivery``."""
-    from ..workload import KeyedProducer
+    from .producer import KeyedProducer
 
     def make(stream: str, keys: int = 20) -> KeyedProducer:
         return KeyedProducer(kinesis_test_client, stream, keys=keys)

@@ -1,6 +1,6 @@
 """Check what a user's pipeline delivered against what the keyed-counter producer put.
 
-The workload (:class:`kinesis_src.workload.KeyedProducer`) puts records whose
+The workload (:class:`kinesis_src.testing.producer.KeyedProducer`) puts records whose
 data is ``b"<key>:<n>"``, n counting 1, 2, 3... per partition key, and
 remembers the last counter Kinesis acknowledged for every key. Whatever the
 pipeline wrote to its sink (the records' data, whole records or rows, or
@@ -22,16 +22,19 @@ pipeline wrote to its sink (the records' data, whole records or rows, or
 lists counts and the first few examples of each kind, and
 ``raise_for_problems()`` raises :class:`DeliveryError` (an ``AssertionError``,
 so pytest shows the report as the failure) when anything is wrong.
+:func:`check_order` reads the same scan (:mod:`.delivery`) as an
+:class:`OrderReport`: records per shard and every step down of a key's
+counter, which the examples print.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..workload import decode
+from .delivery import Delivery, OrderViolation, scan
 
 EXACTLY_ONCE = "exactly_once"
 AT_LEAST_ONCE = "at_least_once"
@@ -45,23 +48,6 @@ class DeliveryError(AssertionError):
     def __init__(self, report: DeliveryReport) -> None:
         super().__init__(report.summary())
         self.report = report
-
-
-@dataclass(frozen=True)
-class OrderViolation:
-    """``key``'s counter ``n`` was first delivered after its higher counter ``after``."""
-
-    key: str
-    n: int
-    after: int
-    index: int  # position of the late delivery in what the sink received (0-based)
-    shard: str | None = None
-    after_shard: str | None = None
-
-    def describe(self) -> str:
-        where = f" (in {self.shard})" if self.shard else ""
-        where_after = f" (in {self.after_shard})" if self.after_shard else ""
-        return f"{self.key}: {self.n}{where} delivered after {self.after}{where_after}, at item {self.index}"
 
 
 @dataclass
@@ -156,7 +142,7 @@ def verify_delivery(
     mapping or Spark ``Row`` with a ``data`` field (``shardId`` used in the
     report when present), or a ``(key, n)`` pair; a ``pyarrow.Table`` (e.g.
     from :func:`kinesis_src.read_table`) is taken row by row. ``expected``: the
-    :class:`~kinesis_src.workload.KeyedProducer` (its acknowledged counters), a
+    :class:`~kinesis_src.testing.producer.KeyedProducer` (its acknowledged counters), a
     mapping ``key -> last counter``, or a set of ``(key, n)``. ``mode``:
     ``"exactly_once"`` or ``"at_least_once"``. Raises :class:`DeliveryError`
     on a problem unless ``raise_on_failure=False``.
@@ -164,43 +150,21 @@ def verify_delivery(
     mode = _MODE_ALIASES.get(mode, mode)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    wanted = _expected_set(expected)
-    if hasattr(delivered, "to_pylist") and hasattr(delivered, "schema"):  # a pyarrow Table or RecordBatch
-        delivered = delivered.to_pylist()
-    seen: Counter[tuple[str, int]] = Counter()
-    highest: dict[str, tuple[int, str | None]] = {}  # key -> highest counter delivered so far, and its shard
-    out_of_order: list[OrderViolation] = []
-    malformed: list[str] = []
-    count = 0
-    for index, item in enumerate(delivered):
-        count += 1
-        parsed = _parse(item)
-        if parsed is None:
-            malformed.append(_short_repr(item))
-            continue
-        (key, n), shard = parsed
-        seen[(key, n)] += 1
-        if seen[(key, n)] > 1:
-            continue  # a redelivery: counted as a duplicate, never as disorder
-        top = highest.get(key)
-        if top is not None and n < top[0]:
-            out_of_order.append(OrderViolation(key, n, top[0], index, shard, top[1]))
-        if top is None or n > top[0]:
-            highest[key] = (n, shard)
-    return _finish(
-        DeliveryReport(
-            mode=mode,
-            delivered=count,
-            distinct=len(seen),
-            expected=len(wanted),
-            keys=len({key for key, _ in wanted}),
-            missing=sorted(wanted - seen.keys()),
-            duplicates={pair: times for pair, times in sorted(seen.items()) if times > 1},
-            out_of_order=out_of_order,
-            unexpected=sorted(seen.keys() - wanted),
-            malformed=malformed,
-        ),
-        raise_on_failure,
+    return _finish(_delivery_report(scan(delivered, expected), mode), raise_on_failure)
+
+
+def _delivery_report(delivery: Delivery, mode: str) -> DeliveryReport:
+    return DeliveryReport(
+        mode=mode,
+        delivered=delivery.delivered,
+        distinct=len(delivery.seen),
+        expected=len(delivery.wanted),
+        keys=len({key for key, _ in delivery.wanted}),
+        missing=delivery.missing,
+        duplicates={pair: times for pair, times in sorted(delivery.seen.items()) if times > 1},
+        out_of_order=list(delivery.late_firsts),
+        unexpected=delivery.unexpected,
+        malformed=list(delivery.malformed),
     )
 
 
@@ -208,52 +172,73 @@ def _finish(report: DeliveryReport, raise_on_failure: bool) -> DeliveryReport:
     return report.raise_for_problems() if raise_on_failure else report
 
 
-def _expected_set(expected: Any) -> set[tuple[str, int]]:
-    if hasattr(expected, "expected") and callable(expected.expected):  # a KeyedProducer
-        return set(expected.expected())
-    if isinstance(expected, Mapping):
-        return {(str(key), n) for key, last in expected.items() for n in range(1, int(last) + 1)}
-    if isinstance(expected, (set, frozenset, list, tuple)):
-        return {(str(key), int(n)) for key, n in expected}
-    raise TypeError(
-        "expected must be a KeyedProducer, a mapping key -> last counter, or a set of (key, n); "
-        f"got {type(expected).__name__}"
+@dataclass(frozen=True)
+class OrderReport:
+    """:func:`check_order`'s view: ``ok`` only if every count of a problem is zero.
+
+    ``out_of_order`` lists every delivery whose counter is not above its
+    key's previous delivery; ``duplicates`` counts extra deliveries of a
+    ``(key, n)`` plus extra deliveries of a ``(shard, sequence number)``.
+    """
+
+    records: int
+    keys: int
+    out_of_order: list[str]
+    duplicates: int
+    missing: int
+    unexpected: int
+    shards: Counter[str]
+
+    @property
+    def ok(self) -> bool:
+        return not (self.out_of_order or self.duplicates or self.missing or self.unexpected)
+
+    def summary(self) -> str:
+        verdict = "OK" if self.ok else "FAILED"
+        lines = [
+            f"per-key order check: {verdict}",
+            f"  records read      {self.records}",
+            f"  partition keys    {self.keys}",
+            f"  out of order      {len(self.out_of_order)}",
+            f"  duplicates        {self.duplicates}",
+            f"  missing           {self.missing}",
+            f"  unexpected        {self.unexpected}",
+        ]
+        lines += [f"    e.g. {example}" for example in self.out_of_order[:5]]
+        return "\n".join(lines)
+
+
+def check_order(records: Iterable[Any], expected: Any) -> OrderReport:
+    """Check per-key order and completeness of keyed-counter Records, counting records per shard.
+
+    The same scan as :func:`verify_delivery` (exactly once), reported per
+    shard; ``expected`` as there. Raises ``ValueError`` if an item is not a
+    keyed-counter record: use :func:`verify_delivery` to have those reported.
+    """
+    delivery = scan(records, expected)
+    if delivery.malformed:
+        raise ValueError(
+            f"check_order: {len(delivery.malformed)} of {delivery.delivered} items are not keyed-counter Records "
+            "(data b'<key>:<n>'); pass the Records read from the producer's stream, or use verify_delivery, "
+            "which lists malformed items"
+        )
+    return OrderReport(
+        records=delivery.delivered,
+        keys=delivery.keys_seen,
+        out_of_order=[_step_down(violation) for violation in delivery.step_downs],
+        duplicates=_extra(delivery.seen) + _extra(delivery.positions),
+        missing=len(delivery.missing),
+        unexpected=len(delivery.unexpected),
+        shards=delivery.shards,
     )
 
 
-def _parse(item: Any) -> tuple[tuple[str, int], str | None] | None:
-    """((key, n), shard id or None), or None when the item is not keyed-counter data."""
-    shard = None
-    data = item
-    if isinstance(item, Mapping):
-        if "data" not in item:
-            return None
-        data, shard = item["data"], item.get("shardId", item.get("shard_id"))
-    elif not isinstance(item, (bytes, bytearray, memoryview, str, tuple, list)) and hasattr(item, "data"):
-        data = item.data  # a Record
-        shard = getattr(item, "shard_id", None)
-    elif isinstance(item, tuple) and hasattr(item, "asDict"):  # a Spark Row
-        row = item.asDict()
-        if "data" in row:
-            data, shard = row["data"], row.get("shardId")
-    if isinstance(data, (tuple, list)):
-        if len(data) == 2 and isinstance(data[0], str) and isinstance(data[1], int) and not isinstance(data[1], bool):
-            return (data[0], data[1]), shard
-        return None
-    if isinstance(data, str):
-        data = data.encode()
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        return None
-    try:
-        key, n = decode(bytes(data))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    return (key, n), (str(shard) if shard is not None else None)
+def _step_down(violation: OrderViolation) -> str:
+    return f"{violation.key}: {violation.n} (in {violation.shard}) after {violation.after} (in {violation.after_shard})"
 
 
-def _short_repr(item: Any, limit: int = 80) -> str:
-    text = repr(item)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _extra(counts: Counter[Any]) -> int:
+    return sum(times - 1 for times in counts.values() if times > 1)
 
 
 def _ranges_by_key(pairs: list[tuple[str, int]]) -> list[str]:

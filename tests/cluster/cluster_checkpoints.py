@@ -21,7 +21,7 @@ from kinesis_src.leases.progress import ProgressStore, ShardProgress
 from kinesis_src.records import Record
 from kinesis_src.retrieval.polling import ShardReader
 from kinesis_src.spark.offsets import Plan
-from kinesis_src.workload import read_file_sink
+from kinesis_src.testing import read_file_sink
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,7 @@ from waiting import wait_for  # tests/waiting.py
 
 from kinesis_src import KinesisDataSource
 from kinesis_src.metrics import QueryProgressCollector, watch_queries
-from kinesis_src.testing import Resharder, verify_delivery
-from kinesis_src.workload import KeyedProducer, read_file_sink
+from kinesis_src.testing import KeyedProducer, Resharder, read_file_sink, verify_delivery
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ from proxy import ProxyPair
 from kinesis_src import AwsSettings, KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.retry import RetryPolicy
-from kinesis_src.workload import KeyedProducer
+from kinesis_src.testing import KeyedProducer
 
 KEYS = 20
 ROUND_S = 0.2

@@ -15,7 +15,7 @@ from fault_context import HERE, REPO, Context
 from fault_results import Result
 from worker_process import kill_group  # tests/worker_process.py
 
-from kinesis_src.workload import decode
+from kinesis_src.testing import decode
 
 SPARK_JOB = HERE / "spark_job.py"
 

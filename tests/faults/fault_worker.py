@@ -12,7 +12,7 @@ Linux) and ``worker``. Events::
     {"event": "failed", "error": "...", "message": "..."}  (the consumer raised; exit 3)
 
 Every batch is checkpointed right after it is reported. Record data must be
-``b"<key>:<counter>"`` (:mod:`kinesis_src.workload`). Endpoints and dummy
+``b"<key>:<counter>"`` (:mod:`kinesis_src.testing.producer`). Endpoints and dummy
 credentials come from the environment: the campaign points them at the fault
 proxies.
 """
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: worker_e
 from worker_events import add_lease_timing, emit, lease_timing, report_as
 
 from kinesis_src import Consumer
-from kinesis_src.workload import decode
+from kinesis_src.testing import decode
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -86,7 +86,7 @@ from proxy import (
     transaction_canceled,
 )
 
-from kinesis_src.workload import encode
+from kinesis_src.testing import encode
 
 ENGINES = {"consumer": ConsumerEngine, "spark": SparkEngine}
 

@@ -29,7 +29,7 @@ consumer's lease generation); the records themselves carry nothing of it.
 Checkpoints follow the documented rule: every ``--checkpoint-every``-th
 batch of a shard, and always a batch whose ``ends_shard`` is True; never
 any batch of a ``--no-checkpoint-shards`` shard.
-Record data must be ``b"<key>:<counter>"`` (:mod:`kinesis_src.workload`).
+Record data must be ``b"<key>:<counter>"`` (:mod:`kinesis_src.testing.producer`).
 
 SIGTERM is left to the consumer's own handling: the iteration ends after
 the current batch, the leases are released, ``stopped`` is printed and the
@@ -57,7 +57,7 @@ from worker_events import add_lease_timing, emit, lease_timing, report_as
 from kinesis_src import Consumer
 from kinesis_src.consumer import Batch
 from kinesis_src.errors import KinesisSourceError
-from kinesis_src.workload import decode
+from kinesis_src.testing import decode
 
 
 def batch_records(batch: Batch) -> list[list[Any]]:

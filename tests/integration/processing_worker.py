@@ -14,7 +14,7 @@ test can order calls of different workers)::
 Records of a ``--poison-keys`` key whose counter n is a multiple of
 ``--poison-every`` always fail (the handler raises RuntimeError): they are
 dead-lettered after ``--max-attempts`` deliveries. Every other record is accepted after
-sleeping ``--sleep-ms``. Data must be ``b"<key>:<n>"`` (kinesis_src.workload).
+sleeping ``--sleep-ms``. Data must be ``b"<key>:<n>"`` (kinesis_src.testing.producer).
 SIGTERM: the consumer stops, in-flight calls drain, leases are released.
 
 Run: python tests/integration/processing_worker.py --stream S --application app --worker-id w1 --dlq S-dlq
@@ -37,7 +37,7 @@ from worker_events import add_lease_timing, emit, lease_timing, report_as
 from kinesis_src import Consumer
 from kinesis_src.consumer.processing import Backoff, DeliveredRecord
 from kinesis_src.errors import KinesisSourceError
-from kinesis_src.workload import decode
+from kinesis_src.testing import decode
 
 
 async def run(args: argparse.Namespace) -> int:

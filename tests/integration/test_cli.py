@@ -14,7 +14,7 @@ from kinesis_src import AwsSettings, KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.leases.model import Checkpoint, HashRange, Lease
 from kinesis_src.leases.table import LeaseTable
-from kinesis_src.workload import KeyedProducer, decode
+from kinesis_src.testing import KeyedProducer, decode
 
 pytestmark = pytest.mark.integration
 

@@ -63,8 +63,7 @@ from kinesis_src.leases.model import Checkpoint, Lease
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.names import default_table_name
 from kinesis_src.retry import RetryPolicy
-from kinesis_src.testing import Resharder
-from kinesis_src.workload import KeyedProducer, decode
+from kinesis_src.testing import KeyedProducer, Resharder, decode
 
 pytestmark = pytest.mark.integration
 
@@ -90,7 +89,7 @@ def make_stream(kinesis: KinesisClient, name: str, shards: int) -> None:
 def split_then_merge_mid_read(kinesis: KinesisClient, stream: str, producer: KeyedProducer, rounds: int = 2) -> None:
     """Split shard 0 at its middle (-> 2 lower, 3 upper), then merge 3 with 1 (-> 4), ``rounds`` put after each.
 
-    The reshards of :func:`kinesis_src.workload.split_then_merge`, on a
+    The reshards of :func:`kinesis_src.testing.split_then_merge`, on a
     two-shard stream that workers already read (that one creates the stream).
     """
     resharder = Resharder(kinesis)

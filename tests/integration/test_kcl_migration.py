@@ -50,8 +50,7 @@ from waiting import wait_for  # tests/waiting.py
 from kinesis_src import BlockingConsumer, KinesisClient, LeaseTiming, drain_stream
 from kinesis_src.aws.dynamodb_scan import ScanningDynamoDBClient
 from kinesis_src.leases import ImportAction, KclApplicationRunningError, import_kcl_table
-from kinesis_src.testing import Resharder, StreamFactory, emulator_settings, verify_delivery
-from kinesis_src.workload import KeyedProducer, decode
+from kinesis_src.testing import KeyedProducer, Resharder, StreamFactory, decode, emulator_settings, verify_delivery
 
 pytestmark = pytest.mark.integration
 

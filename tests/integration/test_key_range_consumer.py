@@ -38,7 +38,7 @@ from kinesis_src.consumer.units import UnitMap
 from kinesis_src.errors import KeyRangeInUseError
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.names import default_table_name
-from kinesis_src.workload import KeyedProducer
+from kinesis_src.testing import KeyedProducer
 from lineage import hash_key_of
 
 pytestmark = pytest.mark.integration

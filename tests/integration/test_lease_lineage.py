@@ -30,7 +30,7 @@ from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.positions import Position
 from kinesis_src.records import ChildShard
 from kinesis_src.retrieval.polling import ShardReader
-from kinesis_src.workload import KeyedProducer, check_order
+from kinesis_src.testing import KeyedProducer, check_order
 from lineage import HashRange
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,7 @@ from kpl import check_user_records, produce_through_split_and_merge, records_of_
 from readers import deliver  # tests/readers.py
 
 from kinesis_src import Consumer, KinesisClient, LeaseTiming, Record, read_table
-from kinesis_src.testing import LOADED_RETRY
-from kinesis_src.workload import decode
+from kinesis_src.testing import LOADED_RETRY, decode
 
 pytestmark = pytest.mark.integration
 

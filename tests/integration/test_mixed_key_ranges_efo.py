@@ -39,7 +39,7 @@ from kinesis_src.aws import FanOut
 from kinesis_src.config import ENV_ENDPOINT_URL
 from kinesis_src.consumer.units import FULL
 from kinesis_src.retrieval.registration import unit_consumer_name
-from kinesis_src.workload import KeyedProducer
+from kinesis_src.testing import KeyedProducer
 from lineage import hash_key_of
 
 pytestmark = pytest.mark.integration

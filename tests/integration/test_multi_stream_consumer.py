@@ -30,8 +30,7 @@ from kinesis_src.config import AwsSettings
 from kinesis_src.errors import ConfigurationError, StreamNotFoundError
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.names import default_table_name
-from kinesis_src.testing import Resharder, StreamFactory, verify_delivery
-from kinesis_src.workload import KeyedProducer, decode
+from kinesis_src.testing import KeyedProducer, Resharder, StreamFactory, decode, verify_delivery
 
 pytestmark = pytest.mark.integration
 

@@ -54,7 +54,7 @@ from kinesis_src.errors import ConfigurationError
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.names import default_table_name
 from kinesis_src.retry import RetryPolicy
-from kinesis_src.workload import KeyedProducer, decode
+from kinesis_src.testing import KeyedProducer, decode
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,7 @@ from kinesis_src.errors import (
     StreamNotFoundError,
 )
 from kinesis_src.retrieval.polling import ShardReader, StopReason
-from kinesis_src.testing import DeliveryError, Resharder, StreamFactory, verify_delivery
-from kinesis_src.workload import KeyedProducer, check_order
+from kinesis_src.testing import DeliveryError, KeyedProducer, Resharder, StreamFactory, check_order, verify_delivery
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from kinesis_src.cli import main
 from kinesis_src.discovery import ShardDiscovery
 from kinesis_src.errors import StreamNotFoundError
 from kinesis_src.positions import format_timestamp
-from kinesis_src.workload import KeyedProducer, decode, split_then_merge
+from kinesis_src.testing import KeyedProducer, decode, split_then_merge
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 
 from kinesis_src import KinesisDataSource
 from kinesis_src.spark import compat
-from kinesis_src.workload import KeyedProducer, check_order, decode, split_then_merge
+from kinesis_src.testing import KeyedProducer, check_order, decode, split_then_merge
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ import boto3
 import pytest
 
 from kinesis_src import KinesisClient
-from kinesis_src.workload import KeyedProducer
+from kinesis_src.testing import KeyedProducer
 
 pytestmark = pytest.mark.integration
 

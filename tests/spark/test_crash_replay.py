@@ -26,7 +26,7 @@ from kinesis_src.errors import LeaseTableNotFoundError
 from kinesis_src.leases.progress import ProgressStore
 from kinesis_src.retrieval.polling import ShardReader
 from kinesis_src.spark.offsets import Plan
-from kinesis_src.workload import KeyedProducer, check_order, read_file_sink
+from kinesis_src.testing import KeyedProducer, check_order, read_file_sink
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 
 from kinesis_src import KinesisClient
 from kinesis_src.records import Record
-from kinesis_src.workload import (
+from kinesis_src.testing import (
     KeyedProducer,
     check_order,
     decode,

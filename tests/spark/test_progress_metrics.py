@@ -22,8 +22,7 @@ from waiting import wait_for  # tests/waiting.py
 
 from kinesis_src import KinesisClient, read_table
 from kinesis_src.metrics import QueryProgressCollector
-from kinesis_src.testing import Resharder, StreamFactory, verify_delivery
-from kinesis_src.workload import KeyedProducer
+from kinesis_src.testing import KeyedProducer, Resharder, StreamFactory, verify_delivery
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 from spark_versions import needs_trigger_api  # tests/spark_versions.py
 
 from kinesis_src import KinesisClient
-from kinesis_src.workload import (
+from kinesis_src.testing import (
     KeyedProducer,
     check_order,
     read_file_sink,
