@@ -61,7 +61,7 @@ def log(message: str) -> None:
 
 def startup(peers: list[Peer], emulators, opts: argparse.Namespace) -> dict:  # noqa: ANN001
     """Each peer alone on a fresh 4-shard kinesis-mock stream preloaded with keyed-counter records."""
-    from kinesis_src.workload import KeyedProducer
+    from kinesis_src.testing.producer import KeyedProducer
 
     kinesis = kinesis_client(emulators.kinesis_endpoint)
     rows = {}

@@ -59,7 +59,7 @@ def longest_pause(got: list[deliveries.Delivery], start: float, end: float) -> f
 
 def run_one(peer: Peer, emulators, kinesis, give_up_s: float, keep: Path | None) -> ScaleResult:  # noqa: ANN001
     from kinesis_src.testing.verify import verify_delivery
-    from kinesis_src.workload import KeyedProducer
+    from kinesis_src.testing.producer import KeyedProducer
 
     stream, app = f"scale-{uuid.uuid4().hex[:6]}", f"scale-{uuid.uuid4().hex[:6]}"
     kinesis.create_stream(stream, 4)

@@ -50,7 +50,7 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def run_one(peer: Peer, emulators, kinesis, give_up_s: float, keep: Path | None) -> SteadyResult:  # noqa: ANN001
-    from kinesis_src.workload import KeyedProducer, encode
+    from kinesis_src.testing.producer import KeyedProducer, encode
 
     stream, app = f"steady-{uuid.uuid4().hex[:6]}", f"steady-{uuid.uuid4().hex[:6]}"
     kinesis.create_stream(stream, SHARDS)

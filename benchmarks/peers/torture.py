@@ -4,7 +4,7 @@ For each peer, on a fresh kinesis-mock stream (4 shards) and a fresh
 application: a few rounds of keyed-counter records go in, workers w1-w3
 start, and once the first record is delivered the clock starts:
 
-* the producer (kinesis_src.workload.KeyedProducer, 50 keys, one record
+* the producer (kinesis_src.testing.producer.KeyedProducer, 50 keys, one record
   per key per call) puts ``ROUNDS`` rounds, one every ``ROUND_S``;
 * the resharder makes ``RESHARDS`` random splits and merges (same seed for
   every peer), each after the previous one is ACTIVE, ``RESHARD_GAP_S`` apart;
@@ -218,7 +218,7 @@ def run_one(peer: Peer, emulators, kinesis, mode: str, give_up_s: float, keep: P
     """One torture run of ``peer``; ``mode`` is "plain" (2 reshards before any worker's first record) or
     "after-first-sync" (every reshard after the first record)."""
     from kinesis_src.testing.verify import verify_delivery
-    from kinesis_src.workload import KeyedProducer
+    from kinesis_src.testing.producer import KeyedProducer
 
     result = TortureResult(peer.name, mode)
     stream, app = f"torture-{uuid.uuid4().hex[:6]}", f"torture-{uuid.uuid4().hex[:6]}"
