@@ -111,11 +111,13 @@ KCL does not check for tiling):""",
   off; the replay endpoint never throttles, so they look faster there. The control run below is
   kinesis-src on the same endpoint with that one limit lifted (`PEERS_NO_BYTE_PACING=1` in
   worker_ours.py). Inherent (a deliberate limit), not a bug.
-- **CPU per record (kcl-rs).** kcl-rs parses the GetRecords JSON and base64 in Rust and hands
-  Python ready `Record` objects; kinesis-src decodes in Python (its fast decode: 2.3-2.5 µs per
-  200 B record, docs/performance.md), and every processor spends the same ~1 µs per record on
-  its delivery line. Inherent to a pure-Python library; the decode is the place to look if the
-  gap matters.
+- **CPU per record (kcl-rs, when it wins that row).** It did in one earlier run on this machine
+  (2.1 against 4.9 µs on 32 shards of only 5,000 records, where one page per shard is all there
+  is and kinesis-src's per-shard start costs are spread over few records); on 4 shards and on
+  32 shards of 20,000 records kinesis-src was lower. kcl-rs parses the GetRecords JSON and
+  base64 in Rust and hands Python ready `Record` objects; kinesis-src decodes in Python (its fast
+  decode: 2.3-2.5 µs per 200 B record, docs/performance.md), and every processor spends the same
+  ~1 µs per record on its delivery line.
 - **Memory (kcl-rs; async-kinesis within a few MB).** Importing botocore and aiobotocore alone
   takes a Python process to 45 MB (`python -c "import botocore.session, aiobotocore.session"`,
   max RSS 44.6 MB here; `import kinesis_src.consumer` 49.7 MB); kcl-rs carries no Python AWS SDK.
@@ -130,5 +132,19 @@ KCL does not check for tiling):""",
   (its binary carries the same steps, e.g. "Lease table is still empty. Checking again shortly.").
   native-aws-kcl-py's lease taker sleeps one take interval (2 x lease duration + 25 ms = 20 s)
   before its first take (`LeaseCoordinator._taker_loop`). Inherent to their defaults, not a cost of
-  the emulators; kinesis-src takes its shards within a lease-table scan of starting.""",
+  the emulators; kinesis-src takes its shards within a lease-table scan of starting.
+
+Other observations, not rows:
+
+- native-aws-kcl-py redelivered one 10,000-record batch in a single-worker speed run of an earlier
+  run on this machine; its log said "Conditional check failed while updating lease
+  shardId-000000000000 - lease may have been stolen" and "Cannot checkpoint - lease lost" with no
+  other worker running. In its first torture run one of the three workers took every lease and
+  the other two none (so the SIGKILL then hit an idle worker; torture.py now kills the worker that
+  delivered most, ties broken by total deliveries).
+- async-kinesis checkpoints a batch only when the next item is asked for, so a SIGKILL leaves the
+  batches in hand processed but not checkpointed; its redeliveries in the torture run are
+  consistent with that (not traced record by record).
+- kcl-rs's resident memory grows with shards (about 1.3 GB on 32 shards of 20,000 records here,
+  against 0.4 GB for kinesis-src); not investigated.""",
 }
