@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from kinesis_src import AwsSettings, Consumer, KinesisClient, LeaseTiming, Record
+from kinesis_src import AwsSettings, Consumer, KinesisClient, LeaseTiming, Record, RetryPolicy
 from kinesis_src.aws import FanOut
 from kinesis_src.testing import LOADED_READ_TIMEOUT_S, LOADED_RETRY, IdempotentKinesisClient, KeyedProducer, check_order
 
@@ -38,6 +38,10 @@ HERE = Path(__file__).resolve()
 TIMING = LeaseTiming(failover_s=6, renew_interval_s=2, scan_interval_s=0.5)
 APPLICATIONS = ("billing", "audit")
 QUIET_S = 15.0  # no batch for this long after every record was seen: done
+# LocalStack (host mode) can leave its answers unsent until the subscriptions a closing Consumer
+# had open reach their 5-minute limit (seen in CI: DeregisterStreamConsumer handled, its answer
+# sent ~300 s later). Deregistration at close waits that out instead of failing the example.
+CLOSE_RETRY = RetryPolicy(max_attempts=30, initial_backoff_s=0.05, max_backoff_s=2.0, deadline_s=420.0)
 
 
 @contextlib.contextmanager
@@ -72,7 +76,7 @@ async def application(name: str, stream: str, expected: int) -> list[Record]:
     async with Consumer(
         stream, application_name=name, consumer_mode="efo", require_consumer_deregistration=True,
         lease_timing=TIMING, handle_signals=False, metrics_interval_s=5,
-        retry=LOADED_RETRY,  # a busy local LocalStack may not answer a call for a minute
+        retry=CLOSE_RETRY,
     ) as consumer:
         while len({(r.shard_id, r.sequence_number) for r in records}) < expected:
             try:

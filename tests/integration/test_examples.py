@@ -28,7 +28,7 @@ def test_efo_example_reads_with_two_applications_and_deregisters_them(localstack
     env = {**emulators.env(), "KINESIS_SRC_ENDPOINT_URL": localstack,
            "KINESIS_SRC_DYNAMODB_ENDPOINT_URL": emulators.dynamodb_endpoint, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "efo_consumers.py")], env=env, capture_output=True, text=True, timeout=480,
+        [sys.executable, str(ROOT / "examples" / "efo_consumers.py")], env=env, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "stream consumers while reading: ['audit', 'billing']" in result.stdout
