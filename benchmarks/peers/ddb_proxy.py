@@ -69,7 +69,7 @@ class CountingProxy:
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                target = self.headers.get("X-Amz-Target", "?")
+                target = self.headers.get("X-Amz-Target", "no X-Amz-Target")
                 proxy._record(target.rsplit(".", 1)[-1])
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
                 if self.upstream_conn is None:
