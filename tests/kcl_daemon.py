@@ -6,6 +6,11 @@ at kinesis-mock and DynamoDB Local, CloudWatch metrics off, polling
 retrieval, and :mod:`kcl_record_processor` as the record processor (one
 Python process per shard, writing what it processed to ``out_dir``).
 
+Before the daemon starts, its lease table is created with the GSI KCL 3's
+lease assignment waits for (``LeaseOwnerToLeaseKeyIndex``): DynamoDB Local
+sometimes leaves a GSI that KCL adds later CREATING for minutes (seen in CI,
+and in docs/peers.md), while one made with the table is ACTIVE at once.
+
 The daemon runs in a session of its own; :meth:`KclDaemon.stop` sends
 SIGTERM (KCL's graceful shutdown), waits for it, and then ends whatever is
 left of its process group, by that group's id.
@@ -60,6 +65,7 @@ class KclDaemon:
             raise RuntimeError("the KCL daemon needs kclpy-ext installed and java on PATH")
         self.workdir, self.out_dir = workdir, workdir / "processed"
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.application = application
         self.properties = workdir / "kcl.properties"
         self.properties.write_text(self._properties(stream, application, env, failover_ms, max_records))
         self.command = [java, "-cp", f"{jars}/*:{workdir}", DAEMON_CLASS, "--properties-file", self.properties.name]
@@ -91,6 +97,7 @@ class KclDaemon:
         return "".join(f"{key} = {value}\n" for key, value in settings.items())
 
     def start(self) -> KclDaemon:
+        create_lease_table(self.env, self.application)
         self._log = open(self.log_path, "ab")  # noqa: SIM115  (closed in stop)
         self.process = subprocess.Popen(self.command, cwd=self.workdir, env=self.env, stdout=self._log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
@@ -146,3 +153,31 @@ class KclDaemon:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+LEASE_OWNER_INDEX = "LeaseOwnerToLeaseKeyIndex"
+
+
+def create_lease_table(env: dict[str, str], table: str) -> None:
+    """KCL 3's lease table as KCL makes it (leaseKey hash key, on demand), its owner GSI made with it."""
+    import boto3  # noqa: PLC0415
+
+    client = boto3.client("dynamodb", region_name=env["AWS_REGION"], endpoint_url=env["KINESIS_SRC_DYNAMODB_ENDPOINT_URL"],
+                          aws_access_key_id=env.get("AWS_ACCESS_KEY_ID", "test"),
+                          aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY", "test"))
+    try:
+        client.create_table(
+            TableName=table, BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"},
+                                  {"AttributeName": "leaseOwner", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+            GlobalSecondaryIndexes=[{
+                "IndexName": LEASE_OWNER_INDEX,
+                "KeySchema": [{"AttributeName": "leaseOwner", "KeyType": "HASH"},
+                              {"AttributeName": "leaseKey", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }],
+        )
+    except client.exceptions.ResourceInUseException:
+        return
+    client.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
