@@ -128,12 +128,16 @@ KCL does not check for tiling):""",
   2 ms of CPU per AWS call (botocore signing and parsing, aiohttp, asyncio); kcl-rs makes the same
   calls from Rust for about 1.1 s a minute (KCL 3's JVM plus its Python processes: about 9 s).
   **Ours to look at**: the per-call Python cost, not the per-record one.
-- **DynamoDB requests per shard-minute at a steady rate (async-kinesis, when below).** Every peer
-  checkpoints each batch, about one UpdateItem per shard per second here, which is most of the
-  count (see the per-operation line under the table). kinesis-src adds one lease-table Query
-  about every second (how it sees a dead worker's heartbeat within the failover time);
-  async-kinesis keeps its heartbeat in the checkpoint item. The totals differ by well under one
-  request per shard-minute.
+- **DynamoDB requests per shard-minute at a steady rate (native-aws-kcl-py, async-kinesis).** Every
+  peer checkpoints each batch, about one UpdateItem per shard per second here, which is most of the
+  count (the per-operation lines under the table). On top, kinesis-src reads the lease table with
+  one Query about every second (59 a minute in the steady run: how a worker sees another's
+  heartbeat stop within the 10 s failover time; the torture row has the killed worker's keys
+  delivered again about 8 s after the kill); native-aws-kcl-py takes leases every 20 s with a Scan (5 a minute) and async-kinesis
+  keeps its heartbeat in the checkpoint item. The difference is that Query: about 15 requests
+  per shard-minute at 4 shards, and it does not grow with shards (one Query reads the whole
+  table). **Ours to look at** if the cost matters at few shards: read the table less often while
+  nothing changes.
 - **Latency p95 at a steady rate (KCL 3, when below).** Every peer polls each shard every 200 ms,
   so put-to-process latency is kinesis-mock's put-to-visible time plus a wait of 0-200 ms for the
   next poll; differences of a few ms are run-to-run spread (kinesis-src's own p95 was 234 ms in a
