@@ -42,7 +42,11 @@ class ScaleResult:
 
 
 def longest_pause(got: list[deliveries.Delivery], start: float, end: float) -> float:
-    """The longest gap between consecutive first deliveries of one key in [start, end), minus 1 s."""
+    """The longest wait for a key's next first delivery in [start, end), minus the producer's 1 s.
+
+    A key with no delivery between its last one and ``end`` counts as waiting until ``end``
+    (a stalled key is the longest pause of all).
+    """
     last: dict[str, float] = {}
     seen: set[str] = set()
     worst = 0.0
@@ -52,8 +56,11 @@ def longest_pause(got: list[deliveries.Delivery], start: float, end: float) -> f
         seen.add(d.head)
         k = key_of(d)
         if start <= d.at < end and k in last:
-            worst = max(worst, d.at - last[k] - 1.0)
+            worst = max(worst, d.at - max(last[k], start) - 1.0)
         last[k] = d.at
+    for at in last.values():
+        if at < end:
+            worst = max(worst, end - max(at, start) - 1.0)
     return max(0.0, worst)
 
 
