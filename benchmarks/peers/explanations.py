@@ -142,6 +142,12 @@ KCL does not check for tiling):""",
   so put-to-process latency is kinesis-mock's put-to-visible time plus a wait of 0-200 ms for the
   next poll; differences of a few ms are run-to-run spread (kinesis-src's own p95 was 234 ms in a
   trial run and 300 ms in the run above, same settings).
+- **Pause after a graceful stop (kcl-rs).** kcl-rs implements KCL 3's graceful lease hand-off: the
+  stopping worker checkpoints, and the lease goes to a named successor, which starts at once from
+  that checkpoint (its pause was under 0.1 s beyond the producer's 1 s; its late joiner then
+  waited about 50 s for the leases it was given). kinesis-src releases its leases on SIGTERM and
+  the survivor takes them at its next lease-table scan, so a key waits up to one scan interval
+  (about 1.3 s here). **Ours to look at**: hand a released lease straight to a live worker.
 - **Start-up of KCL 3 and kcl-rs.** KCL's first worker waits a random 1-30 s for another worker to
   fill an empty lease table (`Scheduler.shouldInitiateLeaseSync`), then after its first shard sync
   sleeps `shardSyncIntervalMillis` (60 s by default, `ShardSyncTask.call`), then waits for its
@@ -156,6 +162,13 @@ KCL does not check for tiling):""",
 
 Other observations, not rows:
 
+- KCL 3, scale run: the SIGTERMed worker was KCL 3's leader (the DynamoDB lock of its lease
+  assignment); its shutdown hook logged "Encountered an error during shutdown.
+  java.util.concurrent.TimeoutException", and for the remaining 2.5 minutes of the run the other
+  workers logged "Worker : w1 is the current leader." and "Current worker w2 is not a leader,
+  ignore": no lease was assigned again and the records put after the stop were never delivered
+  (the "records missing" cell). Whether AWS's DynamoDB would let that lock expire sooner was not
+  tested.
 - native-aws-kcl-py redelivered one 10,000-record batch in a single-worker speed run of an earlier
   run on this machine; its log said "Conditional check failed while updating lease
   shardId-000000000000 - lease may have been stolen" and "Cannot checkpoint - lease lost" with no
