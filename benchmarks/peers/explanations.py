@@ -162,7 +162,7 @@ KCL does not check for tiling):""",
 
 Other observations, not rows:
 
-- KCL 3, scale run: the SIGTERMed worker was KCL 3's leader (the DynamoDB lock of its lease
+- KCL 3, in a scale run on this machine (2026-11-27 14:54 UTC): the SIGTERMed worker was KCL 3's leader (the DynamoDB lock of its lease
   assignment); its shutdown hook logged "Encountered an error during shutdown.
   java.util.concurrent.TimeoutException", and for the remaining 2.5 minutes of the run the other
   workers logged "Worker : w1 is the current leader." and "Current worker w2 is not a leader,
