@@ -162,13 +162,16 @@ KCL does not check for tiling):""",
 
 Other observations, not rows:
 
-- KCL 3, in a scale run on this machine (2026-11-27 14:54 UTC): the SIGTERMed worker was KCL 3's leader (the DynamoDB lock of its lease
-  assignment); its shutdown hook logged "Encountered an error during shutdown.
-  java.util.concurrent.TimeoutException", and for the remaining 2.5 minutes of the run the other
-  workers logged "Worker : w1 is the current leader." and "Current worker w2 is not a leader,
-  ignore": no lease was assigned again and the records put after the stop were never delivered
-  (the "records missing" cell). Whether AWS's DynamoDB would let that lock expire sooner was not
-  tested.
+- KCL 3 reassigns leases only from its leader, and the leader is whoever holds a DynamoDB lock
+  whose lease is 2 minutes with a 30 s heartbeat (`DynamoDBLockBasedLeaderDecider`,
+  `DEFAULT_LEASE_DURATION_MILLIS`, KCL v3.1.3). When the leader dies, no lease moves until that
+  lock expires, whatever `failoverTimeMillis` says. In the "one worker first" torture run the
+  SIGKILLed worker was the leader (it started first): its last record at 15:05:55, "Worker : w4 is
+  new leader" at 15:08:10, the first leases assigned to survivors at 15:08:32, hence its recovery
+  cell. In a scale run on this machine (2026-11-27 14:54 UTC) the SIGTERMed worker was the leader
+  too; its shutdown hook logged "Encountered an error during shutdown.
+  java.util.concurrent.TimeoutException", and for the 2.5 minutes the run had left the others
+  logged "Worker : w1 is the current leader." and assigned nothing.
 - native-aws-kcl-py redelivered one 10,000-record batch in a single-worker speed run of an earlier
   run on this machine; its log said "Conditional check failed while updating lease
   shardId-000000000000 - lease may have been stolen" and "Cannot checkpoint - lease lost" with no
