@@ -173,7 +173,9 @@ def listing_lines(results: dict) -> list[str]:
     data = results.get("listing", {}).get("data")
     if not data:
         return ["(not run)"]
-    if "listings" in data:  # a single endpoint's probe
+    if "kinesis-mock" in data:  # one probe per endpoint
+        data = {k: v for k, v in data.items() if isinstance(v, dict) and k not in ("endpoint", "listings")}
+    else:  # a single endpoint's probe
         data = {"kinesis-mock": data}
     lines: list[str] = []
     for endpoint, probe in data.items():
