@@ -142,12 +142,14 @@ KCL does not check for tiling):""",
   so put-to-process latency is kinesis-mock's put-to-visible time plus a wait of 0-200 ms for the
   next poll; differences of a few ms are run-to-run spread (kinesis-src's own p95 was 234 ms in a
   trial run and 300 ms in the run above, same settings).
-- **Pause after a graceful stop (kcl-rs).** kcl-rs implements KCL 3's graceful lease hand-off: the
-  stopping worker checkpoints, and the lease goes to a named successor, which starts at once from
-  that checkpoint (its pause was under 0.1 s beyond the producer's 1 s; its late joiner then
-  waited about 50 s for the leases it was given). kinesis-src releases its leases on SIGTERM and
-  the survivor takes them at its next lease-table scan, so a key waits up to one scan interval
-  (about 1.3 s here). **Ours to look at**: hand a released lease straight to a live worker.
+- **Pause after a graceful stop (KCL 3, kcl-rs).** Both implement KCL 3's graceful lease hand-off:
+  the stopping worker checkpoints and the lease goes to a named successor, which starts at once
+  from that checkpoint (their pauses were about 0.1 s beyond the producer's 1 s; their late
+  joiners then waited 25-50 s for the leases they were given, where kinesis-src's took about 1 s).
+  kinesis-src releases its leases on SIGTERM and a survivor takes them at its next lease-table
+  scan, so a key waits somewhere between nothing and one scan interval: 0.16 s in the run above,
+  1.3 s in an earlier run at 14:53 UTC with the same settings. **Ours to look at**: hand a
+  released lease straight to a live worker.
 - **Start-up of KCL 3 and kcl-rs.** KCL's first worker waits a random 1-30 s for another worker to
   fill an empty lease table (`Scheduler.shouldInitiateLeaseSync`), then after its first shard sync
   sleeps `shardSyncIntervalMillis` (60 s by default, `ShardSyncTask.call`), then waits for its
