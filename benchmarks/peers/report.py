@@ -158,7 +158,7 @@ def notes(results: dict) -> list[str]:
     out = []
     for workload in ("startup", "speed", "steady", "scale", "torture"):
         data = results.get(workload, {}).get("data", {})
-        if workload in ("startup", "steady", "scale"):
+        if workload in ("startup", "steady", "scale", "torture"):
             data = {"": data}
         for key, section in data.items():
             for peer, r in (section.get("results", {}) if isinstance(section, dict) else {}).items():
@@ -210,7 +210,9 @@ def unpaced_lines(results: dict) -> list[str]:
 
 def ddb_lines(results: dict) -> list[str]:
     rows = results.get("steady", {}).get("data", {}).get("results", {})
-    out = [f"- {peer}: " + (", ".join(f"{op} {n}" for op, n in sorted(r["ddb_by_operation"].items())) or "none")
+    names = {"?": "no X-Amz-Target"}
+    out = [f"- {peer}: " + (", ".join(f"{names.get(op, op)} {n}" for op, n in sorted(r["ddb_by_operation"].items()))
+                            or "none")
            for peer, r in rows.items() if r.get("ddb_by_operation") is not None]
     return out or ["(not run)"]
 
@@ -226,6 +228,8 @@ def render(results: dict) -> str:
             f"{env.get('machine', '?')}", "", SETTINGS_TEXT, "", "## KCL on kinesis-mock: whose fault", "",
             FINDINGS["listing"], "", *listing_lines(results), "", "## Where a peer wins a row", ""]
     out += wins or ["No row."]
-    out += ["", FINDINGS["wins"], "", *unpaced_lines(results), "", "## What happened to each peer that did not finish", ""]
+    out += ["", FINDINGS["wins"], "", *unpaced_lines(results), "", "## Run notes", "",
+            "Every note a run left (crashes, give-ups, why a peer was not run, whom the torture killed). The "
+            "runs that delivered nothing are explained in \"KCL on kinesis-mock: whose fault\" above.", ""]
     out += notes(results) or ["Nothing to report."]
     return "\n".join(out) + "\n"
