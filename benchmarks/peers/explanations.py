@@ -108,7 +108,7 @@ KCL does not check for tiling):""",
   only by calls (one per 200 ms here). A 10,000-record page of 200 B records is 2 MB, so
   kinesis-src reads a shard at about 10,000 records/s where the others read up to 50,000. On AWS
   the others would get `ProvisionedThroughputExceededException` above 2 MB/s per shard and back
-  off; the replay endpoint never throttles, so they look faster there. The control run below is
+  off; the replay endpoint never throttles, so they look faster there. The control runs above are
   kinesis-src on the same endpoint with that one limit lifted (`PEERS_NO_BYTE_PACING=1` in
   worker_ours.py). Inherent (a deliberate limit), not a bug.
 - **CPU per record (kcl-rs, when it wins that row).** It did in one earlier run on this machine
@@ -133,8 +133,9 @@ KCL does not check for tiling):""",
   count (the per-operation lines under the table). On top, kinesis-src reads the lease table with
   one Query about every second (59 a minute in the steady run: how a worker sees another's
   heartbeat stop within the 10 s failover time; the torture row has the killed worker's keys
-  delivered again about 8 s after the kill); native-aws-kcl-py takes leases every 20 s with a Scan (5 a minute) and async-kinesis
-  keeps its heartbeat in the checkpoint item. The difference is that Query: about 15 requests
+  delivered again about 8 s after the kill); native-aws-kcl-py takes leases every 20 s with a Scan (5 a minute), and every one of
+  async-kinesis's requests was an UpdateItem (its heartbeats and checkpoints; it never reads the
+  table in a steady state). The difference is that Query: about 15 requests
   per shard-minute at 4 shards, and it does not grow with shards (one Query reads the whole
   table). **Ours to look at** if the cost matters at few shards: read the table less often while
   nothing changes.

@@ -228,7 +228,11 @@ def render(results: dict) -> str:
             f"{env.get('machine', '?')}", "", SETTINGS_TEXT, "", "## KCL on kinesis-mock: whose fault", "",
             FINDINGS["listing"], "", *listing_lines(results), "", "## Where a peer wins a row", ""]
     out += wins or ["No row."]
-    out += ["", FINDINGS["wins"], "", *unpaced_lines(results), "", "## Run notes", "",
+    control = unpaced_lines(results)
+    if control:
+        out += ["", "Control runs (kinesis-src on the replay endpoint with its 2 MB/s/shard read pacing off; not a column):",
+                "", *control]
+    out += ["", FINDINGS["wins"], "", "## Run notes", "",
             "Every note a run left (crashes, give-ups, why a peer was not run, whom the torture killed). The "
             "runs that delivered nothing are explained in \"KCL on kinesis-mock: whose fault\" above.", ""]
     out += notes(results) or ["Nothing to report."]
