@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--render-only", action="store_true", help="rewrite docs/peers.md from results.json")
     parser.add_argument("--startup-records", type=int, default=10_000)
     parser.add_argument("--records-4", type=int, default=50_000, help="records per shard, 4-shard speed run")
-    parser.add_argument("--records-32", type=int, default=5_000, help="records per shard, 32-shard speed run")
+    parser.add_argument("--records-32", type=int, default=20_000, help="records per shard, 32-shard speed run")
     parser.add_argument("--size", type=int, default=200, help="record size, speed runs")
     parser.add_argument("--give-up-s", type=float, default=420.0, help="per worker run")
     parser.add_argument("--torture-give-up-s", type=float, default=180.0)
