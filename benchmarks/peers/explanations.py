@@ -151,6 +151,12 @@ KCL does not check for tiling):""",
   scan, so a key waits somewhere between nothing and one scan interval: 0.16 s in the run above,
   1.3 s in an earlier run at 14:53 UTC with the same settings. **Ours to look at**: hand a
   released lease straight to a live worker.
+- **Start-up seconds (async-kinesis, when below).** Both start in about a second on kinesis-mock
+  and the order flips between runs: kinesis-src 1.3 s against async-kinesis 1.2 s in the run
+  above, 1.5 s against 3.3 s in an earlier full run at 14:06 UTC. About 0.5 s of kinesis-src's is
+  importing its Consumer (`python -X importtime -c "from kinesis_src.consumer import Consumer"`:
+  0.51 s, most of it aiobotocore and aiohttp), the rest creating the lease table and taking the
+  shards.
 - **Start-up of KCL 3 and kcl-rs.** KCL's first worker waits a random 1-30 s for another worker to
   fill an empty lease table (`Scheduler.shouldInitiateLeaseSync`), then after its first shard sync
   sleeps `shardSyncIntervalMillis` (60 s by default, `ShardSyncTask.call`), then waits for its
