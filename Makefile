@@ -14,7 +14,7 @@ ISOLATED := $(PY) localstack/launcher.py isolated --
 # the spark extra allows every 4.x; the main venv (make test, make demo) runs the newest tested
 MAIN_PYSPARK := pyspark==4.3.0
 
-.PHONY: setup toolchain localstack-host demo demo-python-only demo-library demo-consumer demo-efo test unit spark-matrix oldest kit-from-wheel bench campaign emulators clean
+.PHONY: setup toolchain localstack-host demo demo-python-only demo-library demo-consumer demo-efo test unit spark-matrix oldest kit-from-wheel peers bench campaign emulators clean
 
 setup: $(VENV)/.installed toolchain localstack/node_modules/.kinesis-src-install-stamp localstack-host
 
@@ -115,6 +115,12 @@ bench: setup
 	$(ISOLATED) $(PY) benchmarks/bench_consumer.py
 	$(ISOLATED) $(PY) benchmarks/bench_efo.py
 	$(ISOLATED) $(PY) benchmarks/bench_spark_ceiling.py
+
+# kinesis-src beside KCL 3, kcl-rs, async-kinesis and native-aws-kcl-py on the same emulators
+# (~1 h); rewrites docs/peers.md. The peers' venvs are built outside the namespace (package index).
+peers: setup
+	$(PY) benchmarks/peers/run.py --setup
+	$(ISOLATED) $(PY) benchmarks/peers/run.py
 
 # Every fault scenario on both engines (~15-25 min); rewrites docs/reliability.md.
 campaign: setup
