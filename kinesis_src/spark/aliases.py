@@ -29,7 +29,7 @@ from decimal import Decimal
 from typing import Callable, Collection, Mapping
 
 from ..errors import ConfigurationError, InvalidPositionError
-from ..positions import Position, PositionForm, format_timestamp, parse_timestamp
+from ..positions import Position, PositionForm, format_timestamp, keyword_kind, parse_timestamp
 
 DATABRICKS = "Databricks"
 AWSLABS = "awslabs connector"
@@ -317,6 +317,9 @@ def _agree(target: str, a: str, b: str) -> bool:
             return parse_timestamp(a) == parse_timestamp(b)
         except InvalidPositionError:
             return False
+    if target == "initialposition":  # earliest and trim_horizon name one position
+        kind = keyword_kind(a)
+        return kind is not None and kind is keyword_kind(b)
     return target in _KEYWORD_VALUED and a.lower() == b.lower()
 
 

@@ -201,7 +201,8 @@ def test_awslabs_starting_position_refuses_naming_the_option_and_ours(value: str
     "theirs, ours, agree",
     [
         ("LATEST", {"initialPosition": "latest"}, True),
-        ("EARLIEST", {"initialPosition": "trim_horizon"}, False),  # keywords are compared as spelt
+        ("EARLIEST", {"initialPosition": "trim_horizon"}, True),  # keywords are compared by the position they name
+        ("EARLIEST", {"initialPosition": "latest"}, False),
         ("AT_TIMESTAMP " + ISO, {"initialPosition": "at_timestamp", "startingTimestamp": "2026-01-31T13:00:00+01:00"},
          True),  # timestamps are compared as instants
         ("AT_TIMESTAMP " + ISO, {"initialPosition": "at_timestamp", "startingTimestamp": "2026-01-31T12:00:01Z"},
@@ -211,7 +212,8 @@ def test_awslabs_starting_position_refuses_naming_the_option_and_ours(value: str
 def test_awslabs_and_our_options_must_agree(theirs: str, ours: dict[str, str], agree: bool) -> None:
     options = {"kinesis.startingPosition": theirs, **ours}
     if agree:
-        assert _spark(False, **options) == (Position.latest() if theirs == "LATEST" else Position.at_timestamp(ISO_AT))
+        expected = {"LATEST": Position.latest(), "EARLIEST": Position.trim_horizon()}.get(theirs, Position.at_timestamp(ISO_AT))
+        assert _spark(False, **options) == expected
         return
     with pytest.raises(ConfigurationError, match="'kinesis.startingPosition'.*disagree"):
         _spark(False, **options)
