@@ -115,8 +115,8 @@ KCL does not check for tiling):""",
   (2.1 against 4.9 µs on 32 shards of only 5,000 records, where one page per shard is all there
   is and kinesis-src's per-shard start costs are spread over few records); on 4 shards and on
   32 shards of 20,000 records kinesis-src was lower. kcl-rs parses the GetRecords JSON and
-  base64 in Rust and hands Python ready `Record` objects; kinesis-src decodes in Python (its fast
-  decode: 2.3-2.5 µs per 200 B record, docs/performance.md), and every processor spends the same
+  base64 in Rust and hands Python ready `Record` objects; kinesis-src decodes with msgspec (C)
+  and builds its `Record`s in Python (docs/performance.md), and every processor spends the same
   ~1 µs per record on its delivery line.
 - **Memory (kcl-rs; async-kinesis within a few MB).** Importing botocore and aiobotocore alone
   takes a Python process to 45 MB (`python -c "import botocore.session, aiobotocore.session"`,
