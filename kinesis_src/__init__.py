@@ -1,6 +1,7 @@
 """kinesis-src: read Kinesis Data Streams correctly through splits and merges.
 
-The public surface is re-exported here; everything else is internal.
+The public surface is re-exported here (docs/api.md lists it); everything
+else is internal: importable from its module, but not promised to stay.
 
 The re-exports are resolved on first use (PEP 562 ``__getattr__``), so
 importing one part of the package loads only that part: ``import
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time
     from .aws import KinesisClient
     from .config import AwsSettings, CredentialSource
     from .consumer import BlockingConsumer, Consumer, ConsumerMetrics
+    from .consumer.batch import Batch
     from .consumer.processing import (
         DeadLetter,
         DeliveredRecord,
@@ -31,23 +33,17 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time
     )
     from .drain import drain_stream
     from .errors import KinesisSourceError
-    from .leases.coordinator import LeaseCoordinator, LeaseListener, LeaseTiming
-    from .leases.model import Checkpoint, Lease
-    from .leases.progress import ProgressStore, ShardProgress
-    from .leases.shard_sync import ShardSync
-    from .leases.table import LeaseTable
-    from .names import default_table_name
+    from .leases.coordinator import LeaseTiming
     from .positions import Position
-    from .records import Record, RecordPage
-    from .retrieval.polling import ShardRead, ShardReader
+    from .records import Record
     from .retry import RetryPolicy
     from .spark import KinesisDataSource
     from .window import read_table
 
 _EXPORTS: dict[str, str] = {
     "AwsSettings": "kinesis_src.config",
+    "Batch": "kinesis_src.consumer.batch",
     "BlockingConsumer": "kinesis_src.consumer",
-    "Checkpoint": "kinesis_src.leases.model",
     "Consumer": "kinesis_src.consumer",
     "ConsumerMetrics": "kinesis_src.consumer",
     "CredentialSource": "kinesis_src.config",
@@ -57,24 +53,13 @@ _EXPORTS: dict[str, str] = {
     "KinesisClient": "kinesis_src.aws.kinesis",
     "KinesisDataSource": "kinesis_src.spark",
     "KinesisSourceError": "kinesis_src.errors",
-    "Lease": "kinesis_src.leases.model",
-    "LeaseCoordinator": "kinesis_src.leases.coordinator",
-    "LeaseListener": "kinesis_src.leases.coordinator",
-    "LeaseTable": "kinesis_src.leases.table",
     "LeaseTiming": "kinesis_src.leases.coordinator",
     "Position": "kinesis_src.positions",
     "ProcessingMetrics": "kinesis_src.consumer.processing",
-    "ProgressStore": "kinesis_src.leases.progress",
     "Record": "kinesis_src.records",
-    "RecordPage": "kinesis_src.records",
     "Reject": "kinesis_src.consumer.processing",
     "Release": "kinesis_src.consumer.processing",
     "RetryPolicy": "kinesis_src.retry",
-    "ShardProgress": "kinesis_src.leases.progress",
-    "ShardRead": "kinesis_src.retrieval.polling",
-    "ShardReader": "kinesis_src.retrieval.polling",
-    "ShardSync": "kinesis_src.leases.shard_sync",
-    "default_table_name": "kinesis_src.names",
     "drain_stream": "kinesis_src.drain",
     "read_table": "kinesis_src.window",
 }
@@ -82,8 +67,8 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "AwsSettings",
+    "Batch",
     "BlockingConsumer",
-    "Checkpoint",
     "Consumer",
     "ConsumerMetrics",
     "CredentialSource",
@@ -93,24 +78,13 @@ __all__ = [
     "KinesisClient",
     "KinesisDataSource",
     "KinesisSourceError",
-    "Lease",
-    "LeaseCoordinator",
-    "LeaseListener",
-    "LeaseTable",
     "LeaseTiming",
     "Position",
     "ProcessingMetrics",
-    "ProgressStore",
     "Record",
-    "RecordPage",
     "Reject",
     "Release",
     "RetryPolicy",
-    "ShardProgress",
-    "ShardRead",
-    "ShardReader",
-    "ShardSync",
-    "default_table_name",
     "drain_stream",
     "read_table",
 ]

@@ -86,3 +86,19 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
     with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
         aws.NoSuchThing  # noqa: B018
+
+
+def test_the_public_face_is_the_documented_list() -> None:
+    """docs/api.md's table is ``__all__``; the internals once exported stay importable from their modules."""
+    import re  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    documented = set(re.findall(r"^\| `(\w+)` \|", doc, re.MULTILINE))
+    assert documented == set(kinesis_src.__all__)
+    assert "Batch" in kinesis_src.__all__ and "LeaseCoordinator" not in kinesis_src.__all__
+    from kinesis_src.leases.coordinator import LeaseCoordinator  # noqa: PLC0415
+    from kinesis_src.retrieval.polling import ShardReader  # noqa: PLC0415
+
+    assert LeaseCoordinator and ShardReader
+
