@@ -8,6 +8,7 @@ from typing import Any, Callable
 import boto3
 import pytest
 from fake_kinesis import FakeKinesis
+from shard_listing import shard, sid  # tests/shard_listing.py
 from moto import mock_aws
 
 from kinesis_src.aws.dynamodb_scan import ScanningDynamoDBClient
@@ -34,24 +35,6 @@ KCL = "kcl-orders-app"
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
-def sid(i: int) -> str:
-    return f"shardId-{i:012d}"
-
-
-def shard(i: int, lo: int, hi: int, parents: tuple[int, ...] = (), closed: bool = False) -> dict[str, Any]:
-    """Shard i's sequence numbers are 100(i+1) .. 100(i+1)+99."""
-    out: dict[str, Any] = {
-        "ShardId": sid(i),
-        "HashKeyRange": {"StartingHashKey": str(lo), "EndingHashKey": str(hi)},
-        "SequenceNumberRange": {"StartingSequenceNumber": str(100 * (i + 1))},
-    }
-    if parents:
-        out["ParentShardId"] = sid(parents[0])
-    if len(parents) == 2:
-        out["AdjacentParentShardId"] = sid(parents[1])
-    if closed:
-        out["SequenceNumberRange"]["EndingSequenceNumber"] = str(100 * (i + 1) + 99)
-    return out
 
 
 # 0 split into 2 and 3; 3 merged with 1 into 4

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 from fake_kinesis import FakeKinesis
+from shard_listing import shard, sid  # tests/shard_listing.py
 from moto import mock_aws
 
 from kinesis_src.aws.dynamodb import DynamoDBClient
@@ -23,23 +24,6 @@ FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002,
 HALF = 2**127
 
 
-def sid(i: int) -> str:
-    return f"shardId-{i:012d}"
-
-
-def shard(i: int, lo: int, hi: int, parents: tuple[int, ...] = (), closed: bool = False) -> dict:
-    out = {
-        "ShardId": sid(i),
-        "HashKeyRange": {"StartingHashKey": str(lo), "EndingHashKey": str(hi)},
-        "SequenceNumberRange": {"StartingSequenceNumber": str(100 * (i + 1))},
-    }
-    if parents:
-        out["ParentShardId"] = sid(parents[0])
-    if len(parents) == 2:
-        out["AdjacentParentShardId"] = sid(parents[1])
-    if closed:
-        out["SequenceNumberRange"]["EndingSequenceNumber"] = str(100 * (i + 1) + 99)
-    return out
 
 
 def listed(shards: list[dict]) -> FakeKinesis:
