@@ -35,8 +35,6 @@ KCL = "kcl-orders-app"
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
-
-
 # 0 split into 2 and 3; 3 merged with 1 into 4
 SPLIT_AND_MERGE = [
     shard(0, 0, HALF - 1, closed=True),

@@ -24,8 +24,6 @@ FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002,
 HALF = 2**127
 
 
-
-
 def listed(shards: list[dict]) -> FakeKinesis:
     """Stream "orders" listing ``shards``, ShardFilter ignored (as moto does): every sync sees the whole
     listing, so the sync's own choice of shards is what is tested. ``set_listing`` replaces it."""
