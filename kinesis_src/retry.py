@@ -24,6 +24,7 @@ from tenacity import (
 )
 
 from .errors import ConfigurationError, KinesisSourceError, RetriesExhaustedError
+from .retrieval.pacing import doubling_s
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -132,7 +133,7 @@ def backoff_s(policy: RetryPolicy, attempt: int) -> float:
     """The wait after failed attempt ``attempt`` (1-based): the initial backoff doubled per attempt, plus up
     to one initial backoff of jitter, at most ``max_backoff_s``. Ours, not tenacity's
     ``wait_exponential_jitter``, whose arguments differ across the tenacity versions setup.cfg allows."""
-    doubled = policy.initial_backoff_s * 2.0 ** min(max(attempt - 1, 0), 64)
+    doubled = doubling_s(policy.initial_backoff_s, attempt - 1, policy.max_backoff_s)
     return min(policy.max_backoff_s, doubled + random.uniform(0, policy.initial_backoff_s))
 
 
