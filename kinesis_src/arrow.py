@@ -5,6 +5,10 @@ Shared by the Spark source (``spark/rows.py`` adds the matching Spark
 (:mod:`kinesis_src.window`). It lives outside ``spark/`` so that Arrow
 output never needs pyspark. Batches are built column-wise from the
 decoded page's lists, which skips creating a Python object per record.
+The ``data`` column of a page of records of about 1 KB or more is one
+joined buffer and its offsets (:func:`binary_column`): Arrow's builder of a
+list of ``bytes`` copies each value into a growing buffer, which costs more
+than one ``join`` once values are that large (benchmarks/bench_page_arrow.py).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def page_to_arrow(page: RecordPage, stream: str, shard_id: str) -> pa.RecordBatc
     return pa.RecordBatch.from_arrays(
         [
             pa.array(page.partition_keys, pa.string()),
-            pa.array(page.data, pa.binary()),
+            binary_column(page.data),
             _same(stream, n),
             _same(shard_id, n),
             pa.array(page.sequence_numbers, pa.string()),
@@ -44,6 +48,32 @@ def page_to_arrow(page: RecordPage, stream: str, shard_id: str) -> pa.RecordBatc
         ],
         schema=ARROW_SCHEMA,
     )
+
+
+JOIN_FROM = 768
+"""Typical record size, in bytes, from which :func:`binary_column` joins instead of using Arrow's builder."""
+_ZERO = pa.array([0], pa.int32())
+_MAX_OFFSET = 2**31 - 1
+
+
+def binary_column(values: list[bytes]) -> pa.Array:
+    """``values`` as a ``binary`` array, the same as ``pa.array(values, pa.binary())``, built the faster way.
+
+    Records of a page are mostly of one size, so three of them pick the way.
+    """
+    n = len(values)
+    if not n or _typical_size(values) < JOIN_FROM:
+        return pa.array(values, pa.binary())
+    lengths = pa.array(map(len, values), pa.int64(), size=n)
+    ends = pc.cumulative_sum(lengths)
+    if ends[-1].as_py() > _MAX_OFFSET:  # past int32 offsets: the builder's own way (it chunks)
+        return pa.array(values, pa.binary())
+    offsets = pa.concat_arrays([_ZERO, ends.cast(pa.int32())])
+    return pa.Array.from_buffers(pa.binary(), n, [None, offsets.buffers()[1], pa.py_buffer(b"".join(values))])
+
+
+def _typical_size(values: list[bytes]) -> int:
+    return sorted((len(values[0]), len(values[len(values) // 2]), len(values[-1])))[1]
 
 
 def arrival_micros(seconds: pa.Array) -> pa.Array:
