@@ -13,7 +13,8 @@ is written in one transaction with ``version + 1``, conditional on the
 version read, so of two workers starting at once with overlapping ranges
 exactly one commits first and the other reads its claim and fails.
 
-Liveness is observed, as for lease-table heartbeats: a claim is live when its
+Liveness is judged as for lease-table heartbeats, by the one judge
+(:class:`~kinesis_src.leases.expiry.ExpiryJudge`): a claim is live when its
 heartbeat changes within the failover time on the observer's own clock, and
 dead when it does not; a dead claim is deleted (conditional on the value
 observed) and no longer counts. Wall clocks are never compared.
@@ -38,6 +39,7 @@ from ..aws import DynamoDBClient
 from ..aws.dynamodb import Item
 from ..clock import since_boot
 from ..errors import KeyRangeInUseError, KinesisSourceError
+from ..leases.expiry import ExpiryJudge, Observation
 from . import unit_registry
 from .units import UnitMap
 
@@ -60,6 +62,11 @@ class RangeClaim:
     session: str
     heartbeat: int
     order: int
+
+    @property
+    def beat(self) -> tuple[str, int]:
+        """What its liveness is judged on: (session, heartbeat)."""
+        return self.session, self.heartbeat
 
     def describe(self) -> str:
         return f"worker {self.worker_id!r} claims key range {self.key_range} (claim #{self.order})"
@@ -168,7 +175,7 @@ class RangeClaims:
     # -- items ---------------------------------------------------------------------------------
 
     def _heartbeats(self) -> dict[str, tuple[str, int]]:
-        return {c.worker_id: (c.session, c.heartbeat) for c in self.read()[1]}
+        return {c.worker_id: c.beat for c in self.read()[1]}
 
     def _delete(self, claim: RangeClaim) -> bool:
         """Delete a claim: our own by session; another's only if its heartbeat is still the one observed."""
@@ -210,6 +217,14 @@ def _claim_of(item: Mapping[str, Mapping[str, str]]) -> RangeClaim:
     )
 
 
+def live_and_dead(judge: ExpiryJudge, claims: list[RangeClaim]) -> tuple[list[RangeClaim], list[RangeClaim]]:
+    """(live, dead) by the one judge, keyed by worker: a claim seen for the first time (or back after it
+    was gone from a reading) is live; one unchanged for the failover time on the judge's clock is dead."""
+    verdicts = judge.observe_all({c.worker_id: c.beat for c in claims})
+    return ([c for c in claims if not verdicts[c.worker_id].expired],
+            [c for c in claims if verdicts[c.worker_id].expired])
+
+
 def observe_live(
     candidates: Mapping[K, RangeClaim] | Mapping[K, object],
     heartbeats: Callable[[], Mapping[K, tuple[str, int]]],
@@ -218,24 +233,27 @@ def observe_live(
     poll_s: float = 0.2,
     beat: Callable[[], object] | None = None,
 ) -> list:
-    """The candidates whose (session, heartbeat) changes within ``failover_s`` of the first reading.
+    """The candidates whose (session, heartbeat) moves before the one judge (:class:`ExpiryJudge`) finds
+    every candidate's unchanged for ``failover_s``; an empty list once it does.
 
     Returns as soon as one is seen alive (the caller refuses to start, so the
-    others need not be waited for), or, after the failover time, with every
-    candidate still unchanged judged dead (an empty list). A candidate whose
-    item disappears is dead (it stopped, or was declared dead). ``beat`` runs
-    at every poll: the observer's own claim must keep moving meanwhile.
+    others need not be waited for). A candidate whose item disappears is not
+    alive (it stopped, or was declared dead); one that comes back is seen
+    afresh, alive. ``beat`` runs at every poll: the observer's own claim must
+    keep moving meanwhile.
     """
-    first = dict(heartbeats())
-    pending = {k: v for k, v in candidates.items() if k in first}
-    deadline = clock() + failover_s
-    while pending and clock() < deadline:
-        time.sleep(min(poll_s, max(0.0, deadline - clock())))
+    judge = ExpiryJudge(failover_s, clock)
+
+    def look() -> dict[K, Observation]:
+        now = heartbeats()
+        return judge.observe_all({k: now[k] for k in candidates if k in now})
+
+    verdicts = look()
+    while verdicts and not all(v.expired for v in verdicts.values()):
+        time.sleep(min(poll_s, max(0.0, judge.next_expiry() - clock())))
         if beat is not None:
             beat()
-        now = heartbeats()
-        live = [v for k, v in pending.items() if k in now and now[k] != first[k]]
-        if live:
+        verdicts = look()
+        if live := [candidates[k] for k, v in verdicts.items() if v.changed]:
             return live
-        pending = {k: v for k, v in pending.items() if k in now}
     return []

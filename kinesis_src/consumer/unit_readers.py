@@ -40,9 +40,10 @@ from lineage import KeyRange
 from ..aws import DynamoDBClient, KinesisClient
 from ..clock import since_boot
 from ..errors import ConsumerLimitError, KinesisSourceError
+from ..leases.expiry import ExpiryJudge
 from ..retrieval.registration import ConsumerMode, Registrations, unit_consumer_name
 from .batch import Batch
-from .range_claims import RangeClaim, RangeClaims
+from .range_claims import RangeClaims, live_and_dead
 from .shard_state import HeldShard
 from .stream_list import note_stream_list
 from .stream_reader import StreamReader
@@ -58,27 +59,6 @@ log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 20
 T = TypeVar("T")
-
-
-class ClaimWatch:
-    """Other workers' claims judged live or dead: dead once unchanged for the failover time (own clock)."""
-
-    def __init__(self, failover_s: float, clock: Callable[[], float] = since_boot) -> None:
-        self.failover_s = failover_s
-        self.clock = clock
-        self._seen: dict[str, tuple[tuple[str, int], float]] = {}
-
-    def judge(self, claims: list[RangeClaim]) -> tuple[list[RangeClaim], list[RangeClaim]]:
-        """(live, dead); a claim seen for the first time is live."""
-        now, seen, live, dead = self.clock(), {}, [], []
-        for claim in claims:
-            value = (claim.session, claim.heartbeat)
-            before = self._seen.get(claim.worker_id)
-            since = before[1] if before is not None and before[0] == value else now
-            seen[claim.worker_id] = (value, since)
-            (dead if now - since >= self.failover_s else live).append(claim)
-        self._seen = seen
-        return live, dead
 
 
 def finish_split(claims: RangeClaims, split: Split, worker_id: str, failover_s: float,
@@ -136,7 +116,7 @@ class UnitReaders:
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
         self.default_unit = consumer.key_range or FULL
-        self.watch = {s: ClaimWatch(consumer.timing.failover_s) for s in consumer.streams}
+        self.watch = {s: ExpiryJudge(consumer.timing.failover_s, since_boot) for s in consumer.streams}
         self._claims: dict[str, RangeClaims] = {}
         self._work: set[asyncio.Future[Any]] = set()  # thread work a close() must wait for
         self._finishing: set[tuple[str, KeyRange]] = set()
@@ -243,7 +223,7 @@ class UnitReaders:
         """Units no live claim overlaps and nobody splits (dead claims are deleted; orphan splits noted)."""
         claims = self.claims(stream)
         _, units, found = claims.read_all()
-        live, dead = self.watch[stream].judge(found)
+        live, dead = live_and_dead(self.watch[stream], found)
         for claim in dead:
             if claims.delete_dead(claim):
                 log.warning("stream %r: removed the claim of a dead worker: %s", stream, claim.describe())

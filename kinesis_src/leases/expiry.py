@@ -1,20 +1,23 @@
-"""The one judge of "has this heartbeat stopped": shared by the coordinator and the query claim.
+"""The one judge of "has this heartbeat stopped": lease heartbeats, the query claim, key-range claims.
 
 A heartbeat value (session, counter) is expired once it has stayed the same
 for ``failover_s``, measured on the observer's own clock from the moment the
 observer first saw that value (the KCL's rule). Wall clocks are never
 compared, so a worker whose clock is wrong by years is judged like any
 other. The judge is pure: it does no I/O, and the clock is injected, so the
-tests drive it with a fake one.
+tests drive it with a fake one. A key that is forgotten (gone from a scan)
+and comes back is seen afresh: a first sight is a change.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable
+from typing import Callable, Hashable, Iterable, Mapping, TypeVar
 
 from ..errors import ConfigurationError
+
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -39,16 +42,16 @@ class _Sighting:
 
 
 class ExpiryJudge:
-    """Remembers, per key (a worker id, the query claim), when its current value was first seen."""
+    """Remembers, per key (a worker id, a claim), when its current value was first seen."""
 
     def __init__(self, failover_s: float, clock: Callable[[], float]) -> None:
         if failover_s <= 0:
             raise ConfigurationError(f"failover_s must be > 0, got {failover_s}")
         self.failover_s = failover_s
         self.clock = clock
-        self._seen: dict[str, _Sighting] = {}
+        self._seen: dict[Hashable, _Sighting] = {}
 
-    def observe(self, key: str, value: Hashable) -> Observation:
+    def observe(self, key: Hashable, value: Hashable) -> Observation:
         """Record that ``key`` holds ``value`` now; expired if it held it for failover_s already."""
         now = self.clock()
         sighting = self._seen.get(key)
@@ -59,15 +62,20 @@ class ExpiryJudge:
         expires_at = sighting.first_seen + self.failover_s
         return Observation(changed, unchanged, expires_at, now >= expires_at)
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: Hashable) -> None:
         """Drop a key (declared dead, or gone): its next value is seen afresh."""
         self._seen.pop(key, None)
 
-    def retain(self, keys: Iterable[str]) -> None:
+    def retain(self, keys: Iterable[Hashable]) -> None:
         """Forget every key not in ``keys`` (the heartbeats the last scan returned)."""
         keep = set(keys)
         for key in [k for k in self._seen if k not in keep]:
             del self._seen[key]
+
+    def observe_all(self, values: Mapping[K, Hashable]) -> dict[K, Observation]:
+        """One scan: every key listed observed with its value, every key not listed forgotten."""
+        self.retain(values)
+        return {key: self.observe(key, value) for key, value in values.items()}
 
     def next_expiry(self) -> float:
         """The earliest clock reading at which a watched value would expire (inf: none watched)."""

@@ -76,3 +76,15 @@ def test_keys_are_judged_independently_and_forgotten(clock: Clock) -> None:
 def test_failover_must_be_positive(clock: Clock) -> None:
     with pytest.raises(ConfigurationError, match="failover_s"):
         ExpiryJudge(0.0, clock)
+
+
+def test_a_scan_observes_every_key_listed_and_forgets_the_rest(clock: Clock) -> None:
+    judge = ExpiryJudge(3.0, clock)
+    first = judge.observe_all({"a": ("s", 1), "b": ("s", 1)})
+    assert all(o.changed and not o.expired for o in first.values())
+    clock.now = 503.0
+    scan = judge.observe_all({"a": ("s", 1)})  # b is gone from the scan: forgotten
+    assert list(scan) == ["a"] and scan["a"].expired
+    back = judge.observe_all({"a": ("s", 1), "b": ("s", 1)})
+    assert back["b"].changed and not back["b"].expired  # back: a first sight, not a stale one
+    assert back["b"].expires_at == 506.0 and judge.next_expiry() == 503.0
