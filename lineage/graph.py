@@ -40,6 +40,7 @@ from lineage.errors import (
 )
 from lineage.hashspace import MAX_HASH_KEY, MIN_HASH_KEY, HashRange, check_tiling
 from lineage.open_index import OpenRangeIndex
+from lineage.readiness import parents_done
 from lineage.shard import Shard, shard_sort_key
 
 
@@ -240,7 +241,7 @@ class ShardGraph:
         return tuple(sorted(seen, key=shard_sort_key))
 
     def ready(self, drained: Iterable[str]) -> list[str]:
-        """Shards that may be read now: not drained, every parent drained or unknown.
+        """Shards that may be read now: not drained, and :func:`~lineage.readiness.parents_done`.
 
         Unknown parents count as drained because Kinesis trims old shards past
         retention and a child may name a parent that will never be listed
@@ -250,7 +251,8 @@ class ShardGraph:
         if isinstance(drained, str):
             raise TypeError("ready() takes a collection of drained shard ids, not one id")
         done = drained if isinstance(drained, AbstractSet) else set(drained)
-        result = [sid for sid in self._candidates(done) if self._parents_done(sid, done)]
+        shards = self._shards
+        result = [sid for sid in self._candidates(done) if parents_done(shards[sid].parents, shards, done)]
         return sorted(result, key=shard_sort_key)
 
     def _candidates(self, done: AbstractSet[str]) -> set[str]:
@@ -267,9 +269,6 @@ class ShardGraph:
             candidates.difference_update(done)
             return candidates
         return self._shards.keys() - done
-
-    def _parents_done(self, shard_id: str, done: AbstractSet[str]) -> bool:
-        return all(p in done or p not in self._shards for p in self._shards[shard_id].parents)
 
     def owner(self, hash_key: int) -> str:
         """The open shard whose range holds ``hash_key``; O(log n) by bisect.
