@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Collection, Container, Iterable, Mapping, Sequence
+from typing import Collection, Iterable, Mapping, Sequence
 
 from lineage import shard_sort_key
 from lineage.readiness import parents_done
@@ -43,20 +43,20 @@ class AssignmentPlan:
         return not (self.take or self.steal or self.release)
 
 
-def is_assignable(lease: Lease, by_id: Mapping[str, Lease], preserve_shard_order: bool = True,
-                  ended: Container[str] | None = None) -> bool:
-    """Not finished, and (parent-first) lineage's readiness rule: every parent lease is SHARD_END or gone
-    (trimmed, cleaned up). ``ended``: the SHARD_END shard ids of ``by_id``, when the caller has them."""
-    if lease.is_shard_end:
-        return False
+def assignable(leases: Sequence[Lease], preserve_shard_order: bool = True) -> list[Lease]:
+    """The leases that may be taken, in the given order: not finished, and (parent-first) ready by
+    lineage's rule: every parent's lease is at SHARD_END, or gone (trimmed, cleaned up)."""
+    ended = {lease.shard_id for lease in leases if lease.is_shard_end}
     if not preserve_shard_order:
-        return True
-    return parents_done(lease.parent_shard_ids, by_id, shard_ends(by_id) if ended is None else ended)
+        return [lease for lease in leases if lease.shard_id not in ended]
+    known = {lease.shard_id for lease in leases}
+    return [lease for lease in leases
+            if lease.shard_id not in ended and parents_done(lease.parent_shard_ids, known, ended)]
 
 
-def shard_ends(by_id: Mapping[str, Lease]) -> frozenset[str]:
-    """The shard ids whose lease is at SHARD_END: the parents that are done."""
-    return frozenset(shard_id for shard_id, lease in by_id.items() if lease.is_shard_end)
+def is_assignable(lease: Lease, by_id: Mapping[str, Lease], preserve_shard_order: bool = True) -> bool:
+    """Whether one lease of ``by_id`` is :func:`assignable` (a pass over ``by_id``: for many, ask that)."""
+    return any(ready is lease for ready in assignable(list(by_id.values()), preserve_shard_order))
 
 
 def _order(lease: Lease) -> tuple[int, int, str]:
@@ -102,10 +102,8 @@ def plan_assignment(
     only re-reads them.
     """
     all_leases = list(leases)
-    by_id = {lease.shard_id: lease for lease in all_leases}
     workers = set(live_workers) | {me}
-    ended = shard_ends(by_id)
-    ready = sorted((l for l in all_leases if is_assignable(l, by_id, preserve_shard_order, ended)), key=_order)
+    ready = sorted(assignable(all_leases, preserve_shard_order), key=_order)
     ready_ids = {l.shard_id for l in ready}
     scale = _Scale.of(ready, len(workers), weights)
     closed = {p for l in all_leases for p in l.parent_shard_ids}
