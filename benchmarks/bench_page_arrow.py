@@ -20,7 +20,10 @@ best of ``--repeat`` rounds, the candidates interleaved round by round:
 - the KPL prefix check of ``retrieval/aggregation.py``: a 4-byte slice per
   record, ``bytes.startswith`` per record, or a search of the raw body for
   the magic's base64 (``84ma``) before any record is looked at;
-- a search of the raw body for ``"EncryptionType"`` (to skip that column's pass).
+- a search of the raw body for ``"EncryptionType"`` (to skip that column's pass);
+- ``pyarrow.json`` reading the records as newline-delimited JSON, cut out
+  of the body beforehand (the cut not counted) and ``Data`` left base64
+  (Arrow has no base64 kernel): a bound below what it would cost.
 
 Every candidate column is checked equal to the reference (``pa.array`` of the
 page's list) before it is timed. Figures: docs/performance.md, "The Spark
@@ -30,6 +33,7 @@ source against the no-I/O ceiling".
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from itertools import repeat
@@ -39,6 +43,7 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_decode import interleaved, make_body  # noqa: E402
@@ -89,7 +94,14 @@ def paths(body: bytes) -> dict[str, Callable[[], object]]:
         "KPL check: startswith per record": lambda: any(map(bytes.startswith, data, repeat(AGGREGATE_MAGIC))),
         "KPL check: search the body": lambda: b"84ma" in body,
         'search the body for "EncryptionType"': lambda: b'"EncryptionType"' in body,
+        "pyarrow.json, records pre-cut, Data still base64": _pyarrow_json(body),
     }
+
+
+def _pyarrow_json(body: bytes) -> Callable[[], object]:
+    lines = b"\n".join(json.dumps(r, separators=(",", ":")).encode() for r in json.loads(body)["Records"])
+    options = pa_json.ReadOptions(use_threads=False, block_size=len(lines) + 1)
+    return lambda: pa_json.read_json(pa.BufferReader(lines), read_options=options)
 
 
 def _join_always(values: list[bytes]) -> Any:
