@@ -15,6 +15,8 @@ import logging
 from dataclasses import dataclass
 
 from ..aws import DynamoDBClient
+from ..leases.schema.consumer_items import stream_list_item, streams_of
+from ..leases.schema.keys import stream_list_key
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +30,10 @@ class StreamListChange:
 def note_stream_list(dynamodb: DynamoDBClient, table_name: str, application: str,
                      streams: tuple[str, ...]) -> StreamListChange:
     """Record ``streams`` as the application's list; log and return what changed since the last record."""
-    key = {"pk": {"S": f"streams#{application}"}, "sk": {"S": "streams"}}
-    item = dynamodb.get_item(table_name, key)
-    before = tuple(v["S"] for v in item["streams"]["L"]) if item is not None else None
+    item = dynamodb.get_item(table_name, stream_list_key(application))
+    before = streams_of(item) if item is not None else None
     if before != streams:
-        dynamodb.put_item(table_name, {**key, "streams": {"L": [{"S": s} for s in streams]}})
+        dynamodb.put_item(table_name, stream_list_item(application, streams))
     if before is None:
         return StreamListChange((), ())
     change = StreamListChange(

@@ -11,21 +11,17 @@ from typing import TYPE_CHECKING, Callable
 
 from ..names import validate_worker_id
 from .model import HeartbeatStatus, WorkerHeartbeat
-from .serializer import (
+from .schema.keys import TTL_ATTRIBUTE, claim_key, worker_key
+from .schema.lease_items import (
     HEARTBEAT,
     HEARTBEAT_TTL_S,
     LAST_UPDATED,
     LEASE_CHANGES,
     LEASE_NOTIFY,
     SESSION,
-    TTL_ATTRIBUTE,
     LeaseCodec,
-    _list,
-    _n,
-    _s,
-    claim_key,
-    worker_key,
 )
+from .schema.values import number_value, string_value, strings_value
 
 if TYPE_CHECKING:
     from ..aws.dynamodb import DynamoDBClient, Item
@@ -93,13 +89,14 @@ class HeartbeatItems:
         """
         now = self.now_ms()
         names = {"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION}
-        values = {":one": _n(1), ":now": _n(now), ":ttl": _n(self._ttl_s()), ":session": _s(worker.session)}
+        values = {":one": number_value(1), ":now": number_value(now), ":ttl": number_value(self._ttl_s()),
+                  ":session": string_value(worker.session)}
         update = "SET #updated = :now, #ttl = :ttl"
         if changed:  # an announcement names whom it concerns, or nobody (an older announcement's are stale)
             names["#changes"], names["#notify"] = LEASE_CHANGES, LEASE_NOTIFY
             if notify:
                 update += ", #notify = :notify"
-                values[":notify"] = _list(notify)
+                values[":notify"] = strings_value(notify)
             else:
                 update += " REMOVE #notify"
         update += " ADD #hb :one" + (", #changes :one" if changed else "")
@@ -116,11 +113,11 @@ class HeartbeatItems:
     def _delete_heartbeat(self, key: Item, worker: WorkerHeartbeat, check_heartbeat: bool) -> bool:
         condition = "#session = :session"
         names = {"#session": SESSION}
-        values = {":session": _s(worker.session)}
+        values = {":session": string_value(worker.session)}
         if check_heartbeat:
             condition += " AND #hb = :hb"
             names["#hb"] = HEARTBEAT
-            values[":hb"] = _n(worker.heartbeat)
+            values[":hb"] = number_value(worker.heartbeat)
         return self.dynamodb.delete_item(self.table_name, key, condition, names=names, values=values).ok
 
     def _ttl_s(self) -> int:

@@ -39,8 +39,11 @@ import math
 import zlib
 from dataclasses import dataclass
 
-LAYOUT_RANGE_KEY = "layout"
-LEASE_PARTITIONS = "leasePartitions"
+from .schema.keys import LAYOUT_RANGE_KEY, layout_partition, spread_partition
+from .schema.lease_items import LEASE_PARTITIONS
+
+__all__ = ["LAYOUT_RANGE_KEY", "LEASE_PARTITIONS", "LEASES_PER_PARTITION", "MAX_LEASE_PARTITIONS", "LeaseLayout",
+           "layout_partition", "partitions_for", "validate_lease_partitions"]
 LEASES_PER_PARTITION = 1000  # ~85 RCU per strongly consistent read of one partition's leases
 MAX_LEASE_PARTITIONS = 64
 
@@ -56,22 +59,17 @@ class LeaseLayout:
     def partition_of(self, shard_id: str) -> str:
         if self.partitions == 1:
             return self.base
-        return f"{self.base}/{zlib.crc32(shard_id.encode()) % self.partitions}"
+        return spread_partition(self.base, zlib.crc32(shard_id.encode()) % self.partitions)
 
     def lease_partitions(self) -> tuple[str, ...]:
         if self.partitions == 1:
             return (self.base,)
-        return tuple(f"{self.base}/{k}" for k in range(self.partitions))
+        return tuple(spread_partition(self.base, k) for k in range(self.partitions))
 
 
 def partitions_for(expected_leases: int) -> int:
     """How many partition keys a new layout gets for about ``expected_leases`` leases."""
     return min(MAX_LEASE_PARTITIONS, max(1, math.ceil(expected_leases / LEASES_PER_PARTITION)))
-
-
-def layout_partition(application: str, stream: str, scope: str = "") -> str:
-    """The partition key of an application+stream's (and scope's) layout item."""
-    return f"layout#{application}#{stream}#{scope}" if scope else f"layout#{application}#{stream}"
 
 
 def validate_lease_partitions(value: int | None) -> int | None:

@@ -7,15 +7,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..errors import AccessDeniedError
-from .layout import (
-    LAYOUT_RANGE_KEY,
-    LEASE_PARTITIONS,
-    MAX_LEASE_PARTITIONS,
-    LeaseLayout,
-    layout_partition,
-    partitions_for,
-)
-from .serializer import HASH_KEY, LEASE_PREFIX, RANGE_KEY, LeaseCodec, _n, _s
+from .layout import MAX_LEASE_PARTITIONS, LeaseLayout, partitions_for
+from .schema.keys import HASH_KEY, LEASE_PREFIX, RANGE_KEY, layout_key
+from .schema.lease_items import LEASE_PARTITIONS, LeaseCodec, layout_item
 
 if TYPE_CHECKING:
     from ..aws.dynamodb import DynamoDBClient, Item
@@ -61,7 +55,7 @@ class LayoutRecords:
         return self._record(self.lease_partitions or partitions_for(expected_leases or 0))
 
     def _record(self, partitions: int) -> LeaseLayout:
-        item = {**self._layout_key(), LEASE_PARTITIONS: _n(partitions)}
+        item = layout_item(self._layout_key(), partitions)
         try:
             if self.dynamodb.put_item(self.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY}).ok:
                 self._layout = LeaseLayout(self.partition, partitions, recorded=True)
@@ -87,6 +81,5 @@ class LayoutRecords:
         return bool(self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, LEASE_PREFIX, limit=1))
 
     def _layout_key(self) -> Item:
-        return {HASH_KEY: _s(layout_partition(self.application, self.stream, self.scope)),
-                RANGE_KEY: _s(LAYOUT_RANGE_KEY)}
+        return layout_key(self.application, self.stream, self.scope)
 

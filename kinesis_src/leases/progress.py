@@ -8,16 +8,9 @@ end position it reached and whether the shard hit SHARD_END; the first
 writer wins (put-if-absent), and a re-run or speculative task reads back
 what was recorded instead of writing its own.
 
-Items live in the lease table (see :mod:`kinesis_src.leases.table`):
-
-* pk ``progress#<application>#<stream>#<run id>#<batch id>``, sk ``shard#<shardId>``
-* ``endPosition`` (S, the Position as canonical JSON), ``shardEnded`` (BOOL),
-  ``childShardIds`` (L of S), ``records`` (N), ``recordedAt`` (N, epoch ms),
-  ``stopReason`` (S: record_limit, time_limit, caught_up, end_timestamp,
-  end_sequence, shard_end -- whether the shard has more to read now),
-  ``millisBehindLatest`` (N, optional: lag when the read stopped),
-  ``bytes``, ``throttles``, ``retries`` (N, optional: what the read cost, for
-  the query progress; an item of an earlier version has none and reads as 0).
+Items live in the lease table, under
+``progress#<application>#<stream>#<run id>#<batch id>``, one per shard; their
+attributes are :mod:`.schema.batch_items`'s.
 
 No ``ttl`` attribute, on purpose: the ends of a run's last committed batch
 are the only record of where its next batch starts, and a query may be
@@ -35,52 +28,22 @@ purge it after commit. For N = 100 with one shard per task: 100 + 1 + 4 =
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from ..aws.dynamodb import DynamoDBClient, Item
-from ..errors import ConfigurationError, InvalidPositionError
+from ..errors import ConfigurationError
 from ..names import validate_name, validate_table_name
-from ..positions import Position
 from .model import Lease
-from .serializer import HASH_KEY, LEASE_PREFIX, RANGE_KEY, LeaseCodec
+from .schema.batch_items import ShardProgress, progress_item, progress_of
+from .schema.keys import HASH_KEY, RANGE_KEY, keys_of, lease_key, progress_partition
+from .schema.values import ItemReader
 from .table import LeaseTable
 
-SHARD_ID = "shardId"
-END_POSITION = "endPosition"
-SHARD_ENDED = "shardEnded"
-CHILD_SHARD_IDS = "childShardIds"
-RECORDS = "records"
-RECORDED_AT = "recordedAt"
-STOP_REASON = "stopReason"
-MILLIS_BEHIND_LATEST = "millisBehindLatest"
-BYTES = "bytes"
-THROTTLES = "throttles"
-RETRIES = "retries"
+__all__ = ["ProgressStore", "RecordResult", "ShardProgress"]
 
 _TRANSACT_MAX = 100
-
-
-@dataclass(frozen=True)
-class ShardProgress:
-    """Where one shard's read in one micro-batch stopped."""
-
-    shard_id: str
-    end: Position
-    shard_ended: bool = False
-    child_shard_ids: tuple[str, ...] = ()
-    records: int = 0
-    stop_reason: str = ""  # why the read stopped (kinesis_src.retrieval.cursor.StopReason value); tells the planner
-    millis_behind_latest: int | None = None  # lag at the end of the read, for query progress
-    byte_count: int = 0  # record data read, for query progress
-    throttles: int = 0  # throttled calls the read retried
-    retries: int = 0  # calls the read retried (throttles included)
-
-    def same_outcome(self, other: ShardProgress) -> bool:
-        """Equal end and end-of-shard: what deterministic replay needs (counts may differ)."""
-        return (self.shard_id, self.end, self.shard_ended) == (other.shard_id, other.end, other.shard_ended)
 
 
 @dataclass(frozen=True)
@@ -106,7 +69,7 @@ class ProgressStore:
         validate_table_name(self.table_name)
         validate_name(self.application, "applicationName")
         validate_name(self.stream, "streamName")
-        self.codec = LeaseCodec(self.table_name)
+        self.codec = ItemReader(self.table_name)
 
     @classmethod
     def of(cls, leases: LeaseTable) -> ProgressStore:
@@ -117,7 +80,7 @@ class ProgressStore:
         validate_name(run_id, "run id")
         if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
             raise ConfigurationError(f"batch id must be an integer >= 0, got {batch_id!r}")
-        return f"progress#{self.application}#{self.stream}#{run_id}#{batch_id}"
+        return progress_partition(self.application, self.stream, run_id, batch_id)
 
     # -- writes ---------------------------------------------------------------------
 
@@ -193,7 +156,7 @@ class ProgressStore:
             items = self.dynamodb.query(
                 self.table_name, HASH_KEY, self.partition(run_id, batch_id), projection=(HASH_KEY, RANGE_KEY)
             )
-            keys = [{HASH_KEY: i[HASH_KEY], RANGE_KEY: i[RANGE_KEY]} for i in items]
+            keys = keys_of(items)
         else:
             keys = [self._key(run_id, batch_id, s) for s in shard_ids]
         return self.dynamodb.batch_delete(self.table_name, keys)
@@ -201,24 +164,10 @@ class ProgressStore:
     # -- items ----------------------------------------------------------------------
 
     def _key(self, run_id: str, batch_id: int, shard_id: str) -> Item:
-        return {HASH_KEY: {"S": self.partition(run_id, batch_id)}, RANGE_KEY: {"S": LEASE_PREFIX + shard_id}}
+        return lease_key(self.partition(run_id, batch_id), shard_id)
 
     def _item(self, run_id: str, batch_id: int, progress: ShardProgress) -> Item:
-        item: Item = {
-            **self._key(run_id, batch_id, progress.shard_id),
-            SHARD_ID: {"S": progress.shard_id},
-            END_POSITION: {"S": json.dumps(progress.end.to_dict(), separators=(",", ":"))},
-            SHARD_ENDED: {"BOOL": progress.shard_ended},
-            CHILD_SHARD_IDS: {"L": [{"S": c} for c in progress.child_shard_ids]},
-            RECORDS: {"N": str(progress.records)},
-            RECORDED_AT: {"N": str(self.now_ms())},
-            STOP_REASON: {"S": progress.stop_reason},
-        }
-        if progress.millis_behind_latest is not None:
-            item[MILLIS_BEHIND_LATEST] = {"N": str(progress.millis_behind_latest)}
-        item.update({BYTES: {"N": str(progress.byte_count)}, THROTTLES: {"N": str(progress.throttles)},
-                     RETRIES: {"N": str(progress.retries)}})
-        return item
+        return progress_item(self._key(run_id, batch_id, progress.shard_id), progress, self.now_ms())
 
     def _put_if_absent(self, run_id: str, batch_id: int, progress: ShardProgress) -> dict[str, Any]:
         return {
@@ -241,26 +190,4 @@ class ProgressStore:
         return self._progress(item)
 
     def _progress(self, item: Item) -> ShardProgress:
-        codec = self.codec
-        text = codec.string(item, END_POSITION)
-        try:
-            end = Position.from_dict(json.loads(text))
-        except (ValueError, TypeError, AttributeError, InvalidPositionError) as exc:
-            raise codec.corrupt(item, END_POSITION, "a position as JSON", f"is {text!r} ({exc})") from None
-        records = codec.number(item, RECORDS)
-        return ShardProgress(
-            shard_id=codec.string(item, SHARD_ID),
-            end=end,
-            shard_ended=codec.boolean(item, SHARD_ENDED),
-            child_shard_ids=codec.strings(item, CHILD_SHARD_IDS),
-            records=records,
-            stop_reason=codec.string(item, STOP_REASON, optional=True),
-            millis_behind_latest=codec.number(item, MILLIS_BEHIND_LATEST) if MILLIS_BEHIND_LATEST in item else None,
-            byte_count=self._count(item, BYTES),
-            throttles=self._count(item, THROTTLES),
-            retries=self._count(item, RETRIES),
-        )
-
-    def _count(self, item: Item, name: str) -> int:
-        """A read-cost count; 0 in an item of an earlier version, which has none."""
-        return self.codec.number(item, name) if name in item else 0
+        return progress_of(self.codec, item)

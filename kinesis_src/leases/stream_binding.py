@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 
 from ..identity import StreamIdentity, check_same_stream
-from .serializer import HASH_KEY, identity_item, identity_key
+from .schema.keys import HASH_KEY, identity_key, identity_partition, lease_partition
+from .schema.lease_items import identity_item
 from .table import LeaseTable
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def bind_stream(table: LeaseTable, current: StreamIdentity) -> StreamIdentity:
         current,
         f"lease table {table.table_name!r} (application {table.application!r})",
         f"To start over from the initial position, use a new application_name, or delete the "
-        f"application's items for this stream (partition keys lease#{table.application}#{table.stream} "
-        f"and stream#{table.application}#{table.stream}).",
+        f"application's items for this stream (partition keys {lease_partition(table.application, table.stream)} "
+        f"and {identity_partition(table.application, table.stream)}).",
     )
     return recorded

@@ -18,10 +18,10 @@ Why this keeps Spark's contract:
 * A restart reads the plan back by (run, batch, digest) and checks the digest,
   so what it replays is exactly what the checkpoint named.
 
-Items: pk ``plan#<application>#<stream>#<run>#<batch>``, sk ``<digest>#<part>``,
-``body`` (B, a slice of the compressed plan, at most PART_BYTES so each
-item stays under DynamoDB's 400 KB), ``parts`` (N). A run keeps the plans of
-its last committed batch and the one after it, like progress items.
+Items: pk ``plan#<application>#<stream>#<run>#<batch>``, sk ``<digest>#<part>``
+(:mod:`kinesis_src.leases.schema.batch_items`), each part at most PART_BYTES
+so each item stays under DynamoDB's 400 KB. A run keeps the plans of its
+last committed batch and the one after it, like progress items.
 """
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ from typing import Any, Mapping
 
 from ..aws.dynamodb import DynamoDBClient
 from ..errors import ConfigurationError
-from ..leases.serializer import HASH_KEY, RANGE_KEY
+from ..leases.schema.batch_items import plan_body, plan_part_item, plan_parts
+from ..leases.schema.keys import HASH_KEY, RANGE_KEY, keys_of, plan_part_prefix, plan_partition
 from ..leases.table import LeaseTable
 from .offsets import Plan
 
 INLINE_MAX_BYTES = 8 * 1024  # plans up to this size stay in the offset, readable as they are
 PART_BYTES = 300_000
-BODY = "body"
-PARTS = "parts"
 
 
 def digest_of(text: str) -> str:
@@ -63,35 +62,27 @@ class PlanStore:
         return cls(leases.dynamodb, leases.table_name, leases.application, leases.stream)
 
     def partition(self, run: str, batch: int) -> str:
-        return f"plan#{self.application}#{self.stream}#{run}#{batch}"
+        return plan_partition(self.application, self.stream, run, batch)
 
     def put(self, run: str, batch: int, digest: str, text: str) -> None:
         body = zlib.compress(text.encode(), 6)
         parts = [body[i : i + self.part_bytes] for i in range(0, len(body), self.part_bytes)]
         for i, part in enumerate(parts):
-            self.dynamodb.put_item(
-                self.table_name,
-                {
-                    HASH_KEY: {"S": self.partition(run, batch)},
-                    RANGE_KEY: {"S": f"{digest}#{i:04d}"},
-                    BODY: {"B": part},
-                    PARTS: {"N": str(len(parts))},
-                },
-            )
+            self.dynamodb.put_item(self.table_name, plan_part_item(self.partition(run, batch), digest, i, part, len(parts)))
 
     def get(self, run: str, batch: int, digest: str) -> str:
         """The plan's JSON text; ConfigurationError if it is missing, incomplete or not what the digest says."""
         pk = self.partition(run, batch)
-        items = self.dynamodb.query(self.table_name, HASH_KEY, pk, RANGE_KEY, f"{digest}#")
+        items = self.dynamodb.query(self.table_name, HASH_KEY, pk, RANGE_KEY, plan_part_prefix(digest))
         items.sort(key=lambda item: item[RANGE_KEY]["S"])
         where = f"lease table {self.table_name!r}, key {pk!r} / {digest!r}"
-        if not items or len(items) != int(items[0][PARTS]["N"]):
+        if not items or len(items) != plan_parts(items[0]):
             raise ConfigurationError(
                 f"the checkpoint's offset names a plan that is missing or incomplete in the {where} "
                 f"({len(items)} part(s) found). The lease-table items of this query were deleted; start the "
                 "query with a new checkpointLocation."
             )
-        text = zlib.decompress(b"".join(bytes(item[BODY]["B"]) for item in items)).decode()
+        text = zlib.decompress(b"".join(plan_body(item) for item in items)).decode()
         if digest_of(text) != digest:
             raise ConfigurationError(f"the stored plan in the {where} does not match its digest")
         return text
@@ -99,7 +90,7 @@ class PlanStore:
     def purge_batch(self, run: str, batch: int) -> int:
         pk = self.partition(run, batch)
         items = self.dynamodb.query(self.table_name, HASH_KEY, pk, projection=(HASH_KEY, RANGE_KEY))
-        return self.dynamodb.batch_delete(self.table_name, [{HASH_KEY: i[HASH_KEY], RANGE_KEY: i[RANGE_KEY]} for i in items])
+        return self.dynamodb.batch_delete(self.table_name, keys_of(items))
 
 
 class PlanBook:

@@ -1,8 +1,8 @@
-"""The lease table's on-disk format: one item of each kind, built by the schema code, equals a literal.
+"""The lease table's on-disk format: one item of each kind, built by the schema and by its writer, equals a literal.
 
 The literals were written from the items the code produced before the schema
-moved into one package; any change to a key string or attribute name makes
-old tables unreadable, so it must fail here first.
+moved into kinesis_src.leases.schema; a change to a key string or attribute
+name makes existing tables unreadable, so it must fail here first.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from kinesis_src.identity import StreamIdentity
 from kinesis_src.leases.layout_records import LayoutRecords
 from kinesis_src.leases.model import Checkpoint, Lease, Throughput, WorkerHeartbeat
 from kinesis_src.leases.progress import ProgressStore, ShardProgress
-from kinesis_src.leases.serializer import LeaseCodec, claim_key, identity_item, identity_key, lease_partition, worker_key
+from kinesis_src.leases.schema import batch_items, consumer_items, keys
+from kinesis_src.leases.schema.keys import claim_key, identity_key, lease_partition, worker_key
+from kinesis_src.leases.schema.lease_items import LeaseCodec, identity_item, layout_item
 from kinesis_src.positions import Position
 from kinesis_src.spark.plan_store import PlanStore
 
@@ -125,6 +127,7 @@ def test_a_layout_item() -> None:
         {"pk": s("layout#app#orders"), "sk": s("layout"), "leasePartitions": n(3)},
         {"pk": s("layout#app#orders#0-99"), "sk": s("layout"), "leasePartitions": n(1)},
     ]
+    assert layout_item(keys.layout_key(APP, STREAM, "0-99"), 1) == dynamodb.puts[1]
 
 
 def test_a_progress_item() -> None:
@@ -142,6 +145,9 @@ def test_a_progress_item() -> None:
         "recordedAt": n(4242), "stopReason": s("shard_end"), "millisBehindLatest": n(0), "bytes": n(100),
         "throttles": n(1), "retries": n(2),
     }]
+    key = keys.lease_key(keys.progress_partition(APP, STREAM, "run1", 3), "shardId-000000000001")
+    assert batch_items.progress_item(key, progress, 4242) == dynamodb.puts[0]
+    assert batch_items.progress_of(LeaseCodec(TABLE), dynamodb.puts[0]) == progress
 
 
 def test_a_plan_item() -> None:
@@ -152,6 +158,8 @@ def test_a_plan_item() -> None:
         (s("plan#app#orders#run1#3"), s("d1g#0002"), n(3)),
     ]
     assert sorted(dynamodb.puts[0]) == ["body", "parts", "pk", "sk"]
+    part = batch_items.plan_part_item(keys.plan_partition(APP, STREAM, "run1", 3), "d1g", 1, b"xy", 3)
+    assert part == {"pk": s("plan#app#orders#run1#3"), "sk": s("d1g#0001"), "body": {"B": b"xy"}, "parts": n(3)}
     assert b"".join(i["body"]["B"] for i in dynamodb.puts) == __import__("zlib").compress(b"{}", 6)
 
 
@@ -159,6 +167,7 @@ def test_a_stream_list_item() -> None:
     dynamodb = RecordingDynamoDB()
     note_stream_list(dynamodb, TABLE, APP, ("orders", "clicks"))  # type: ignore[arg-type]
     assert dynamodb.puts == [{"pk": s("streams#app"), "sk": s("streams"), "streams": {"L": [s("orders"), s("clicks")]}}]
+    assert consumer_items.stream_list_item(APP, ("orders", "clicks")) == dynamodb.puts[0]
 
 
 def test_an_ordering_claim_item() -> None:
@@ -166,6 +175,7 @@ def test_an_ordering_claim_item() -> None:
     claim_ordering(dynamodb, TABLE, APP, STREAM, Ordering.KEY, "w1")  # type: ignore[arg-type]
     assert dynamodb.puts == [{"pk": s("processing#app#orders"), "sk": s("ordering"), "ordering": s("key"),
                               "workerId": s("w1")}]
+    assert consumer_items.ordering_item(APP, STREAM, "key", "w1") == dynamodb.puts[0]
 
 
 def test_a_range_claim_item() -> None:
@@ -176,12 +186,15 @@ def test_a_range_claim_item() -> None:
         "pk": s("ranges#app#orders"), "sk": s("claim#w1"), "workerId": s("w1"), "rangeStart": s("0"),
         "rangeEnd": s("99"), "session": s("abc"), "heartbeat": n(5), "claimOrder": n(2), "ttl": n(4_000_000_000 + DAY_S),
     }
+    assert consumer_items.range_claim_item(APP, STREAM, "w1", 0, 99, "abc", 5, 2, 4_000_000_000 + DAY_S) == item
+    assert consumer_items.range_claim_fields(item) == ("w1", 0, 99, "abc", 5, 2)
 
 
 def test_a_range_version_item_with_units() -> None:
     top = FULL.end
     units = UnitMap((KeyRange(0, 49), KeyRange(50, top)), (Split(KeyRange(0, 49), (KeyRange(0, 9), KeyRange(10, 49)), "w1"),))
     key = {"pk": s("ranges#app#orders"), "sk": s("version")}
+    assert keys.range_version_key(APP, STREAM) == key
     update = unit_registry.version_update(TABLE, key, 0, units)["Update"]
     assert update["Key"] == key
     assert update["UpdateExpression"] == "SET #v = :next, #u = :units, #s = :splits"

@@ -17,38 +17,28 @@ from __future__ import annotations
 
 from ...aws import DynamoDBClient
 from ...errors import ConfigurationError
-from ...leases.serializer import HASH_KEY, RANGE_KEY
+from ...leases.schema.consumer_items import ordering_item, recorded_ordering
+from ...leases.schema.keys import HASH_KEY, ordering_key, ordering_partition
 from .options import Ordering
 
-ORDERING_RANGE_KEY = "ordering"
-ORDERING_ATTRIBUTE = "ordering"
-CLAIMED_BY_ATTRIBUTE = "workerId"
-
-
-def ordering_key(application: str, stream: str) -> dict[str, dict[str, str]]:
-    return {HASH_KEY: {"S": f"processing#{application}#{stream}"}, RANGE_KEY: {"S": ORDERING_RANGE_KEY}}
+__all__ = ["claim_ordering", "ordering_key"]
 
 
 def claim_ordering(
     dynamodb: DynamoDBClient, table: str, application: str, stream: str, ordering: Ordering, worker_id: str
 ) -> None:
     """Record ``ordering`` for (application, stream), or check it against the one recorded first."""
-    item = {
-        **ordering_key(application, stream),
-        ORDERING_ATTRIBUTE: {"S": ordering.value},
-        CLAIMED_BY_ATTRIBUTE: {"S": worker_id},
-    }
+    item = ordering_item(application, stream, ordering.value, worker_id)
     result = dynamodb.put_item(table, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY})
     if result.ok:
         return
     stored = result.item or dynamodb.get_item(table, ordering_key(application, stream)) or {}
-    first = stored.get(ORDERING_ATTRIBUTE, {}).get("S")
+    first, by = recorded_ordering(stored)
     if first == ordering.value:
         return
-    by = stored.get(CLAIMED_BY_ATTRIBUTE, {}).get("S", "an earlier worker")
     raise ConfigurationError(
         f"ordering={ordering.value!r} conflicts with ordering={first!r}, which application {application!r} "
-        f"already uses on stream {stream!r} (recorded by {by} in lease table {table!r}, item "
-        f"processing#{application}#{stream}). Every worker of one application must use the same ordering: "
-        f"pass ordering={first!r}, or stop every worker and delete that item to change the mode"
+        f"already uses on stream {stream!r} (recorded by {by or 'an earlier worker'} in lease table {table!r}, "
+        f"item {ordering_partition(application, stream)}). Every worker of one application must use the same "
+        f"ordering: pass ordering={first!r}, or stop every worker and delete that item to change the mode"
     )
