@@ -1,36 +1,12 @@
-"""Where one application's leases on a stream live: one partition key, or spread over several.
+"""Where one application's leases on a stream live: one partition key, or spread over P of them.
 
-Every lease of an application+stream used to live under one partition key,
-``lease#<application>#<stream>``. DynamoDB serves one partition key at most
-3,000 read and 1,000 write units per second, and every worker re-reads every
-lease: at 10,000 shards and 100 workers the reads of that one key throttled
-(the lease simulation), and retried reads held up everything behind them.
-
-The KCL 3.x lease table keys every lease by itself (hash key ``leaseKey``)
-and adds a global secondary index on ``leaseOwner``: a worker finds its own
-leases through the index, and one leader scans the whole table to assign
-them. Here the table is shared by applications and streams (hash ``pk``,
-range ``sk``), every worker balances on a view of all leases, and a Query
-reads one partition key at a time, so the leases are spread over P partition
-keys instead: ``lease#<application>#<stream>/<k>``, k = crc32(shard id) mod P.
-A full read is P Queries, each a P-th of the units; no index, no table change.
-
-P is recorded once per application+stream (and scope), in an item of its own
-(``layout#<application>#<stream>[#<scope>]``, sort key ``layout``), by the
-first writer of a lease (put-if-absent: every worker agrees):
-
-* a table that already holds leases under the single key (written by an
-  earlier version) records P = 1 and keeps them where they are: upgrading
-  keeps every checkpoint, and workers of the earlier version still see the
-  leases the new ones create;
-* otherwise P = the ``lease_partitions`` the LeaseTable was given, or, from
-  a shard sync, one partition per :data:`LEASES_PER_PARTITION` shards
-  (1 up to 1,000 shards: one Query, as before).
-
-P never changes afterwards (a lease's key depends on it). Heartbeats stay
-under the single key: the heartbeat Query and the ``worker#`` items are the
-same for every layout. Until a layout is recorded, readers read the single
-key and look for the record again at their next lease read.
+Every worker reads every lease, and DynamoDB serves one partition key a
+bounded number of units per second, so large streams spread their leases over
+P keys (``.../<k>``, k = crc32(shard id) mod P); a full read is P Queries.
+P is recorded once per application+stream (put-if-absent, so every worker
+agrees; :mod:`.layout_records`) and never changes, since a lease's key
+depends on it. Heartbeats stay under the single key. Rationale and upgrade
+rules: docs/leases.md, "Leases over several partition keys".
 """
 
 from __future__ import annotations

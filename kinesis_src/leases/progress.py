@@ -13,17 +13,10 @@ Items live in the lease table, under
 attributes are :mod:`.schema.batch_items`'s.
 
 No ``ttl`` attribute, on purpose: the ends of a run's last committed batch
-are the only record of where its next batch starts, and a query may be
-stopped for any length of time before it resumes. Older batches are deleted
-explicitly (:meth:`ProgressStore.purge_batch`, called when Spark commits the
-next batch), so a run keeps the items of at most its last two batches.
-
-Request cost of one micro-batch over N shards: N PutItem (one per shard,
-from the tasks) or one TransactWriteItems per task (:meth:`record_many`,
-up to 100 shards); one consistent Query for the driver's read-back
-(~5 KB per 25 shards, one request per 1 MB); ceil(N/25) BatchWriteItem to
-purge it after commit. For N = 100 with one shard per task: 100 + 1 + 4 =
-105 requests; with tasks of 10 shards: 10 + 1 + 4 = 15.
+are the only record of where its next batch starts, however long the query
+stays stopped. Older batches are deleted explicitly
+(:meth:`ProgressStore.purge_batch`, when Spark commits the next batch).
+Request costs: docs/leases.md, "Spark progress".
 """
 
 from __future__ import annotations
