@@ -33,6 +33,8 @@ from ..records import RecordPage
 from .boundary import acall, millisecond_timestamps
 from .credentials import configure_aio
 from .decode import check_complete, decode_get_records, fast_parse, is_get_records, page_of, succeeded
+from .direct_get_records import DirectGetRecords, wanted
+from .sigv4 import Keys
 from .kinesis import shard_not_found, stream_not_found
 
 if TYPE_CHECKING:
@@ -122,19 +124,30 @@ class AsyncKinesisClient:
         self._before_decode = before_decode
         self._context: Any = None
         self._client: Any = None
+        self._direct: DirectGetRecords | None = None
 
     async def __aenter__(self) -> AsyncKinesisClient:
-        self._context = new_aio_session(self._before_decode, self.settings).create_client(
+        session = new_aio_session(self._before_decode, self.settings)
+        self._context = session.create_client(
             "kinesis",
             region_name=self.settings.region,
             endpoint_url=self.settings.endpoint_url,
             config=aio_client_config(self.settings, self._max_connections),
         )
         self._client = await self._context.__aenter__()
+        if wanted(self.settings):
+            self._direct = DirectGetRecords(
+                self._client.meta.endpoint_url, self._client.meta.region_name, _keys_of(session), self.settings,
+                self._max_connections, session.get_config_variable("ca_bundle"),
+            )
+            await self._direct.open()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
         context, self._context, self._client = self._context, None, None
+        direct, self._direct = self._direct, None
+        if direct is not None:
+            await direct.close()
         if context is not None:
             await context.__aexit__(*exc_info)
 
@@ -178,12 +191,21 @@ class AsyncKinesisClient:
     async def get_records(self, iterator: str, limit: int, shard_id: str, stream: str) -> RecordPage:
         what = f"GetRecords on shard {shard_id} of stream {stream!r}"
         try:
+            if self._direct is not None:
+                return await self._call(what, lambda: self._direct_page(iterator, limit))
             out = await self._call(
                 what, lambda: self._client.get_records(ShardIterator=iterator, Limit=limit)
             )
         except ResourceNotFoundError as exc:
             raise await self._stream_or_shard_missing(stream, shard_id) from exc
         return page_of(out)
+
+    async def _direct_page(self, iterator: str, limit: int) -> RecordPage:
+        assert self._direct is not None
+        body = await self._direct.get_records(iterator, limit)
+        if self._before_decode is not None:
+            await self._before_decode()
+        return decode_get_records(body)
 
     def _stream_not_found(self, stream: str) -> StreamNotFoundError:
         return stream_not_found(stream, self.endpoint, self.settings.region)
@@ -194,3 +216,16 @@ class AsyncKinesisClient:
         except StreamNotFoundError as missing:
             return missing
         return shard_not_found(stream, shard_id, self.endpoint)
+
+
+def _keys_of(session: AioSession) -> Callable[[], Awaitable[Keys | None]]:
+    """The session's current credentials (refreshed as botocore refreshes them), as signing keys."""
+
+    async def keys() -> Keys | None:
+        credentials = await session.get_credentials()
+        if credentials is None:
+            return None
+        frozen = await credentials.get_frozen_credentials()
+        return Keys(frozen.access_key, frozen.secret_key, frozen.token)
+
+    return keys

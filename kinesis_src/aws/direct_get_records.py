@@ -1,0 +1,134 @@
+"""GetRecords straight over aiohttp: one signature (:mod:`.sigv4`), one POST, the body for the one decode.
+
+At the Consumer's cadence (each shard polled every 200 ms) a GetRecords
+through aiobotocore costs about three times the CPU of this path, nearly all
+of it botocore's generic request pipeline (docs/performance.md). Nothing else
+changes: the endpoint, region and credentials are the aiobotocore client's,
+and failures are raised as botocore raises them, so
+:func:`.boundary.translate` and the retry policy treat them the same way.
+
+The path is not taken where something must see every request: when an
+active ``before-send`` handler is registered with botocore (a running moto
+mock, a recorder: :func:`wanted`), or with
+``AwsSettings(direct_get_records=False)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from typing import Any, Awaitable, Callable
+from urllib.parse import urlsplit
+
+import aiohttp
+import botocore.handlers
+import botocore.httpsession
+from botocore import parsers
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+
+from ..config import AwsSettings
+from ..errors import TruncatedResponseError
+from .body_decode import from_parser
+from .sigv4 import JsonPostSigner, Keys
+
+TARGET = "Kinesis_20131202.GetRecords"
+CONTENT_TYPE = "application/x-amz-json-1.1"
+USER_AGENT = "kinesis-src (direct GetRecords)"
+
+KeySource = Callable[[], Awaitable["Keys | None"]]
+
+
+def wanted(settings: AwsSettings) -> bool:
+    """Whether GetRecords may bypass botocore: allowed by the settings, and no request interceptor.
+
+    An interceptor is a ``before-send`` handler in botocore's built-in list
+    that is not switched off (moto registers one on import and sets its
+    ``enabled`` while a mock runs). Decided when the client opens.
+    """
+    if not settings.direct_get_records:
+        return False
+    return not any(
+        str(entry[0]).startswith("before-send") and getattr(entry[1], "enabled", True)
+        for entry in botocore.handlers.BUILTIN_HANDLERS
+    )
+
+
+class DirectGetRecords:
+    """Sends GetRecords to one endpoint; ``await open()`` before use, ``await close()`` after."""
+
+    def __init__(self, endpoint_url: str, region: str, keys: KeySource, settings: AwsSettings,
+                 max_connections: int, ca_bundle: str | None = None) -> None:
+        parts = urlsplit(endpoint_url)
+        default_port = {"http": 80, "https": 443}.get(parts.scheme)
+        host = parts.hostname or ""
+        self.url = f"{parts.scheme}://{parts.netloc}/"
+        self._signer = JsonPostSigner(
+            host if parts.port in (None, default_port) else f"{host}:{parts.port}", region, "kinesis", CONTENT_TYPE
+        )
+        self._keys = keys
+        self._settings = settings
+        self._max_connections = max_connections
+        self._ca_bundle = ca_bundle
+        self._session: aiohttp.ClientSession | None = None
+
+    async def open(self) -> None:
+        connector = aiohttp.TCPConnector(limit=self._max_connections, ssl=_ssl_context(self.url, self._ca_bundle))
+        timeout = aiohttp.ClientTimeout(sock_connect=self._settings.connect_timeout_s,
+                                        sock_read=self._settings.read_timeout_s)
+        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=True,
+                                              skip_auto_headers=("User-Agent",))
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def get_records(self, iterator: str, limit: int) -> bytes:
+        """The success body; a failure raised as botocore would raise it."""
+        if self._session is None:
+            raise RuntimeError("DirectGetRecords is not open")
+        keys = await self._keys()
+        if keys is None:
+            raise NoCredentialsError()
+        body = json.dumps({"ShardIterator": iterator, "Limit": limit}).encode()
+        headers = self._signer.headers(keys, TARGET, body)
+        headers["user-agent"] = USER_AGENT
+        try:
+            async with self._session.post(self.url, data=body, headers=headers) as response:
+                raw = await response.read()
+                status, answer_headers = response.status, response.headers
+        except aiohttp.ClientPayloadError as exc:
+            raise from_parser(TruncatedResponseError(
+                "GetRecords response body ended before the length its Content-Length announced: "
+                "the connection closed mid-answer"
+            )) from exc
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise ReadTimeoutError(endpoint_url=self.url, error=exc) from exc
+        except aiohttp.ServerDisconnectedError as exc:
+            raise ConnectionClosedError(endpoint_url=self.url, error=exc) from exc
+        except aiohttp.ClientError as exc:
+            raise EndpointConnectionError(endpoint_url=self.url, error=exc) from exc
+        if status >= 300:
+            raise client_error(status, answer_headers, raw)
+        return raw
+
+
+def client_error(status: int, headers: Any, body: bytes) -> ClientError:
+    """The ClientError botocore raises for this answer, from botocore's own JSON error parser."""
+    answer = {"status_code": status, "headers": {str(k).lower(): v for k, v in headers.items()}, "body": body}
+    return ClientError(parsers.create_parser("json").parse(answer, None), "GetRecords")
+
+
+def _ssl_context(url: str, ca_bundle: str | None) -> ssl.SSLContext | bool:
+    """For https, the trust store botocore would use: the session's ``ca_bundle`` (``AWS_CA_BUNDLE``,
+    the profile's setting), else botocore's default bundle."""
+    if not url.startswith("https:"):
+        return False
+    return ssl.create_default_context(cafile=ca_bundle or botocore.httpsession.get_cert_path(True))

@@ -1,0 +1,205 @@
+"""GetRecords sent directly (kinesis_src.aws.direct_get_records) answers what aiobotocore's path answers.
+
+A scripted aiohttp server plays Kinesis: the same pages, the same errors (translated and retried the
+same way), the request signed for the client's endpoint and credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import threading
+from dataclasses import replace
+from typing import Any, Iterator
+
+import botocore.handlers
+import pytest
+from aiohttp import web
+
+from kinesis_src.aws.async_kinesis import AsyncKinesisClient
+from kinesis_src.aws.direct_get_records import wanted
+from kinesis_src.config import AwsSettings
+from kinesis_src.errors import (
+    IteratorExpiredError,
+    MalformedResponseError,
+    RetriesExhaustedError,
+    StreamNotFoundError,
+    ThrottledError,
+    TruncatedResponseError,
+)
+from kinesis_src.retry import RetryPolicy
+
+FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002, deadline_s=5)
+PAGE = {
+    "Records": [{"SequenceNumber": str(49_000 + i), "ApproximateArrivalTimestamp": 1795780800.123 + i,
+                 "Data": base64.b64encode(b"record-%d" % i).decode(), "PartitionKey": f"k{i}"} for i in range(3)],
+    "NextShardIterator": "it-2",
+    "MillisBehindLatest": 7,
+}
+ERRORS = {
+    "expired": (400, "com.amazonaws.kinesis.v20131202#ExpiredIteratorException", "Iterator expired"),
+    "throttled": (400, "ProvisionedThroughputExceededException", "Rate exceeded for shard"),
+    "missing": (400, "ResourceNotFoundException", "Stream orders under account 1 not found."),
+}
+
+
+class ScriptedKinesis:
+    """Answers each call with the next scripted action for its operation, then with a success."""
+
+    def __init__(self, script: dict[str, list[str]]) -> None:
+        self.script = script
+        self.seen: list[dict[str, str]] = []
+        self._loop = asyncio.new_event_loop()
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._runner: web.AppRunner | None = None
+        ready = threading.Event()
+        threading.Thread(target=self._run, args=(ready,), daemon=True).start()
+        assert ready.wait(10), "scripted server did not start"
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_post("/", self._answer)
+        self._runner = web.AppRunner(app)
+        self._loop.run_until_complete(self._runner.setup())
+        self._loop.run_until_complete(web.SockSite(self._runner, self._sock).start())
+        ready.set()
+        self._loop.run_forever()
+
+    def close(self) -> None:
+        async def stop() -> None:
+            assert self._runner is not None
+            await self._runner.cleanup()
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
+        operation = request.headers.get("X-Amz-Target", "").rpartition(".")[2]
+        self.seen.append({"operation": operation, **{k.lower(): v for k, v in request.headers.items()}})
+        await request.read()
+        actions = self.script.get(operation, [])
+        action = actions.pop(0) if actions else "ok"
+        if action in ERRORS:
+            status, code, message = ERRORS[action]
+            return web.json_response({"__type": code, "message": message}, status=status,
+                                     content_type="application/x-amz-json-1.1")
+        if action == "garbage":
+            return web.Response(body=b"<html>not json</html>", content_type="application/x-amz-json-1.1")
+        if action == "truncate":
+            body = json.dumps(PAGE).encode()
+            response = web.StreamResponse(headers={"Content-Length": str(len(body))})
+            await response.prepare(request)
+            await response.write(body[: len(body) // 2])
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        if operation == "DescribeStreamSummary":
+            return web.json_response({"StreamDescriptionSummary": {"StreamStatus": "ACTIVE"}},
+                                     content_type="application/x-amz-json-1.1")
+        return web.json_response(PAGE, content_type="application/x-amz-json-1.1")
+
+
+@pytest.fixture
+def scripted(dummy_credentials: None) -> Iterator[Any]:
+    servers: list[ScriptedKinesis] = []
+
+    def start(**script: list[str]) -> tuple[ScriptedKinesis, AwsSettings]:
+        server = ScriptedKinesis(dict(script))
+        servers.append(server)
+        return server, AwsSettings(region="us-east-1", endpoint_url=server.url, retry=FAST)
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def get_records(settings: AwsSettings) -> Any:
+    async def run() -> Any:
+        async with AsyncKinesisClient(settings) as kinesis:
+            return await kinesis.get_records("it-1", 100, "shardId-000000000000", "orders")
+
+    return asyncio.run(run())
+
+
+def user_agents(server: ScriptedKinesis) -> list[str]:
+    return [seen.get("user-agent", "") for seen in server.seen if seen["operation"] == "GetRecords"]
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_both_paths_give_the_same_page(scripted, direct: bool) -> None:
+    server, settings = scripted()
+    page = get_records(replace(settings, direct_get_records=direct))
+    assert page.sequence_numbers == ["49000", "49001", "49002"]
+    assert [bytes(d) for d in page.data] == [b"record-0", b"record-1", b"record-2"]
+    assert page.next_iterator == "it-2" and page.millis_behind_latest == 7
+    assert ("direct GetRecords" in user_agents(server)[0]) is direct
+
+
+def test_the_request_is_signed_for_the_credentials_and_region(scripted, monkeypatch) -> None:
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "session-token-1")
+    server, settings = scripted()
+    get_records(replace(settings, region="eu-west-1"))
+    seen = server.seen[-1]
+    assert seen["authorization"].startswith("AWS4-HMAC-SHA256 Credential=testing/")
+    assert "/eu-west-1/kinesis/aws4_request" in seen["authorization"]
+    assert seen["x-amz-security-token"] == "session-token-1"
+    assert seen["host"] == server.url.split("//")[1]
+
+
+@pytest.mark.parametrize(("action", "error"), [("expired", IteratorExpiredError), ("garbage", MalformedResponseError)])
+def test_an_answer_that_retrying_cannot_fix_is_raised_at_once(scripted, action: str, error: type) -> None:
+    server, settings = scripted(GetRecords=[action])
+    with pytest.raises(error) as info:
+        get_records(settings)
+    assert "GetRecords on shard shardId-000000000000 of stream 'orders'" in str(info.value)
+    assert len(user_agents(server)) == 1 and "direct" in user_agents(server)[0]
+
+
+@pytest.mark.parametrize("action", ["throttled", "truncate"])
+def test_a_throttle_or_a_cut_body_is_retried(scripted, action: str) -> None:
+    server, settings = scripted(GetRecords=[action, action])
+    assert get_records(settings).next_iterator == "it-2"
+    assert len(user_agents(server)) == 3
+
+
+def test_a_body_cut_every_time_gives_up_naming_the_content_length(scripted) -> None:
+    _, settings = scripted(GetRecords=["truncate"] * FAST.max_attempts)
+    with pytest.raises(RetriesExhaustedError) as info:
+        get_records(settings)
+    assert isinstance(info.value.last_error, TruncatedResponseError)
+    assert "Content-Length" in str(info.value.last_error)
+
+
+def test_a_missing_stream_is_named_as_on_aiobotocores_path(scripted) -> None:
+    server, settings = scripted(GetRecords=["missing"], DescribeStreamSummary=["missing"])
+    with pytest.raises(StreamNotFoundError, match="orders"):
+        get_records(settings)
+    assert [s["operation"] for s in server.seen] == ["GetRecords", "DescribeStreamSummary"]
+
+
+def test_an_unreachable_endpoint_is_named(dummy_credentials: None) -> None:
+    settings = AwsSettings(region="us-east-1", endpoint_url="http://127.0.0.1:1", retry=FAST)
+    with pytest.raises(RetriesExhaustedError) as info:
+        get_records(settings)
+    assert "http://127.0.0.1:1" in str(info.value.last_error)
+
+
+def test_an_active_request_interceptor_keeps_get_records_on_botocore(monkeypatch) -> None:
+    class Interceptor:
+        enabled = True
+
+        def __call__(self, **_: Any) -> None:
+            return None
+
+    settings = AwsSettings(region="us-east-1")
+    assert wanted(settings)
+    interceptor = Interceptor()
+    monkeypatch.setattr(botocore.handlers, "BUILTIN_HANDLERS", [*botocore.handlers.BUILTIN_HANDLERS,
+                                                                ("before-send", interceptor)])
+    assert not wanted(settings)
+    interceptor.enabled = False
+    assert wanted(settings)
+    assert not wanted(replace(settings, direct_get_records=False))
