@@ -34,8 +34,8 @@ from .boundary import acall, millisecond_timestamps
 from .credentials import configure_aio
 from .decode import check_complete, decode_get_records, fast_parse, is_get_records, page_of, succeeded
 from .direct_get_records import DirectGetRecords, wanted
-from .sigv4 import Keys
 from .kinesis import shard_not_found, stream_not_found
+from .sigv4 import Keys
 
 if TYPE_CHECKING:
     from .async_fanout import AsyncFanOut
