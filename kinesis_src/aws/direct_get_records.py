@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import urllib.request
 from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -77,12 +78,14 @@ class DirectGetRecords:
         self._max_connections = max_connections
         self._ca_bundle = ca_bundle
         self._session: aiohttp.ClientSession | None = None
+        self._proxy: str | None = None
 
     async def open(self) -> None:
         connector = aiohttp.TCPConnector(limit=self._max_connections, ssl=_ssl_context(self.url, self._ca_bundle))
         timeout = aiohttp.ClientTimeout(sock_connect=self._settings.connect_timeout_s,
                                         sock_read=self._settings.read_timeout_s)
-        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=True,
+        self._proxy = _env_proxy(self.url)
+        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout,
                                               skip_auto_headers=("User-Agent",))
 
     async def close(self) -> None:
@@ -101,7 +104,7 @@ class DirectGetRecords:
         headers = self._signer.headers(keys, TARGET, body)
         headers["user-agent"] = USER_AGENT
         try:
-            async with self._session.post(self.url, data=body, headers=headers) as response:
+            async with self._session.post(self.url, data=body, headers=headers, proxy=self._proxy) as response:
                 raw = await response.read()
                 status, answer_headers = response.status, response.headers
         except aiohttp.ClientPayloadError as exc:
@@ -124,6 +127,15 @@ def client_error(status: int, headers: Any, body: bytes) -> ClientError:
     """The ClientError botocore raises for this answer, from botocore's own JSON error parser."""
     answer = {"status_code": status, "headers": {str(k).lower(): v for k, v in headers.items()}, "body": body}
     return ClientError(parsers.create_parser("json").parse(answer, None), "GetRecords")
+
+
+def _env_proxy(url: str) -> str | None:
+    """The ``HTTP(S)_PROXY`` for this endpoint unless ``NO_PROXY`` exempts it, read once (as botocore
+    reads them), not per request as aiohttp's ``trust_env`` would."""
+    parts = urlsplit(url)
+    if urllib.request.proxy_bypass_environment(parts.hostname or ""):
+        return None
+    return urllib.request.getproxies_environment().get(parts.scheme)
 
 
 def _ssl_context(url: str, ca_bundle: str | None) -> ssl.SSLContext | bool:

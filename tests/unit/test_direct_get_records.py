@@ -203,3 +203,16 @@ def test_an_active_request_interceptor_keeps_get_records_on_botocore(monkeypatch
     interceptor.enabled = False
     assert wanted(settings)
     assert not wanted(replace(settings, direct_get_records=False))
+
+
+def test_the_environment_proxy_is_used_unless_no_proxy_exempts_the_host(scripted, monkeypatch) -> None:
+    """The scripted server doubles as an HTTP proxy: a proxied request names the endpoint in full."""
+    proxy, settings = scripted()
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    target = AwsSettings(region="us-east-1", endpoint_url="http://kinesis.invalid:4567", retry=FAST)
+    monkeypatch.setenv("NO_PROXY", "localhost")
+    assert get_records(target).next_iterator == "it-2"
+    assert proxy.seen[-1]["host"] == "kinesis.invalid:4567"
+    monkeypatch.setenv("NO_PROXY", "kinesis.invalid")
+    with pytest.raises(RetriesExhaustedError):
+        get_records(target)
