@@ -11,7 +11,7 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Awaitable, Callable, TypeVar
 
 from tenacity import (
@@ -97,9 +97,16 @@ def call_with_retry(
     shardId-000000000001 of stream orders") for the log line on each retry
     and for the final error, so a user reading either knows what failed.
     """
-    retrying = Retrying(sleep=sleep, **_strategy(what, policy))
+    started = time.monotonic()
     try:
-        return retrying(fn)
+        return fn()  # most calls succeed at once: no retry machinery for them
+    except KinesisSourceError as error:
+        if not error.retriable:
+            raise
+        first = error
+    retrying = Retrying(sleep=sleep, **_strategy(what, _rest_of(policy, started)))
+    try:
+        return retrying(_failed_first(first, fn))
     except KinesisSourceError as error:
         if not error.retriable:
             raise
@@ -110,13 +117,48 @@ async def acall_with_retry(
     fn: Callable[[], Awaitable[T]], what: str, policy: RetryPolicy = RetryPolicy()
 ) -> T:
     """:func:`call_with_retry` for coroutines (the async consumer): same policy, same errors."""
-    retrying = AsyncRetrying(**_strategy(what, policy))
+    started = time.monotonic()
     try:
-        return await retrying(fn)
+        return await fn()
+    except KinesisSourceError as error:
+        if not error.retriable:
+            raise
+        first = error
+    retrying = AsyncRetrying(**_strategy(what, _rest_of(policy, started)))
+    try:
+        return await retrying(_afailed_first(first, fn))
     except KinesisSourceError as error:
         if not error.retriable:
             raise
         raise _exhausted(error, what, retrying.statistics, policy) from error
+
+
+def _rest_of(policy: RetryPolicy, started: float) -> RetryPolicy:
+    """The policy for the attempts after a first one made outside tenacity: the deadline less its time."""
+    return replace(policy, deadline_s=max(0.0, policy.deadline_s - (time.monotonic() - started)))
+
+
+def _failed_first(first: KinesisSourceError, fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn``, except that tenacity's first attempt is the one that already failed with ``first``."""
+    pending = [first]
+
+    def attempt() -> T:
+        if pending:
+            raise pending.pop()
+        return fn()
+
+    return attempt
+
+
+def _afailed_first(first: KinesisSourceError, fn: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+    pending = [first]
+
+    async def attempt() -> T:
+        if pending:
+            raise pending.pop()
+        return await fn()
+
+    return attempt
 
 
 def _strategy(what: str, policy: RetryPolicy) -> dict:

@@ -90,3 +90,53 @@ def test_retrying_works_on_the_oldest_tenacity_the_range_allows() -> None:
         return "ok"
 
     assert call_with_retry(flaky, "op", RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002)) == "ok"
+
+
+def test_a_call_that_succeeds_at_once_builds_no_retry_machinery(monkeypatch) -> None:
+    """The common case costs one call: tenacity's Retrying/AsyncRetrying are built only after a failure."""
+    import asyncio
+
+    import kinesis_src.retry as retry
+
+    def refuse(*_, **__):
+        raise AssertionError("retry machinery built for a call that succeeded at once")
+
+    monkeypatch.setattr(retry, "Retrying", refuse)
+    monkeypatch.setattr(retry, "AsyncRetrying", refuse)
+    assert call_with_retry(Flaky([]), "x", RetryPolicy()) == "ok"
+
+    async def succeed() -> str:
+        return "ok"
+
+    assert asyncio.run(retry.acall_with_retry(succeed, "x", RetryPolicy())) == "ok"
+
+
+def test_after_a_first_failure_the_attempts_and_the_deadline_count_it(caplog) -> None:
+    import asyncio
+
+    from kinesis_src.retry import acall_with_retry
+
+    fn = Flaky([ThrottledError("t")] * 5)
+    with pytest.raises(RetriesExhaustedError, match="after 3 attempt"):
+        call_with_retry(fn, "x", RetryPolicy(max_attempts=3), sleep=lambda s: None)
+    assert fn.calls == 3
+    assert "failed (attempt 1)" in caplog.text
+
+    slow = Flaky([ThrottledError("t")] * 5)
+
+    def slow_first() -> str:
+        import time as _time
+        _time.sleep(0.05)
+        return slow()
+
+    with pytest.raises(RetriesExhaustedError, match="after 1 attempt"):  # the first attempt used the deadline
+        call_with_retry(slow_first, "x", RetryPolicy(max_attempts=5, deadline_s=0.01), sleep=lambda s: None)
+    assert slow.calls == 1
+
+    async_fn = Flaky([ThrottledError("t")])
+
+    async def attempt() -> str:
+        return async_fn()
+
+    assert asyncio.run(acall_with_retry(attempt, "x", RetryPolicy(initial_backoff_s=0.001, max_backoff_s=0.002))) == "ok"
+    assert async_fn.calls == 2
