@@ -40,14 +40,17 @@ from ..aws.dynamodb import Item
 from ..clock import since_boot
 from ..errors import KeyRangeInUseError, KinesisSourceError
 from ..leases.expiry import ExpiryJudge, Observation
+from ..leases.schema.consumer_items import HEARTBEAT, SESSION, VERSION, range_claim_fields, range_claim_item
+from ..leases.schema.keys import HASH_KEY, RANGE_KEY
+from ..leases.schema.keys import RANGE_CLAIM_PREFIX as CLAIM_PREFIX
+from ..leases.schema.keys import RANGE_VERSION_KEY as VERSION_KEY
+from ..leases.schema.keys import TTL_ATTRIBUTE as TTL
+from ..leases.schema.keys import range_claim_key, range_version_key, ranges_partition
 from . import unit_registry
 from .units import UnitMap
 
 log = logging.getLogger(__name__)
 
-HASH_KEY, RANGE_KEY, TTL = "pk", "sk", "ttl"  # the lease table's key schema and TTL attribute
-CLAIM_PREFIX = "claim#"
-VERSION_KEY = "version"
 CLAIM_TTL_S = 24 * 3600  # garbage collection of dead workers' claims only; never used for liveness
 MAX_ROUNDS = 20
 K = TypeVar("K")
@@ -83,7 +86,7 @@ class RangeClaims:
         self.stream = stream
         self.failover_s = failover_s
         self.clock = clock
-        self.partition = f"ranges#{application}#{stream}"
+        self.partition = ranges_partition(application, stream)
         self.mine: RangeClaim | None = None
 
     # -- reading --------------------------------------------------------------------------
@@ -99,7 +102,7 @@ class RangeClaims:
         for item in self.dynamodb.query(self.table_name, HASH_KEY, self.partition):
             sort_key = item[RANGE_KEY]["S"]
             if sort_key == VERSION_KEY:
-                version, units = int(item["version"]["N"]), unit_registry.decode(item)
+                version, units = int(item[VERSION]["N"]), unit_registry.decode(item)
             elif sort_key.startswith(CLAIM_PREFIX):
                 claims.append(_claim_of(item))
         return version, units, sorted(claims, key=lambda c: c.order)
@@ -127,13 +130,13 @@ class RangeClaims:
 
     def _register(self, claim: RangeClaim, version: int, units: UnitMap) -> bool:
         """Put the claim, and the unit map with the claim's splits recorded, with ``version + 1``."""
-        bump = unit_registry.version_update(self.table_name, self._key(VERSION_KEY), version, units)
+        bump = unit_registry.version_update(self.table_name, self._version_key(), version, units)
         put = {"Put": {"TableName": self.table_name, "Item": self._item(claim)}}
         return self.dynamodb.transact_write(self.table_name, [bump, put]).committed
 
     def record_units(self, version: int, units: UnitMap) -> bool:
         """Store ``units`` with ``version + 1`` if the version is still ``version`` (a split finished)."""
-        bump = unit_registry.version_update(self.table_name, self._key(VERSION_KEY), version, units)
+        bump = unit_registry.version_update(self.table_name, self._version_key(), version, units)
         return self.dynamodb.transact_write(self.table_name, [bump]).committed
 
     def _refuse_live(self, rivals: list[RangeClaim], key_range: KeyRange) -> None:
@@ -156,9 +159,9 @@ class RangeClaims:
         if mine is None:
             return False
         result = self.dynamodb.update_item(
-            self.table_name, self._key(CLAIM_PREFIX + mine.worker_id),
+            self.table_name, self._claim_key(mine.worker_id),
             "SET #ttl = :ttl ADD #hb :one", "#session = :session",
-            names={"#ttl": TTL, "#hb": "heartbeat", "#session": "session"},
+            names={"#ttl": TTL, "#hb": HEARTBEAT, "#session": SESSION},
             values={":ttl": {"N": str(self._ttl_s())}, ":one": {"N": "1"}, ":session": {"S": mine.session}},
         )
         return result.ok
@@ -179,42 +182,32 @@ class RangeClaims:
 
     def _delete(self, claim: RangeClaim) -> bool:
         """Delete a claim: our own by session; another's only if its heartbeat is still the one observed."""
-        condition, names_, values = "#session = :session", {"#session": "session"}, {":session": {"S": claim.session}}
+        condition, names_, values = "#session = :session", {"#session": SESSION}, {":session": {"S": claim.session}}
         if claim is not self.mine:
             condition += " AND #hb = :hb"
-            names_["#hb"] = "heartbeat"
+            names_["#hb"] = HEARTBEAT
             values[":hb"] = {"N": str(claim.heartbeat)}
-        key = self._key(CLAIM_PREFIX + claim.worker_id)
+        key = self._claim_key(claim.worker_id)
         return self.dynamodb.delete_item(self.table_name, key, condition, names=names_, values=values).ok
 
-    def _key(self, sort_key: str) -> Item:
-        return {HASH_KEY: {"S": self.partition}, RANGE_KEY: {"S": sort_key}}
+    def _claim_key(self, worker_id: str) -> Item:
+        return range_claim_key(self.application, self.stream, worker_id)
+
+    def _version_key(self) -> Item:
+        return range_version_key(self.application, self.stream)
 
     def _item(self, claim: RangeClaim) -> Item:
-        return {
-            **self._key(CLAIM_PREFIX + claim.worker_id),
-            "workerId": {"S": claim.worker_id},
-            "rangeStart": {"S": str(claim.key_range.start)},
-            "rangeEnd": {"S": str(claim.key_range.end)},
-            "session": {"S": claim.session},
-            "heartbeat": {"N": str(claim.heartbeat)},
-            "claimOrder": {"N": str(claim.order)},
-            TTL: {"N": str(self._ttl_s())},
-        }
+        return range_claim_item(self.application, self.stream, claim.worker_id, claim.key_range.start,
+                                claim.key_range.end, claim.session, claim.heartbeat, claim.order, self._ttl_s())
 
     def _ttl_s(self) -> int:
         server_s = self.dynamodb.server_time_s()
         return max(int(time.time()), 0 if server_s is None else int(server_s)) + CLAIM_TTL_S
 
 
-def _claim_of(item: Mapping[str, Mapping[str, str]]) -> RangeClaim:
-    return RangeClaim(
-        item["workerId"]["S"],
-        KeyRange(int(item["rangeStart"]["S"]), int(item["rangeEnd"]["S"])),
-        item["session"]["S"],
-        int(item["heartbeat"]["N"]),
-        int(item["claimOrder"]["N"]),
-    )
+def _claim_of(item: Item) -> RangeClaim:
+    worker_id, start, end, session, heartbeat, order = range_claim_fields(item)
+    return RangeClaim(worker_id, KeyRange(start, end), session, heartbeat, order)
 
 
 def live_and_dead(judge: ExpiryJudge, claims: list[RangeClaim]) -> tuple[list[RangeClaim], list[RangeClaim]]:

@@ -18,9 +18,9 @@ from typing import Any, Mapping
 
 from lineage import KeyRange
 
+from ..leases.schema.consumer_items import SPLITS, UNITS, VERSION
+from ..leases.schema.keys import HASH_KEY
 from .units import Split, UnitMap
-
-UNITS, SPLITS = "units", "splits"
 
 
 def encode(units: UnitMap) -> dict[str, Any]:
@@ -51,13 +51,13 @@ def decode(item: Mapping[str, Any] | None) -> UnitMap:
 def version_update(table_name: str, key: Mapping[str, Any], version: int, units: UnitMap) -> dict[str, Any]:
     """A TransactWriteItems Update: ``version + 1`` and ``units``, conditional on ``version`` as read."""
     values: dict[str, Any] = {":next": {"N": str(version + 1)}, **encode(units)}
-    names = {"#v": "version", "#u": UNITS, "#s": SPLITS}
+    names = {"#v": VERSION, "#u": UNITS, "#s": SPLITS}
     if version:
         condition = "#v = :cur"
         values[":cur"] = {"N": str(version)}
     else:
         condition = "attribute_not_exists(#pk)"
-        names["#pk"] = "pk"
+        names["#pk"] = HASH_KEY
     return {
         "Update": {
             "TableName": table_name, "Key": dict(key), "UpdateExpression": "SET #v = :next, #u = :units, #s = :splits",

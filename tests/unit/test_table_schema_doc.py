@@ -100,8 +100,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "kinesis_src"
 KEY_LITERAL = re.compile(r"""["'](lease|layout|claim|stream|progress|plan|streams|ranges|processing|shard|worker)#|["'](pk|sk)["']""")
 OUTSIDE_THE_SCHEMA = {
     "aws/dynamodb.py": "Query's default range-key name; aws/ imports nothing above it",
-    "consumer/range_claims.py": "pending: its keys move to schema.keys / schema.consumer_items (#25)",
-    "consumer/unit_registry.py": "pending: its '#pk' name moves to schema.keys.HASH_KEY (#25)",
 }
 
 
