@@ -377,7 +377,7 @@ class Consumer:
         range, follow them: :mod:`.unit_readers`), log metrics every ``metrics_interval_s``."""
         loop = asyncio.get_running_loop()
         next_log = loop.time() + self.metrics_interval_s
-        next_renewal = loop.time()  # at once: the claims were last renewed before the leases started
+        next_renewal = next_follow = loop.time()  # at once: the claims were last read before the leases started
         while True:
             await asyncio.sleep(min(0.5, self.metrics_interval_s, self.timing.renew_s))
             for reader in list(self.readers.values()):
@@ -388,7 +388,9 @@ class Consumer:
             if loop.time() >= next_renewal:
                 next_renewal = loop.time() + self.timing.renew_s
                 await self._guard.renew()
+            if loop.time() >= next_follow:
                 await self.units.refresh()
+                next_follow = loop.time() + self.units.follow_interval_s()
             if loop.time() >= next_log:
                 next_log += self.metrics_interval_s
                 log.info("%s", self.metrics.summary())

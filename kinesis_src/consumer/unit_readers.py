@@ -6,7 +6,8 @@
   reads those units any more; then its readers start, one per unit.
 * A worker **without** one reads every unit that no live claim overlaps
   and that is not being split, one reader (lease coordinator) per unit, and
-  follows the claims at every housekeeping tick: a unit newly claimed (or
+  reads the claims every renewal interval (every failover time while no
+  stream has a claim or a split): a unit newly claimed (or
   being split) is handed over gracefully (fetching stops, the batch in hand
   is awaited, the leases are released at their checkpoints); a unit whose
   claim was released, or whose worker died (its claim did not move for the
@@ -121,6 +122,7 @@ class UnitReaders:
         self._work: set[asyncio.Future[Any]] = set()  # thread work a close() must wait for
         self._finishing: set[tuple[str, KeyRange]] = set()
         self._orphans: list[Split] = []  # splits whose claimer is gone, found by the last _free()
+        self._claimed: dict[str, bool] = {}  # per stream: did the last read find a claim or a split?
         # readers whose coordinator is starting: it takes leases and fetches before the start returns,
         # so their batches must be found (holding_of) before they join consumer.readers
         self._starting: dict[str, StreamReader] = {}
@@ -223,6 +225,7 @@ class UnitReaders:
         """Units no live claim overlaps and nobody splits (dead claims are deleted; orphan splits noted)."""
         claims = self.claims(stream)
         _, units, found = claims.read_all()
+        self._claimed[stream] = bool(found or units.splits)
         live, dead = live_and_dead(self.watch[stream], found)
         for claim in dead:
             if claims.delete_dead(claim):
@@ -231,6 +234,14 @@ class UnitReaders:
         return units.unclaimed([c.key_range for c in live])
 
     # -- at runtime, on the loop (housekeeping) -----------------------------------------------------
+
+    def follow_interval_s(self) -> float:
+        """How long until the claims are read again: a renewal interval while any stream has a claim or a
+        split (claims move, and a dead one is judged by watching it), the failover time while none has
+        (a first claim is then seen within failover + renewal; its worker waits for that, nothing is lost)."""
+        timing = self.consumer.timing
+        quiet = all(self._claimed.get(stream) is False for stream in self.consumer.streams)
+        return timing.failover_s if quiet else timing.renew_s
 
     async def refresh(self) -> None:
         """Without a range: follow the claims (see the module docstring). A failure no retry can

@@ -1,0 +1,63 @@
+"""A worker without a key range reads the claims every renewal while any exist, every failover time while none do."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from lineage import KeyRange
+
+from kinesis_src.consumer import unit_readers
+from kinesis_src.consumer.range_claims import RangeClaim
+from kinesis_src.consumer.units import FULL, Split, UnitMap
+from kinesis_src.leases.timing import LeaseTiming
+
+TIMING = LeaseTiming(failover_s=10)
+
+
+class Claims:
+    """Stands in for RangeClaims: read_all answers what the test sets."""
+
+    def __init__(self) -> None:
+        self.claims: list[RangeClaim] = []
+        self.units = UnitMap()
+        self.reads = 0
+
+    def read_all(self):  # noqa: ANN201
+        self.reads += 1
+        return 1, self.units, list(self.claims)
+
+    def delete_dead(self, claim: RangeClaim) -> bool:
+        return True
+
+
+def readers(streams: list[str]) -> tuple[unit_readers.UnitReaders, dict[str, Claims]]:
+    consumer = SimpleNamespace(key_range=None, timing=TIMING, streams=streams)
+    out = unit_readers.UnitReaders(consumer)  # type: ignore[arg-type]
+    claims = {s: Claims() for s in streams}
+    out.claims = claims.__getitem__  # type: ignore[method-assign]
+    return out, claims
+
+
+def test_before_any_read_and_with_a_claim_the_claims_are_read_every_renewal() -> None:
+    r, claims = readers(["a", "b"])
+    assert r.follow_interval_s() == TIMING.renew_s
+    claims["b"].claims = [RangeClaim("w9", KeyRange(0, 2**127), "s1", 1, 0)]
+    r._free("a")
+    r._free("b")
+    assert r.follow_interval_s() == TIMING.renew_s
+
+
+def test_with_no_claim_and_no_split_anywhere_they_are_read_every_failover_time() -> None:
+    r, _ = readers(["a", "b"])
+    r._free("a")
+    assert r.follow_interval_s() == TIMING.renew_s  # b not read yet
+    r._free("b")
+    assert r.follow_interval_s() == TIMING.failover_s
+
+
+def test_a_split_under_way_keeps_the_renewal_pace() -> None:
+    r, claims = readers(["a"])
+    halves = (KeyRange(FULL.start, 2**127 - 1), KeyRange(2**127, FULL.end))
+    claims["a"].units = UnitMap(splits=(Split(FULL, halves, "w9"),))
+    r._free("a")
+    assert r.follow_interval_s() == TIMING.renew_s
