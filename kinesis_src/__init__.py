@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time see _EXPORTS
     from lineage import KeyRange
 
-    from .aws import KinesisClient
     from .config import AwsSettings, CredentialSource
     from .consumer import BlockingConsumer, Consumer, ConsumerMetrics
     from .consumer.batch import Batch
@@ -50,7 +49,6 @@ _EXPORTS: dict[str, str] = {
     "DeadLetter": "kinesis_src.consumer.processing",
     "DeliveredRecord": "kinesis_src.consumer.processing",
     "KeyRange": "lineage",
-    "KinesisClient": "kinesis_src.aws.kinesis",
     "KinesisDataSource": "kinesis_src.spark",
     "KinesisSourceError": "kinesis_src.errors",
     "LeaseTiming": "kinesis_src.leases.coordinator",
@@ -75,7 +73,6 @@ __all__ = [
     "DeadLetter",
     "DeliveredRecord",
     "KeyRange",
-    "KinesisClient",
     "KinesisDataSource",
     "KinesisSourceError",
     "LeaseTiming",
@@ -90,12 +87,17 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+_SUB_PACKAGE_NAMES: dict[str, str] = {"KinesisClient": "kinesis_src.aws"}
+"""Internal names a user may look for here -> the documented sub-package that offers them (docs/api.md)."""
+
 
 def __getattr__(name: str) -> Any:
     """Import a public name's module on first use and keep the value, so the next lookup is plain."""
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'kinesis_src' has no attribute {name!r}")
+        home = _SUB_PACKAGE_NAMES.get(name)
+        hint = f": import it from {home} (`from {home} import {name}`)" if home else ""
+        raise AttributeError(f"module 'kinesis_src' has no attribute {name!r}{hint}")
     value = getattr(import_module(module), name)
     globals()[name] = value
     return value

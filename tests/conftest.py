@@ -37,7 +37,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "localstack"))
 import launcher  # noqa: E402  (localstack/ has no __init__.py on purpose)
 
-from kinesis_src import KinesisClient  # noqa: E402
+from kinesis_src.aws import KinesisClient  # noqa: E402
 from kinesis_src.testing import Endpoints, IdempotentKinesisClient, emulator_settings  # noqa: E402
 from moto_iam import iam_moto, moto_iam_server  # noqa: E402, F401  (fixtures: moto with IAM enforced, tests/moto_iam.py)
 from thread_leaks import no_leaked_lease_threads  # noqa: E402, F401  (autouse: a test may not leave lease threads running)

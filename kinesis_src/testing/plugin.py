@@ -19,7 +19,7 @@ Fixtures:
     exports the endpoints, a region and (if none are set) dummy credentials
     into ``os.environ`` for the test, so the pipeline under test finds them.
 ``kinesis_test_settings`` / ``kinesis_test_client``
-    :class:`~kinesis_src.AwsSettings` and a :class:`~kinesis_src.KinesisClient`
+    :class:`~kinesis_src.AwsSettings` and a :class:`~kinesis_src.aws.KinesisClient`
     for those endpoints, retrying quickly, with read timeouts that outlast a
     loaded machine; the client's create_stream / delete_stream survive a
     retry whose first attempt landed unanswered
@@ -48,7 +48,8 @@ import pytest
 from .endpoints import Endpoints, EndpointsUnavailable, endpoints
 
 if TYPE_CHECKING:
-    from .. import AwsSettings, KinesisClient
+    from .. import AwsSettings
+    from ..aws import KinesisClient
     from .producer import KeyedProducer
     from .streams import Resharder, StreamFactory
 

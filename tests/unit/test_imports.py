@@ -32,7 +32,7 @@ def modules_after(statement: str) -> set[str]:
         "import kinesis_src",
         f"import {STREAM_MODULE}",
         "import kinesis_src.spark.tasks",
-        "from kinesis_src import KinesisClient, read_table, KeyRange, Position",
+        "from kinesis_src import read_table, KeyRange, Position\nfrom kinesis_src.aws import KinesisClient",
         "from kinesis_src.aws import KinesisClient, DynamoDBClient, FanOut",
         "import kinesis_src.cli",
     ],
@@ -102,3 +102,17 @@ def test_the_public_face_is_the_documented_list() -> None:
 
     assert LeaseCoordinator and ShardReader
 
+
+def test_the_kinesis_client_lives_in_the_aws_sub_package() -> None:
+    """``KinesisClient`` serves tests and tooling that create streams: ``kinesis_src.aws`` has it, the top level not."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from kinesis_src.aws import KinesisClient  # noqa: PLC0415
+    from kinesis_src.aws.kinesis import KinesisClient as Defined  # noqa: PLC0415
+
+    assert KinesisClient is Defined
+    assert "KinesisClient" not in kinesis_src.__all__
+    with pytest.raises(AttributeError, match="no attribute 'KinesisClient': import it from kinesis_src.aws"):
+        kinesis_src.KinesisClient  # noqa: B018
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    assert "`kinesis_src.aws.KinesisClient`" in doc
