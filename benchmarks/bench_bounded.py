@@ -29,7 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_endpoint import ReplayEndpoint  # noqa: E402
 
-from kinesis_src import AwsSettings, KinesisClient, drain_stream  # noqa: E402
+from kinesis_src import AwsSettings, drain_stream  # noqa: E402
+from kinesis_src.aws import KinesisClient  # noqa: E402
 
 
 def drain(url: str, stream: str, workers: int, pacing_s: float, chunk: int = 10_000) -> tuple[int, float, float]:

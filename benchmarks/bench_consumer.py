@@ -508,7 +508,8 @@ def throughput_replay(opts: argparse.Namespace, dynamodb: str, na_reason: str | 
 
 
 def throughput_kinesalite(opts: argparse.Namespace, emulators: Any, na_reason: str | None) -> None:
-    from kinesis_src import AwsSettings, KinesisClient
+    from kinesis_src import AwsSettings
+    from kinesis_src.aws import KinesisClient
 
     endpoint, dynamodb = emulators.kinesalite_endpoint, emulators.dynamodb_endpoint
     kinesis = KinesisClient(AwsSettings(region=REGION, endpoint_url=endpoint))
@@ -586,7 +587,8 @@ def wait_for(condition: Any, timeout: float, what: str) -> None:
 
 def failover_once(endpoint: str, dynamodb: str, shards: int, index: int) -> tuple[float, float]:
     """Seconds from the SIGKILL until the survivor held, and until it delivered from, every shard of the victim."""
-    from kinesis_src import AwsSettings, KinesisClient
+    from kinesis_src import AwsSettings
+    from kinesis_src.aws import KinesisClient
 
     stream, app = f"failover-{index}-{uuid.uuid4().hex[:6]}", f"failover-{uuid.uuid4().hex[:6]}"
     kinesis = KinesisClient(AwsSettings(region=REGION, endpoint_url=endpoint))

@@ -176,8 +176,8 @@ async def read_with_consumer(args: argparse.Namespace) -> dict[str, Any]:
 
 async def read_with_fanout(args: argparse.Namespace) -> dict[str, Any]:
     """The no-overhead EFO floor: one subscription per shard, resubscribed from its continuation."""
-    from kinesis_src import AwsSettings, KinesisClient, Position
-    from kinesis_src.aws import AsyncFanOut
+    from kinesis_src import AwsSettings, Position
+    from kinesis_src.aws import AsyncFanOut, KinesisClient
     from kinesis_src.aws.async_kinesis import AsyncKinesisClient
 
     started = time.perf_counter()
@@ -527,7 +527,8 @@ class Servers:
         self.endpoint, self.dynamodb = localstack.endpoint, emulators.dynamodb_endpoint
         os.environ.update(localstack.env())
         os.environ.update(emulators.env())
-        from kinesis_src import AwsSettings, KinesisClient
+        from kinesis_src import AwsSettings
+        from kinesis_src.aws import KinesisClient
 
         self.kinesis = KinesisClient(AwsSettings(region=REGION, endpoint_url=self.endpoint))
         self.cpu = ServerCpu(localstack.pid)

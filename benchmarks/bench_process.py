@@ -40,7 +40,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "localstack"))
 
-from kinesis_src import Consumer, KinesisClient, LeaseTiming
+from kinesis_src import Consumer, LeaseTiming
+from kinesis_src.aws import KinesisClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer.processing import DeliveredRecord, process
 from kinesis_src.testing import KeyedProducer, decode

@@ -35,7 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "localstack"))
 import launcher  # noqa: E402
 
-from kinesis_src import AwsSettings, KinesisClient  # noqa: E402
+from kinesis_src import AwsSettings  # noqa: E402
+from kinesis_src.aws import KinesisClient  # noqa: E402
 from kinesis_src.spark import KinesisDataSource  # noqa: E402
 from kinesis_src.spark.batch import KinesisBatchReader  # noqa: E402
 from kinesis_src.spark.options import parse_options  # noqa: E402

@@ -971,7 +971,8 @@ def _read_boto3(url: str, stream: str, shards: list[str], limit: int, deadline: 
 
 def _read_kinesis_src(url: str, stream: str, shards: list[str], limit: int, deadline: float) -> None:
     """The same loop through kinesis-src's ``KinesisClient`` (its fast GetRecords parser), no pacing; imported here only."""
-    from kinesis_src import AwsSettings, KinesisClient, Position
+    from kinesis_src import AwsSettings, Position
+    from kinesis_src.aws import KinesisClient
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "replay")  # dummy: botocore signs every request
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "replay")

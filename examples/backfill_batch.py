@@ -33,7 +33,8 @@ def export(spark, stream: str, start: str | None, end: str | None, out: str) -> 
 
 
 def make_demo_stream(stream: str) -> None:
-    from kinesis_src import AwsSettings, KinesisClient
+    from kinesis_src import AwsSettings
+    from kinesis_src.aws import KinesisClient
     from kinesis_src.testing import KeyedProducer
 
     kinesis = KinesisClient(AwsSettings.from_env(region=os.environ.get("AWS_REGION") or "us-east-1"))

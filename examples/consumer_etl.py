@@ -39,7 +39,8 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from kinesis_src import AwsSettings, Consumer, KinesisClient, LeaseTiming, Record
+from kinesis_src import AwsSettings, Consumer, LeaseTiming, Record
+from kinesis_src.aws import KinesisClient
 from kinesis_src.testing import KeyedProducer, check_order
 
 HERE = Path(__file__).resolve()

@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from kinesis_src import AwsSettings, Consumer, KinesisClient, LeaseTiming, Record, RetryPolicy
-from kinesis_src.aws import FanOut
+from kinesis_src import AwsSettings, Consumer, LeaseTiming, Record, RetryPolicy
+from kinesis_src.aws import FanOut, KinesisClient
 from kinesis_src.testing import LOADED_READ_TIMEOUT_S, LOADED_RETRY, IdempotentKinesisClient, KeyedProducer, check_order
 
 HERE = Path(__file__).resolve()

@@ -47,7 +47,8 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from kinesis_src import AwsSettings, Consumer, KeyRange, KinesisClient, LeaseTiming
+from kinesis_src import AwsSettings, Consumer, KeyRange, LeaseTiming
+from kinesis_src.aws import KinesisClient
 from kinesis_src.testing import KeyedProducer, decode
 
 HERE = Path(__file__).resolve()

@@ -36,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kinesis_src import AwsSettings, Consumer, KinesisClient, read_table
+from kinesis_src import AwsSettings, Consumer, read_table
+from kinesis_src.aws import KinesisClient
 from kinesis_src.consumer.processing import DeliveredRecord, Reject, process
 from kinesis_src.testing import KeyedProducer, decode
 

@@ -26,7 +26,8 @@ import threading
 import time
 from pathlib import Path
 
-from kinesis_src import AwsSettings, KinesisClient, drain_stream
+from kinesis_src import AwsSettings, drain_stream
+from kinesis_src.aws import KinesisClient
 from kinesis_src.discovery import ShardDiscovery
 from kinesis_src.testing import KeyedProducer, check_order
 

@@ -23,7 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from kinesis_src import AwsSettings, KinesisClient
+from kinesis_src import AwsSettings
+from kinesis_src.aws import KinesisClient
 from kinesis_src.testing import KeyedProducer, check_order, read_file_sink
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "localstack"))

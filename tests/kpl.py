@@ -35,7 +35,8 @@ from typing import Any
 import boto3
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from kinesis_src import KinesisClient, Record
+from kinesis_src import Record
+from kinesis_src.aws import KinesisClient
 from kinesis_src.table_rows import records_of_table  # noqa: F401  (the tests import it from here)
 from kinesis_src.testing import check_order, decode, encode, split_then_merge
 

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 from kinesis_src.errors import LeaseTableNotFoundError
 from kinesis_src.leases.progress import ProgressStore, ShardProgress
 from kinesis_src.records import Record

@@ -47,7 +47,7 @@ from cluster_checkpoints import (
 from standalone_cluster import Submission, executor_pids
 from waiting import wait_for
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.leases.progress import ProgressStore

@@ -22,7 +22,8 @@ sys.path.insert(0, str(REPO))
 import waiting  # tests/waiting.py
 from proxy import ProxyPair
 
-from kinesis_src import AwsSettings, KinesisClient
+from kinesis_src import AwsSettings
+from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.retry import RetryPolicy
 from kinesis_src.testing import KeyedProducer

@@ -33,7 +33,8 @@ from proxy import (  # noqa: E402  (tests/faults has no __init__.py)
     transaction_canceled,
 )
 
-from kinesis_src import AwsSettings, KinesisClient  # noqa: E402
+from kinesis_src import AwsSettings  # noqa: E402
+from kinesis_src.aws import KinesisClient  # noqa: E402
 from kinesis_src.retry import RetryPolicy  # noqa: E402
 
 pytestmark = pytest.mark.integration

@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scenarios  # noqa: E402
 from proxy import KINESIS, TRUNCATE, Fault, ProxyPair, aws_error  # noqa: E402
 
-from kinesis_src import AwsSettings, KinesisClient, Position  # noqa: E402
+from kinesis_src import AwsSettings, Position  # noqa: E402
+from kinesis_src.aws import KinesisClient  # noqa: E402
 from kinesis_src.aws.dynamodb import DynamoDBClient  # noqa: E402
 from kinesis_src.errors import KinesisSourceError  # noqa: E402
 from kinesis_src.retrieval.polling import ShardReader  # noqa: E402

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.retry import RetryPolicy

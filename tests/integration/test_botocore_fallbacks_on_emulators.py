@@ -17,8 +17,7 @@ from typing import Any, Callable
 import botocore.session
 import pytest
 
-from kinesis_src import KinesisClient
-from kinesis_src.aws import AsyncFanOut, FanOut, FanOutEvent
+from kinesis_src.aws import AsyncFanOut, FanOut, FanOutEvent, KinesisClient
 from kinesis_src.aws import botocore_internals as internals
 from kinesis_src.aws.async_kinesis import AsyncKinesisClient
 from kinesis_src.aws.botocore_internals import Internal

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from kinesis_src import AwsSettings, KinesisClient
+from kinesis_src import AwsSettings
+from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.leases.model import Checkpoint, HashRange, Lease
 from kinesis_src.leases.table import LeaseTable

@@ -50,7 +50,8 @@ import pytest
 import waiting  # tests/waiting.py
 from worker_process import WorkerProcess, spawned  # tests/worker_process.py
 
-from kinesis_src import BlockingConsumer, Consumer, KinesisClient, LeaseTiming, Position
+from kinesis_src import BlockingConsumer, Consumer, LeaseTiming, Position
+from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import (

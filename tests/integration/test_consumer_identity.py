@@ -12,7 +12,8 @@ import asyncio
 import pytest
 import waiting  # tests/waiting.py
 
-from kinesis_src import Consumer, KinesisClient, LeaseTiming
+from kinesis_src import Consumer, LeaseTiming
+from kinesis_src.aws import KinesisClient
 from kinesis_src.errors import StreamNotFoundError, StreamRecreatedError
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ from typing import Iterator
 
 import pytest
 
-from kinesis_src import AwsSettings, KinesisClient, Position
-from kinesis_src.aws import AsyncFanOut, FanOut, FanOutEvent
+from kinesis_src import AwsSettings, Position
+from kinesis_src.aws import AsyncFanOut, FanOut, FanOutEvent, KinesisClient
 from kinesis_src.aws.async_kinesis import AsyncKinesisClient
 from kinesis_src.errors import ConsumerStreamMismatchError, FanOutUnsupportedError, ResourceNotFoundError
 

@@ -16,8 +16,8 @@ import pytest
 from kpl import aggregate, check_user_records, produce_through_split_and_merge
 from readers import QUIET_S, deliver  # tests/readers.py
 
-from kinesis_src import Consumer, KinesisClient, LeaseTiming, Record
-from kinesis_src.aws import FanOut
+from kinesis_src import Consumer, LeaseTiming, Record
+from kinesis_src.aws import FanOut, KinesisClient
 from kinesis_src.errors import ConfigurationError, FanOutUnsupportedError
 from kinesis_src.testing import LOADED_RETRY
 

@@ -47,7 +47,8 @@ import pytest
 from kcl_daemon import KclDaemon, kcl_jars  # tests/kcl_daemon.py
 from waiting import wait_for  # tests/waiting.py
 
-from kinesis_src import BlockingConsumer, KinesisClient, LeaseTiming, drain_stream
+from kinesis_src import BlockingConsumer, LeaseTiming, drain_stream
+from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb_scan import ScanningDynamoDBClient
 from kinesis_src.leases import ImportAction, KclApplicationRunningError, import_kcl_table
 from kinesis_src.testing import KeyedProducer, Resharder, StreamFactory, decode, emulator_settings, verify_delivery

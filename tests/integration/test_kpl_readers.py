@@ -40,12 +40,12 @@ from kpl import (
 from kinesis_src import (
     BlockingConsumer,
     Consumer,
-    KinesisClient,
     LeaseTiming,
     Record,
     drain_stream,
     read_table,
 )
+from kinesis_src.aws import KinesisClient
 from kinesis_src.errors import MalformedAggregateError
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ import pytest
 from lease_fixtures import FAILOVER, dynamodb_fixture, make_stream, table_name_fixture  # noqa: F401  (fixtures)
 from waiting import wait_for  # tests/waiting.py
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 from kinesis_src.errors import LeaseLostError
 from kinesis_src.leases.assignment import plan_assignment
 from kinesis_src.leases.coordinator import LeaseCoordinator

@@ -17,7 +17,8 @@ import pytest
 from kpl import check_user_records, produce_through_split_and_merge, records_of_table
 from readers import deliver  # tests/readers.py
 
-from kinesis_src import Consumer, KinesisClient, LeaseTiming, Record, read_table
+from kinesis_src import Consumer, LeaseTiming, Record, read_table
+from kinesis_src.aws import KinesisClient
 from kinesis_src.testing import LOADED_RETRY, decode
 
 pytestmark = pytest.mark.integration

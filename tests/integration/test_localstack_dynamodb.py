@@ -21,7 +21,8 @@ import pytest
 from kpl import KplProducer, check_user_records, produce_through_split_and_merge
 from readers import deliver  # tests/readers.py
 
-from kinesis_src import Consumer, KinesisClient, LeaseTiming, Record
+from kinesis_src import Consumer, LeaseTiming, Record
+from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.names import default_table_name

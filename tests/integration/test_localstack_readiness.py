@@ -14,7 +14,8 @@ import launcher  # localstack/ is on sys.path (tests/conftest.py)
 import localstack_host
 import pytest
 
-from kinesis_src import AwsSettings, KinesisClient
+from kinesis_src import AwsSettings
+from kinesis_src.aws import KinesisClient
 from kinesis_src.retry import NO_RETRY
 
 pytestmark = pytest.mark.integration

@@ -20,8 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 from proxy import KINESIS, LOST_RESPONSE, Fault, FaultProxy  # noqa: E402  (tests/faults has no __init__.py)
 
-from kinesis_src import KinesisClient  # noqa: E402
-from kinesis_src.aws import FanOut  # noqa: E402
+from kinesis_src.aws import FanOut, KinesisClient  # noqa: E402
 from kinesis_src.errors import StreamNotFoundError  # noqa: E402
 from kinesis_src.testing import IdempotentKinesisClient, emulator_settings  # noqa: E402
 

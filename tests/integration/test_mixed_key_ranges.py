@@ -49,7 +49,8 @@ from test_consumer import (
 )
 from worker_process import spawned  # tests/worker_process.py
 
-from kinesis_src import KeyRange, KinesisClient
+from kinesis_src import KeyRange
+from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer.units import FULL, scope_of

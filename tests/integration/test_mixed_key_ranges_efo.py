@@ -34,8 +34,8 @@ from test_mixed_key_ranges import (
 )
 from worker_process import spawned  # tests/worker_process.py
 
-from kinesis_src import KeyRange, KinesisClient
-from kinesis_src.aws import FanOut
+from kinesis_src import KeyRange
+from kinesis_src.aws import FanOut, KinesisClient
 from kinesis_src.config import ENV_ENDPOINT_URL
 from kinesis_src.consumer.units import FULL
 from kinesis_src.retrieval.registration import unit_consumer_name

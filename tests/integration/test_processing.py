@@ -43,10 +43,10 @@ from worker_process import WorkerProcess, spawned  # tests/worker_process.py
 from kinesis_src import (
     BlockingConsumer,
     Consumer,
-    KinesisClient,
     LeaseTiming,
     read_table,
 )
+from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer.processing import DeliveredRecord, process

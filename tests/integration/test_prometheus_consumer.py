@@ -17,7 +17,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from waiting import wait_for  # tests/waiting.py
 
-from kinesis_src import BlockingConsumer, KinesisClient, LeaseTiming
+from kinesis_src import BlockingConsumer, LeaseTiming
+from kinesis_src.aws import KinesisClient
 from kinesis_src.consumer.processing import ProcessingMetrics, Reject, Release
 from kinesis_src.consumer.prometheus import serve_metrics
 

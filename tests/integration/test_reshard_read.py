@@ -14,7 +14,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from waiting import wait_for  # tests/waiting.py
 
-from kinesis_src import KinesisClient, Position, drain_stream
+from kinesis_src import Position, drain_stream
+from kinesis_src.aws import KinesisClient
 from kinesis_src.discovery import ShardDiscovery
 from kinesis_src.errors import (
     ShardNotFoundError,

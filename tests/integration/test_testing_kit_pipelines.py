@@ -21,7 +21,8 @@ from typing import NamedTuple
 
 import pytest
 
-from kinesis_src import Consumer, KinesisClient, LeaseTiming, Record, read_table
+from kinesis_src import Consumer, LeaseTiming, Record, read_table
+from kinesis_src.aws import KinesisClient
 from kinesis_src.testing import (
     AT_LEAST_ONCE,
     DeliveryError,

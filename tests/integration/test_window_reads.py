@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from waiting import wait_for  # tests/waiting.py
 
-from kinesis_src import KinesisClient, read_table
+from kinesis_src import read_table
+from kinesis_src.aws import KinesisClient
 from kinesis_src.arrow import ARROW_SCHEMA
 from kinesis_src.cli import main
 from kinesis_src.discovery import ShardDiscovery

@@ -21,7 +21,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 from kinesis_src.testing import KeyedProducer
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from spark_versions import needs_trigger_api  # tests/spark_versions.py
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import LeaseTableNotFoundError

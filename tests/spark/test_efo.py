@@ -19,8 +19,7 @@ from readers import available_now_batches  # tests/readers.py
 
 from waiting import wait_for
 
-from kinesis_src import KinesisClient
-from kinesis_src.aws import FanOut
+from kinesis_src.aws import FanOut, KinesisClient
 
 pytestmark = pytest.mark.integration
 

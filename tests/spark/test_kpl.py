@@ -28,7 +28,8 @@ from kpl import (
     with_bad_md5,
 )
 
-from kinesis_src import KinesisClient, Record
+from kinesis_src import Record
+from kinesis_src.aws import KinesisClient
 
 pytestmark = pytest.mark.integration
 

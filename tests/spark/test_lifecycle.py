@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import pytest
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 from spark_versions import needs_trigger_api, until_drained  # tests/spark_versions.py
 from waiting import wait_for  # tests/waiting.py
 

@@ -15,7 +15,7 @@ import pytest
 from kpl import check_user_records, produce_through_split_and_merge
 from readers import available_now_batches  # tests/readers.py
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 
 pytestmark = pytest.mark.integration
 

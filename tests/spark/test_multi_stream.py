@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 from kinesis_src.records import Record
 from kinesis_src.testing import (
     KeyedProducer,

@@ -20,7 +20,8 @@ from spark_versions import needs_trigger_api  # tests/spark_versions.py
 from prometheus_client import CollectorRegistry, generate_latest
 from waiting import wait_for  # tests/waiting.py
 
-from kinesis_src import KinesisClient, read_table
+from kinesis_src import read_table
+from kinesis_src.aws import KinesisClient
 from kinesis_src.metrics import QueryProgressCollector
 from kinesis_src.testing import KeyedProducer, Resharder, StreamFactory, verify_delivery
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 from kinesis_src.errors import StreamNotFoundError
 from waiting import wait_for  # tests/waiting.py
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from spark_versions import needs_trigger_api  # tests/spark_versions.py
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 from kinesis_src.testing import (
     KeyedProducer,
     check_order,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kinesis_src import KinesisClient
+from kinesis_src.aws import KinesisClient
 from kinesis_src.testing import KeyedProducer, check_order, read_file_sink, split_then_merge
 from waiting import wait_for  # tests/waiting.py
 

@@ -20,8 +20,8 @@ from moto_iam import (  # tests/moto_iam.py; fixtures via conftest.py
     role,
 )
 
-from kinesis_src import AwsSettings, KinesisClient, read_table
-from kinesis_src.aws import credentials
+from kinesis_src import AwsSettings, read_table
+from kinesis_src.aws import KinesisClient, credentials
 from kinesis_src.config import CredentialSource
 from kinesis_src.errors import AccessDeniedError, ConfigurationError
 

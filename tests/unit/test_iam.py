@@ -24,7 +24,8 @@ from moto_iam import (  # tests/moto_iam.py; fixtures via conftest.py
     iam_statements,
 )
 
-from kinesis_src import AwsSettings, Consumer, KinesisClient, LeaseTiming, read_table
+from kinesis_src import AwsSettings, Consumer, LeaseTiming, read_table
+from kinesis_src.aws import KinesisClient
 from kinesis_src.errors import AccessDeniedError
 
 AWS_PACKAGE = Path(__file__).resolve().parents[2] / "kinesis_src" / "aws"

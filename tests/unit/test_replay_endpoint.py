@@ -22,7 +22,8 @@ import boto3
 import botocore.session
 import pytest
 
-from kinesis_src import AwsSettings, KinesisClient, Position, drain_stream, read_table
+from kinesis_src import AwsSettings, Position, drain_stream, read_table
+from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.boundary import millisecond_timestamps
 from kinesis_src.aws.async_kinesis import AsyncKinesisClient
 from kinesis_src.errors import (

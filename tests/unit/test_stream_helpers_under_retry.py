@@ -20,7 +20,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 from proxy import KINESIS, LOST_RESPONSE, Fault, FaultProxy  # noqa: E402  (tests/faults has no __init__.py)
 
-from kinesis_src import AwsSettings, KinesisClient  # noqa: E402
+from kinesis_src import AwsSettings  # noqa: E402
+from kinesis_src.aws import KinesisClient  # noqa: E402
 from kinesis_src.errors import InvalidRequestError, StreamNotFoundError  # noqa: E402
 from kinesis_src.retry import RetryPolicy  # noqa: E402
 from kinesis_src.testing import StreamFactory  # noqa: E402
