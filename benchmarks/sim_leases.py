@@ -1,6 +1,6 @@
 """Benchmark: the lease protocol beyond one machine, by discrete-event simulation (issue #12 target 7).
 
-The real LeaseCoordinator, LeaseTable, serializer, assignment, DynamoDBClient
+The real LeaseCoordinator, LeaseTable, schema, assignment, DynamoDBClient
 and retry policy run unchanged over a simulated DynamoDB (5-10 ms per
 request, per-partition-key throttling at 3,000 RCU / 1,000 WCU, capacity
 charged by item size) in simulated time; see tests/lease_sim/. Phases:
@@ -42,7 +42,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kinesis_src.leases.serializer import LeaseCodec
+from kinesis_src.leases.schema.lease_items import LeaseCodec
 from kinesis_src.leases.timing import LeaseTiming
 from tests.lease_sim import PhaseResult, SimConfig, Simulation
 from tests.lease_sim.safety import AFTER_EXPIRY, FORCED_STEAL, LIVE_OWNER, OTHER

@@ -32,7 +32,8 @@ from ..clock import since_boot
 from ..errors import KinesisSourceError
 from ..leases.listener import SyncsShards
 from ..leases.model import Lease
-from ..leases.serializer import HASH_KEY, LEASE_COUNTER, LEASE_OWNER, lease_key
+from ..leases.schema.keys import HASH_KEY, lease_key
+from ..leases.schema.lease_items import LEASE_COUNTER, LEASE_OWNER
 from ..leases.shard_sync import SyncReport
 from ..leases.table import LeaseTable
 from .range_claims import observe_live

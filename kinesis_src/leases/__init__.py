@@ -1,7 +1,7 @@
 """Leases, by role (after the KCL's ``leases`` package).
 
 * :mod:`.model` -- values: :class:`Checkpoint`, :class:`Lease`, worker heartbeats;
-* :mod:`.serializer` -- every item layout and attribute name of the table;
+* :mod:`.schema` -- every key, item layout and attribute name of the table;
 * :mod:`.layout` -- over which partition keys the leases are spread (:mod:`.layout_records` records it);
 * :mod:`.table` -- the conditional writes (:class:`LeaseTable`), with :mod:`.heartbeat_items` and
   :mod:`.shard_end`;

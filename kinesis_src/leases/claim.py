@@ -4,7 +4,7 @@ Two queries sharing an ``applicationName`` would share per-batch progress
 items and plan from each other's ends. The driver therefore claims the name
 with a heartbeat item in the lease table (the same liveness mechanism the
 lease coordinator uses) and renews it from a daemon thread. The claim has a
-key of its own (``claim#<application>#<stream>``, see :mod:`.serializer`):
+key of its own (``claim#<application>#<stream>``, see :mod:`.schema.keys`):
 in the lease partition, a plain-Python consumer sharing the name would count
 it as a live worker. A second query that finds the claim watches it with the
 coordinator's :class:`~.expiry.ExpiryJudge`: if the heartbeat moves, the

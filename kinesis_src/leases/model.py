@@ -1,6 +1,6 @@
 """Lease values: checkpoints, leases, worker heartbeats. No I/O, no attribute names.
 
-The DynamoDB layout of these values lives in :mod:`.serializer`; the
+The DynamoDB layout of these values lives in :mod:`.schema`; the
 conditional writes in :mod:`.table`.
 """
 

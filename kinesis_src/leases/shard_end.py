@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import KinesisSourceError
 from .model import Checkpoint, CheckpointKind, Lease, ShardEndResult
-from .serializer import HASH_KEY, LeaseCodec, _list, _s
+from .schema.keys import HASH_KEY
+from .schema.lease_items import LeaseCodec
+from .schema.values import string_value, strings_value
 
 if TYPE_CHECKING:
     from ..aws.dynamodb import DynamoDBClient, Item
@@ -44,7 +46,7 @@ class ShardEndWrites:
             lease,
             "SET #cp = :end, #sub = :zero, #children = :children, #counter = :next, #switches = :zero, "
             "#updated = :now REMOVE #owner, #cpts, #req",
-            {":end": _s(CheckpointKind.SHARD_END.value), ":children": _list(ids)},
+            {":end": string_value(CheckpointKind.SHARD_END.value), ":children": strings_value(ids)},
             now,
         )
         parent["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"

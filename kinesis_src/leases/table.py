@@ -6,7 +6,7 @@ renew, release, delete, heartbeat) return None/False when they lose a race
 (checkpoint, SHARD_END) raise :class:`LeaseLostError` because a failure
 there means the caller must stop. SHARD_END and the child leases are one
 transaction, fenced like a checkpoint. Item layouts and attribute names
-live in :mod:`.serializer`.
+live in :mod:`.schema`.
 """
 
 from __future__ import annotations
@@ -36,32 +36,33 @@ from .model import (
     Throughput,
     WorkerHeartbeat,
 )
-from .serializer import (
+from .schema.keys import (
+    EXPECTED_KEY_SCHEMA,
+    HASH_KEY,
+    LEASE_PREFIX,
+    RANGE_KEY,
+    TTL_ATTRIBUTE,
+    WORKER_PREFIX,
+    lease_key,
+    lease_partition,
+)
+from .schema.lease_items import (
     CHECKPOINT,
     CHECKPOINT_SUB_SEQUENCE,
     CHECKPOINT_TIMESTAMP,
     CHILD_SHARD_IDS,
-    EXPECTED_KEY_SCHEMA,
-    HASH_KEY,
     LAST_UPDATED,
     LEASE_COUNTER,
     LEASE_OWNER,
-    LEASE_PREFIX,
     OWNER_SWITCHES,
-    RANGE_KEY,
     STEAL_REQUEST,
     THROUGHPUT_AT,
     THROUGHPUT_BYTES,
     THROUGHPUT_RECORDS,
-    TTL_ATTRIBUTE,
-    WORKER_PREFIX,
     LeaseCodec,
-    _n,
-    _s,
-    lease_key,
-    lease_partition,
     throughput_values,
 )
+from .schema.values import number_value, string_value
 from .shard_end import ShardEndWrites
 
 log = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         result = self._update_held(
             lease,
             "SET #owner = :new, #counter = :next, #switches = #switches + :one, #updated = :now REMOVE #req",
-            values={":new": _s(new_owner), ":one": _n(1)},
+            values={":new": string_value(new_owner), ":one": number_value(1)},
         )
         return self._lease_or_none(result)
 
@@ -211,7 +212,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         Conditional on the owner and counter read, and the counter is left as
         it is: the holder's checkpoints, fenced on it, still succeed.
         """
-        result = self._update_held(lease, "SET #req = :thief, #updated = :now", values={":thief": _s(thief)})
+        result = self._update_held(lease, "SET #req = :thief, #updated = :now", values={":thief": string_value(thief)})
         return self._lease_or_none(result)
 
     def renew_lease(self, lease: Lease) -> Lease | None:
@@ -240,10 +241,10 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
     def delete_lease(self, lease: Lease, only_if_shard_end: bool) -> bool:
         """Delete a drained (or trimmed) lease, unless it changed since ``lease`` was read."""
         condition = "#counter = :cur"
-        values = {":cur": _n(lease.counter)}
+        values = {":cur": number_value(lease.counter)}
         if only_if_shard_end:
             condition += " AND #cp = :end"
-            values[":end"] = _s(CheckpointKind.SHARD_END.value)
+            values[":end"] = string_value(CheckpointKind.SHARD_END.value)
         result = self.dynamodb.delete_item(
             self.table_name,
             self._lease_key(lease.shard_id),
@@ -274,14 +275,15 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
             "#tr": THROUGHPUT_RECORDS, "#tb": THROUGHPUT_BYTES, "#tat": THROUGHPUT_AT, "#req": STEAL_REQUEST,
         }
         all_values: dict[str, Any] = {
-            ":cur": _n(lease.counter), ":now": _n(now), ":zero": _n(0), ":next": _n(lease.counter + 1)
+            ":cur": number_value(lease.counter), ":now": number_value(now), ":zero": number_value(0),
+            ":next": number_value(lease.counter + 1),
         }
         all_values.update(values)
         if lease.owner is None:
             condition = "#counter = :cur AND attribute_not_exists(#owner)"
         else:
             condition = "#counter = :cur AND #owner = :owner"
-            all_values[":owner"] = _s(lease.owner)
+            all_values[":owner"] = string_value(lease.owner)
         used = set(_TOKEN.findall(update + " " + condition))
         return {
             "TableName": self.table_name,
@@ -293,9 +295,12 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         }
 
     def _checkpoint_update(self, checkpoint: Checkpoint) -> tuple[str, dict[str, Any]]:
-        values = {":cp": _s(self.codec.checkpoint_text(checkpoint)), ":sub": _n(checkpoint.sub_sequence_number)}
+        values = {
+            ":cp": string_value(self.codec.checkpoint_text(checkpoint)),
+            ":sub": number_value(checkpoint.sub_sequence_number),
+        }
         if checkpoint.timestamp is not None:
-            values[":cpts"] = _s(format_timestamp(checkpoint.timestamp))
+            values[":cpts"] = string_value(format_timestamp(checkpoint.timestamp))
             return "SET #cp = :cp, #sub = :sub, #cpts = :cpts", values
         return "REMOVE #cpts SET #cp = :cp, #sub = :sub", values
 
@@ -317,7 +322,9 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
                 "Key": self._lease_key(lease.shard_id),
                 "ConditionExpression": "#counter = :cur AND #owner = :owner",
                 "ExpressionAttributeNames": {"#counter": LEASE_COUNTER, "#owner": LEASE_OWNER},
-                "ExpressionAttributeValues": {":cur": _n(lease.counter), ":owner": _s(lease.owner)},
+                "ExpressionAttributeValues": {
+                    ":cur": number_value(lease.counter), ":owner": string_value(lease.owner),
+                },
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }

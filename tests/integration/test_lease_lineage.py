@@ -238,7 +238,7 @@ def test_heartbeats_and_ttl_on_dynamodb_local(dynamodb, table_name) -> None:
 def test_an_upgrade_keeps_the_earlier_layouts_checkpoints_on_dynamodb_local(dynamodb, table_name) -> None:
     # issue #12: leases may now be spread over several partition keys (leases/layout.py); a table written by
     # the earlier version (every lease under lease#app#orders, no layout item) must keep its checkpoints
-    from kinesis_src.leases.serializer import LeaseCodec
+    from kinesis_src.leases.schema.lease_items import LeaseCodec
 
     LeaseTable(dynamodb, table_name, "app", "orders").ensure_table()
     raw = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=dynamodb.endpoint)

@@ -1,7 +1,7 @@
 """A discrete-event simulation of the lease protocol that drives the real coordinator code.
 
 Real :class:`~kinesis_src.leases.coordinator.LeaseCoordinator`,
-:class:`~kinesis_src.leases.table.LeaseTable`, serializer, assignment,
+:class:`~kinesis_src.leases.table.LeaseTable`, schema, assignment,
 :class:`~kinesis_src.aws.dynamodb.DynamoDBClient` and retry policy run
 unchanged on top of a simulated DynamoDB (latency, per-partition-key
 throttling, capacity accounting) in simulated time. Modules:

@@ -1,7 +1,7 @@
 """A simulated DynamoDB table: botocore-shaped requests in, botocore-shaped answers or ClientErrors out.
 
 It sits *below* kinesis-src's real :class:`~kinesis_src.aws.dynamodb.DynamoDBClient`
-(see :mod:`.client`), so the real LeaseTable, serializer, error translation
+(see :mod:`.client`), so the real LeaseTable, schema, error translation
 and retry policy all run: a failed condition is a
 ``ConditionalCheckFailedException`` carrying the old item (ALL_OLD), a
 cancelled transaction a ``TransactionCanceledException`` with one reason per

@@ -37,7 +37,8 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
-from kinesis_src.leases.serializer import LEASE_COUNTER, LEASE_OWNER, LEASE_PREFIX
+from kinesis_src.leases.schema.keys import LEASE_PREFIX
+from kinesis_src.leases.schema.lease_items import LEASE_COUNTER, LEASE_OWNER
 
 FORCED_STEAL = "forced steal"
 LIVE_OWNER = "taken from a live owner"

@@ -23,15 +23,10 @@ from unittest import mock
 from kinesis_src import retry
 from kinesis_src.aws import boundary
 from kinesis_src.leases.coordinator import CycleReport
-from kinesis_src.leases.layout import (
-    LAYOUT_RANGE_KEY,
-    LEASE_PARTITIONS,
-    LeaseLayout,
-    layout_partition,
-    partitions_for,
-)
+from kinesis_src.leases.layout import LeaseLayout, partitions_for
 from kinesis_src.leases.model import Checkpoint, Lease
-from kinesis_src.leases.serializer import LeaseCodec, lease_partition
+from kinesis_src.leases.schema.keys import LAYOUT_RANGE_KEY, layout_partition, lease_partition
+from kinesis_src.leases.schema.lease_items import LEASE_PARTITIONS, LeaseCodec
 from kinesis_src.leases.timing import LeaseTiming
 from lineage import HashRange
 

@@ -11,7 +11,7 @@ from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.leases.layout import LeaseLayout, partitions_for
 from kinesis_src.leases.model import Checkpoint, Lease
-from kinesis_src.leases.serializer import LeaseCodec
+from kinesis_src.leases.schema.lease_items import LeaseCodec
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.records import ChildShard
 from kinesis_src.retry import RetryPolicy

@@ -1,4 +1,4 @@
-"""The lease table on moto: table management, the serializer, and each conditional write's paths."""
+"""The lease table on moto: table management, the lease codec, and each conditional write's paths."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from kinesis_src.errors import (
     LeaseTableNotFoundError,
 )
 from kinesis_src.leases.model import Checkpoint, CheckpointKind, HeartbeatStatus, Lease
-from kinesis_src.leases.serializer import LeaseCodec
+from kinesis_src.leases.schema.lease_items import LeaseCodec
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.names import default_table_name
 from kinesis_src.positions import Position
@@ -140,7 +140,7 @@ def test_applications_and_streams_sharing_a_table_do_not_see_each_other(table: L
     assert list(other_stream.scan().leases) == ["s-3"]
 
 
-# -- serializer ------------------------------------------------------------------------
+# -- lease codec -----------------------------------------------------------------------
 
 checkpoints = st.one_of(
     st.sampled_from([Checkpoint.trim_horizon(), Checkpoint.latest(), Checkpoint.shard_end()]),
@@ -562,7 +562,7 @@ def test_a_checkpoint_carries_the_throughput_estimate_and_older_items_have_none(
 
 
 def test_a_scoped_table_keeps_its_leases_apart_from_the_streams_ordinary_leases() -> None:
-    from kinesis_src.leases.serializer import lease_partition
+    from kinesis_src.leases.schema.keys import lease_partition
 
     assert lease_partition("app", "s") == "lease#app#s"
     assert lease_partition("app", "s", "0-99") == "lease#app#s#0-99"

@@ -20,7 +20,7 @@ import pytest
 
 from kinesis_src.errors import CorruptLeaseError
 from kinesis_src.leases.model import Checkpoint, Lease, TableView, WorkerHeartbeat
-from kinesis_src.leases.serializer import LEASE_OWNER, STEAL_REQUEST, LeaseCodec
+from kinesis_src.leases.schema.lease_items import LEASE_OWNER, STEAL_REQUEST, LeaseCodec
 from kinesis_src.leases.steal_requests import RequestState, StealBook, StealRequest, requested_of
 from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.records import ChildShard

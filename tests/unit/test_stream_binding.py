@@ -14,7 +14,7 @@ from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import CorruptLeaseError, StreamRecreatedError
 from kinesis_src.identity import StreamIdentity
-from kinesis_src.leases.serializer import identity_key
+from kinesis_src.leases.schema.keys import identity_key
 from kinesis_src.leases.stream_binding import bind_stream
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.retry import RetryPolicy
