@@ -15,11 +15,8 @@ import math
 import zlib
 from dataclasses import dataclass
 
-from .schema.keys import LAYOUT_RANGE_KEY, layout_partition, spread_partition
-from .schema.lease_items import LEASE_PARTITIONS
+from .schema.keys import spread_partition
 
-__all__ = ["LAYOUT_RANGE_KEY", "LEASE_PARTITIONS", "LEASES_PER_PARTITION", "MAX_LEASE_PARTITIONS", "LeaseLayout",
-           "layout_partition", "partitions_for", "validate_lease_partitions"]
 LEASES_PER_PARTITION = 1000  # ~85 RCU per strongly consistent read of one partition's leases
 MAX_LEASE_PARTITIONS = 64
 
