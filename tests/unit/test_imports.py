@@ -32,7 +32,7 @@ def modules_after(statement: str) -> set[str]:
         "import kinesis_src",
         f"import {STREAM_MODULE}",
         "import kinesis_src.spark.tasks",
-        "from kinesis_src import read_table, KeyRange, Position\nfrom kinesis_src.aws import KinesisClient",
+        "from kinesis_src import read_table, KeyRange, Position",
         "from kinesis_src.aws import KinesisClient, DynamoDBClient, FanOut",
         "import kinesis_src.cli",
     ],
