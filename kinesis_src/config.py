@@ -20,6 +20,7 @@ from .retry import RetryPolicy
 ENV_ENDPOINT_URL = "KINESIS_SRC_ENDPOINT_URL"
 ENV_DYNAMODB_ENDPOINT_URL = "KINESIS_SRC_DYNAMODB_ENDPOINT_URL"
 ENV_REGIONS = ("AWS_REGION", "AWS_DEFAULT_REGION")
+ENV_DIRECT_GET_RECORDS = "KINESIS_SRC_DIRECT_GET_RECORDS"  # "0": the Consumer's GetRecords through aiobotocore
 
 
 _ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}")
@@ -73,7 +74,8 @@ class AwsSettings:
     ``direct_get_records``: the Consumer sends GetRecords over aiohttp with
     its own SigV4 signature instead of through aiobotocore (a third of the
     CPU per call; same endpoint, credentials and errors). False sends them
-    through aiobotocore, as every other call is.
+    through aiobotocore, as every other call is (``from_env``: also when
+    ``KINESIS_SRC_DIRECT_GET_RECORDS=0``).
     """
 
     region: str
@@ -112,6 +114,8 @@ class AwsSettings:
         """Explicit arguments win; otherwise the environment; otherwise AWS defaults."""
         env = os.environ if environ is None else environ
         region = region or region_from_env(env)
+        if ENV_DIRECT_GET_RECORDS in env and "direct_get_records" not in kwargs:
+            kwargs["direct_get_records"] = env[ENV_DIRECT_GET_RECORDS].strip().lower() not in ("0", "false", "no", "off")
         return cls(
             region=region,
             endpoint_url=endpoint_url or env.get(ENV_ENDPOINT_URL) or None,

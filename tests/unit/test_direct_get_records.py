@@ -216,3 +216,10 @@ def test_the_environment_proxy_is_used_unless_no_proxy_exempts_the_host(scripted
     monkeypatch.setenv("NO_PROXY", "kinesis.invalid")
     with pytest.raises(RetriesExhaustedError):
         get_records(target)
+
+
+@pytest.mark.parametrize(("value", "direct"), [("0", False), ("false", False), ("1", True), (None, True)])
+def test_the_environment_can_send_get_records_through_aiobotocore(value: str | None, direct: bool) -> None:
+    environ = {"AWS_REGION": "us-east-1"} | ({} if value is None else {"KINESIS_SRC_DIRECT_GET_RECORDS": value})
+    assert AwsSettings.from_env(environ=environ).direct_get_records is direct
+    assert AwsSettings.from_env(environ=environ, direct_get_records=True).direct_get_records is True
