@@ -48,6 +48,8 @@ def steady_rows(label: str) -> list[tuple[str, Cell, str]]:
         (f"{label}: put-to-process latency p50, ms", lambda r: num(r.get("latency_p50_ms")), "low"),
         (f"{label}: put-to-process latency p95, ms", lambda r: num(r.get("latency_p95_ms")), "low"),
         (f"{label}: DynamoDB requests per shard-minute", lambda r: num(r.get("ddb_per_shard_minute"), 1), "low"),
+        (f"{label}: DynamoDB capacity units per shard-minute",
+         lambda r: num(r.get("ddb_capacity_per_shard_minute"), 1), "low"),
         (f"{label}: worker CPU seconds per minute", lambda r: num(r.get("cpu_s_per_minute"), 1), "low"),
     ]
 
@@ -84,7 +86,18 @@ def torture_rows(mode: str) -> list[tuple[str, Cell, str]]:
          "low"),
         (f"{label}: seconds from the kill until its keys are delivered again",
          lambda r: num(r.get("recovery_s"), 1), "low"),
+        (f"{label}: DynamoDB requests per shard-minute, 10 s before the kill / 10 s after it",
+         lambda r: window_cell(r, "requests"), ""),
+        (f"{label}: DynamoDB capacity units per shard-minute, 10 s before the kill / 10 s after it",
+         lambda r: window_cell(r, "capacity"), ""),
     ]
+
+
+def window_cell(r: dict, measure: str) -> str:
+    before, after = r.get("ddb_before_kill") or {}, r.get("ddb_after_kill") or {}
+    if measure not in before or measure not in after:
+        return "—"
+    return f"{before[measure]:.1f} / {after[measure]:.1f}"
 
 
 def torture_finished(r: dict) -> str:

@@ -38,6 +38,7 @@ class SteadyResult:
     latency_p95_ms: float | None = None
     ddb_per_shard_minute: float | None = None
     ddb_by_operation: dict = field(default_factory=dict)
+    ddb_capacity_per_shard_minute: float | None = None
     cpu_s_per_minute: float | None = None
     note: str = ""
 
@@ -79,6 +80,7 @@ def run_one(peer: Peer, emulators, kinesis, give_up_s: float, keep: Path | None)
             while time.monotonic() < deadline and deliveries.count(sink) < 50 + len(put_at):
                 time.sleep(0.5)
             calls = proxy.count(start, end)
+            capacity = proxy.capacity_units(start, end)
         finally:
             sampler.stop()
             worker.terminate(20)
@@ -91,7 +93,7 @@ def run_one(peer: Peer, emulators, kinesis, give_up_s: float, keep: Path | None)
     return SteadyResult(
         peer.name, records=len(latencies), latency_p50_ms=percentile(latencies, 0.50),
         latency_p95_ms=percentile(latencies, 0.95), ddb_per_shard_minute=sum(calls.values()) / SHARDS / minutes,
-        ddb_by_operation=calls, cpu_s_per_minute=(cpu1 - cpu0) / minutes,
+        ddb_by_operation=calls, ddb_capacity_per_shard_minute=capacity / SHARDS / minutes, cpu_s_per_minute=(cpu1 - cpu0) / minutes,
         note=f"{missing} of {len(put_at)} records not delivered within 30 s of the window's end" if missing else "",
     )
 

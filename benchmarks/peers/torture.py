@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import deliveries
+from ddb_proxy import CountingProxy
 from peers import Peer, Worker, start_worker
 
 ROUNDS = 100
@@ -48,6 +49,7 @@ RESHARDS = 6
 RESHARD_GAP_S = 6.0
 KILL_AT_S = 20.0
 JOIN_AT_S = 30.0
+COST_WINDOW_S = 10.0  # DynamoDB cost in the 10 s before the kill and the 10 s after it (the failover time; w4 joins at its end)
 SEED = 22
 START_GIVE_UP_S = 240.0
 
@@ -64,6 +66,9 @@ class TortureResult:
     duplicated: int = 0
     order_inversions: int = 0
     recovery_s: float | None = None
+    open_shards_at_kill: int = 0
+    ddb_before_kill: dict = field(default_factory=dict)  # requests and capacity per shard-minute, the window before
+    ddb_after_kill: dict = field(default_factory=dict)  # the same, the window after the kill
     finished: bool = False
     seconds: float | None = None
     reshards: list[str] = field(default_factory=list)
@@ -227,8 +232,9 @@ def run_one(peer: Peer, emulators, kinesis, mode: str, give_up_s: float, keep: P
     producer = KeyedProducer(kinesis, stream, keys=50)
     producer.put_rounds(5)
     sink = Path(tempfile.mkdtemp(prefix="torture-", dir=keep))
+    proxy = CountingProxy(emulators.dynamodb_endpoint).__enter__()
     endpoints = {"stream": stream, "app": app, "kinesis": emulators.kinesis_endpoint,
-                 "dynamodb": emulators.dynamodb_endpoint, "sink": sink}
+                 "dynamodb": proxy.url, "sink": sink}
     started, stop = threading.Event(), threading.Event()
     producing = Producer(producer, started, stop)
     resharding = Resharder(kinesis, stream, 2 if mode == "plain" else 0, started, stop)
@@ -252,6 +258,7 @@ def run_one(peer: Peer, emulators, kinesis, mode: str, give_up_s: float, keep: P
         killed = busiest_worker(sink, workers)
         workers[killed].kill()
         kill_at = time.time()
+        result.open_shards_at_kill = len(open_shards(kinesis, stream))
         sleep_until(first + JOIN_AT_S)
         workers["w4"] = start_worker(peer, "w4", **endpoints)
         producing.join()
@@ -260,6 +267,8 @@ def run_one(peer: Peer, emulators, kinesis, mode: str, give_up_s: float, keep: P
         while time.monotonic() < done_by and not delivered_all(sink, producer.expected()):
             time.sleep(1.0)
         result.seconds = time.time() - first
+        result.ddb_before_kill = ddb_window(proxy, kill_at - COST_WINDOW_S, kill_at, result.open_shards_at_kill)
+        result.ddb_after_kill = ddb_window(proxy, kill_at, kill_at + COST_WINDOW_S, result.open_shards_at_kill)
         got = deliveries.read(sink)
         result.recovery_s = recovery_seconds(got, killed, kill_at)
         report = verify_delivery([{"data": d.head, "shardId": d.shard} for d in got], producer,
@@ -273,6 +282,14 @@ def run_one(peer: Peer, emulators, kinesis, mode: str, give_up_s: float, keep: P
         stop.set()
         for worker in workers.values():
             worker.kill()
+        proxy.__exit__(None, None, None)
+
+
+def ddb_window(proxy: CountingProxy, since: float, until: float, shards: int) -> dict:
+    """DynamoDB requests and capacity units per shard-minute in [since, until), all workers together."""
+    shard_minutes = max(1, shards) * (until - since) / 60
+    return {"requests": sum(proxy.count(since, until).values()) / shard_minutes,
+            "capacity": proxy.capacity_units(since, until) / shard_minutes}
 
 
 def finish(result: TortureResult, producer, resharding: Resharder, sink: Path) -> TortureResult:  # noqa: ANN001
