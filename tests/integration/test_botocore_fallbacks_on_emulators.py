@@ -1,8 +1,9 @@
 """The read path on real emulators with every private botocore member forced absent.
 
 GetRecords on kinesis-mock: each client kind the package builds (our
-session's, a caller's session's, a Spark task's, the async Consumer's) reads
-a stream that was split while it filled, once on today's botocore internals
+session's, a caller's session's, a Spark task's, the async Consumer's with
+GetRecords sent directly and through aiobotocore) reads a stream that was
+split while it filled, once on today's botocore internals
 and once with every check of :mod:`kinesis_src.aws.botocore_internals`
 answering "missing". SubscribeToShard on LocalStack (kinesis-mock cannot
 serve it to botocore): botocore's and aiobotocore's event streams, the same
@@ -12,6 +13,7 @@ way. The same records, positions, ends and children come out.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any, Callable
 
 import botocore.session
@@ -90,7 +92,8 @@ CLIENTS: dict[str, Callable[[AwsSettings], KinesisClient]] = {
 
 def read_every_way(settings: AwsSettings, stream: str) -> dict[str, dict[str, Shard]]:
     reads = {name: read_sync(make(settings), stream) for name, make in CLIENTS.items()}
-    reads["async"] = read_async(settings, stream, sorted(reads["ours"]))
+    reads["async"] = read_async(settings, stream, sorted(reads["ours"]))  # GetRecords sent directly
+    reads["async, aiobotocore"] = read_async(replace(settings, direct_get_records=False), stream, sorted(reads["ours"]))
     return reads
 
 
