@@ -21,12 +21,11 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time
     from lineage import KeyRange
 
     from .config import AwsSettings, CredentialSource
-    from .consumer import BlockingConsumer, Consumer, ConsumerMetrics
+    from .consumer import BlockingConsumer, Consumer
     from .consumer.batch import Batch
     from .consumer.processing import (
         DeadLetter,
         DeliveredRecord,
-        ProcessingMetrics,
         Reject,
         Release,
     )
@@ -44,7 +43,6 @@ _EXPORTS: dict[str, str] = {
     "Batch": "kinesis_src.consumer.batch",
     "BlockingConsumer": "kinesis_src.consumer",
     "Consumer": "kinesis_src.consumer",
-    "ConsumerMetrics": "kinesis_src.consumer",
     "CredentialSource": "kinesis_src.config",
     "DeadLetter": "kinesis_src.consumer.processing",
     "DeliveredRecord": "kinesis_src.consumer.processing",
@@ -53,7 +51,6 @@ _EXPORTS: dict[str, str] = {
     "KinesisSourceError": "kinesis_src.errors",
     "LeaseTiming": "kinesis_src.leases.coordinator",
     "Position": "kinesis_src.positions",
-    "ProcessingMetrics": "kinesis_src.consumer.processing",
     "Record": "kinesis_src.records",
     "Reject": "kinesis_src.consumer.processing",
     "Release": "kinesis_src.consumer.processing",
@@ -68,7 +65,6 @@ __all__ = [
     "Batch",
     "BlockingConsumer",
     "Consumer",
-    "ConsumerMetrics",
     "CredentialSource",
     "DeadLetter",
     "DeliveredRecord",
@@ -77,7 +73,6 @@ __all__ = [
     "KinesisSourceError",
     "LeaseTiming",
     "Position",
-    "ProcessingMetrics",
     "Record",
     "Reject",
     "Release",
@@ -87,7 +82,11 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_SUB_PACKAGE_NAMES: dict[str, str] = {"KinesisClient": "kinesis_src.aws"}
+_SUB_PACKAGE_NAMES: dict[str, str] = {
+    "KinesisClient": "kinesis_src.aws",
+    "ConsumerMetrics": "kinesis_src.consumer",
+    "ProcessingMetrics": "kinesis_src.consumer.processing",
+}
 """Internal names a user may look for here -> the documented sub-package that offers them (docs/api.md)."""
 
 
