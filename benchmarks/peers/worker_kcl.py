@@ -10,6 +10,12 @@ from the shared command line, ``metricsLevel = NONE``, TRIM_HORIZON; the
 rest are KCL's defaults. The AWS SDK's CBOR wire format is turned off
 (``-Daws.cborEnabled=false``) so KCL speaks the same JSON protocol as every
 other peer (the replay endpoint serves only JSON).
+
+Before the daemon starts, the worker creates KCL's lease table itself, as KCL
+makes it, with the owner GSI KCL 3 adds later (``LeaseOwnerToLeaseKeyIndex``):
+DynamoDB Local sometimes leaves a GSI added to an existing table CREATING
+for minutes, and KCL then assigns no lease at all (docs/peers.md). A GSI
+made with the table is ACTIVE at once; KCL finds both and goes on.
 """
 
 from __future__ import annotations
@@ -55,8 +61,37 @@ def properties(args, executable: str) -> str:  # noqa: ANN001
     return "".join(f"{k} = {v}\n" for k, v in settings.items())
 
 
+LEASE_OWNER_INDEX = "LeaseOwnerToLeaseKeyIndex"
+
+
+def create_lease_table(args) -> None:  # noqa: ANN001
+    """KCL's lease table (``applicationName``, leaseKey hash key, on demand) with its owner GSI; idempotent."""
+    import boto3
+
+    client = boto3.client("dynamodb", region_name=REGION, endpoint_url=args.dynamodb,
+                          aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "test"),
+                          aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "test"))
+    try:
+        client.create_table(
+            TableName=args.app, BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"},
+                                  {"AttributeName": "leaseOwner", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+            GlobalSecondaryIndexes=[{
+                "IndexName": LEASE_OWNER_INDEX,
+                "KeySchema": [{"AttributeName": "leaseOwner", "KeyType": "HASH"},
+                              {"AttributeName": "leaseKey", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }],
+        )
+    except client.exceptions.ResourceInUseException:
+        pass
+    client.get_waiter("table_exists").wait(TableName=args.app, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+
+
 def main() -> None:
     args = parse(__doc__.splitlines()[0])
+    create_lease_table(args)
     import amazon_kclpy
 
     jars = os.path.join(os.path.dirname(amazon_kclpy.__file__), "jars")
