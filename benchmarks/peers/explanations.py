@@ -87,15 +87,16 @@ record (its lease table is built; KCL's later shard syncs list without a filter 
 tiling, and a joining worker skips the sync when leases exist). The table's "Torture, reshards only
 after the first record" rows are that run, for every peer that did not finish the plain run.
 
-KCL 3 hit a second wall in that run, this one on DynamoDB Local: with three workers starting
-together, one worker created the lease table's GSI (`LeaseOwnerToLeaseKeyIndex`, which KCL 3's lease
-assignment needs) and all three then polled DescribeTable every 10 s for the rest of the 240 s:
-"GSI status is not active, trying again in 10s" (21 times in w1's log), so no lease was ever
-assigned. With one worker the same GSI was ACTIVE within 10 s (start-up run), and a probe creating
-that GSI on a 4-item table with 0, 1 or 3 concurrent writers saw it ACTIVE within 1 s; the cause
-inside DynamoDB Local was not found in this session, and nothing says AWS behaves so. The "one
-worker first" rows give KCL the run where neither quirk can bite: w1 alone until its first record,
-then w2 and w3, the reshards, the kill and the late joiner on the same clock as the others.
+KCL 3 hit a second wall on DynamoDB Local: the GSI KCL 3 adds to its lease table after creating it
+(`LeaseOwnerToLeaseKeyIndex`, which its lease assignment needs) sometimes stays CREATING for
+minutes, and KCL polls DescribeTable every 10 s ("GSI status is not active, trying again in 10s")
+and assigns no lease meanwhile. It happened with three workers starting together in an earlier
+torture run, and with one worker in the steady run above (its log: GSI requested at 18:00:13, still
+not active at 18:06:04 when the run gave up), while a GSI made together with its table is ACTIVE
+at once. The cause inside DynamoDB Local was not found; nothing says AWS behaves so. From the scale
+workload of the run above on, KCL's worker creates its lease table with that GSI before the daemon
+starts (benchmarks/peers/worker_kcl.py; KCL logs that the table exists and goes on), so the quirk
+cannot bite KCL's scale and torture rows; the steady cell above is the one it bit.
 
 ListShards, probed by benchmarks/peers/listing_probe.py (a 2-shard stream, shard 0 split, then
 children 3 and 1 merged; each distinct answer kept; "none" is a listing without ShardFilter, which
@@ -111,46 +112,69 @@ KCL does not check for tiling):""",
   off; the replay endpoint never throttles, so they look faster there. The control runs above are
   kinesis-src on the same endpoint with that one limit lifted (`PEERS_NO_BYTE_PACING=1` in
   worker_ours.py). Inherent (a deliberate limit), not a bug.
-- **CPU per record (kcl-rs, when it wins that row).** It did in one earlier run on this machine
-  (2.1 against 4.9 µs on 32 shards of only 5,000 records, where one page per shard is all there
-  is and kinesis-src's per-shard start costs are spread over few records); on 4 shards and on
-  32 shards of 20,000 records kinesis-src was lower. kcl-rs parses the GetRecords JSON and
-  base64 in Rust and hands Python ready `Record` objects; kinesis-src decodes with msgspec (C)
-  and builds its `Record`s in Python (docs/performance.md), and every processor spends the same
-  ~1 µs per record on its delivery line.
+- **Records per second on 32 shards (kcl-rs).** With 32 shards the 2 MB/s-per-shard pacing allows
+  about 320,000 records/s, and kinesis-src delivered 325,000 paced and 316,000 with the pacing off
+  (control run above): one Python process spends about 3 µs of CPU a record and has one core to
+  spend it on (the GIL). kcl-rs spent about the same CPU a record (2.9 µs against kinesis-src's
+  2.8 in the run above) but decodes in Rust threads on both of this machine's cores, so one process
+  delivers more. Inherent to one Python process; kinesis-src's answer is more processes (workers
+  of one application share the stream's shards, `Consumer` docs), which the one-process-per-peer
+  rule of this table does not use.
+- **CPU per record (kcl-rs, when it wins that row).** Within a few tenths of a µs either way: in
+  the run above kinesis-src was lower on 4 shards (2.65 against 3.40) and on 32 (2.83 against
+  2.89); in an earlier run kcl-rs was lower on 32 shards of only 5,000 records (2.1 against 4.9,
+  one page per shard, so kinesis-src's per-shard start costs weighed more). kcl-rs parses the
+  GetRecords JSON and base64 in Rust and hands Python ready `Record` objects; kinesis-src decodes
+  with msgspec (C) and builds its `Record`s in Python (docs/performance.md), and every processor
+  spends the same ~1 µs per record on its delivery line.
 - **Memory (kcl-rs; async-kinesis within a few MB).** Importing botocore and aiobotocore alone
   takes a Python process to 45 MB (`python -c "import botocore.session, aiobotocore.session"`,
   max RSS 44.6 MB here; `import kinesis_src.consumer` 49.7 MB); kcl-rs carries no Python AWS SDK.
   async-kinesis uses the same aiobotocore, so it lands within noise of kinesis-src.
 - **CPU per minute at a steady 50 records/s (kcl-rs).** At this rate the work is the calls, not
   the records: 4 shards polled every 200 ms is 1,200 GetRecords a minute, plus ~300 DynamoDB
-  requests (the proxy's count). kinesis-src spent about 3.3 CPU seconds a minute on them, about
-  2 ms of CPU per AWS call (botocore signing and parsing, aiohttp, asyncio); kcl-rs makes the same
-  calls from Rust for about 1.1 s a minute (KCL 3's JVM plus its Python processes: about 9 s).
-  **Ours to look at**: the per-call Python cost, not the per-record one.
-- **DynamoDB requests per shard-minute at a steady rate (native-aws-kcl-py, async-kinesis).** Every
-  peer checkpoints each batch, about one UpdateItem per shard per second here, which is most of the
-  count (the per-operation lines under the table). On top, kinesis-src reads the lease table with
-  one Query about every second (59 a minute in the steady run: how a worker sees another's
-  heartbeat stop within the 10 s failover time; the torture row has the killed worker's keys
-  delivered again about 8 s after the kill); native-aws-kcl-py takes leases every 20 s with a Scan (5 a minute), and every one of
-  async-kinesis's requests was an UpdateItem (its heartbeats and checkpoints; it never reads the
-  table in a steady state). The difference is that Query: about 15 requests
-  per shard-minute at 4 shards, and it does not grow with shards (one Query reads the whole
-  table). **Ours to look at** if the cost matters at few shards: read the table less often while
-  nothing changes.
+  requests. kinesis-src spent 2.0 CPU seconds a minute in the run above, kcl-rs 0.9 (KCL 3's JVM
+  plus its Python processes: about 9 s in an earlier run). Fixed in part: kinesis-src spent 3.3 s
+  a minute in the previous run, about 2 ms of CPU per AWS call, most of it aiobotocore's request
+  pipeline. The Consumer now sends GetRecords directly (aiohttp and its own SigV4 signer, held
+  equal to botocore's by a test: `kinesis_src/aws/direct_get_records.py`), 0.33x the CPU per call
+  at this cadence (`benchmarks/bench_get_records_call.py`: 0.34 against 1.01 ms), and a call that
+  succeeds at once builds no retry state. What remains, measured per thread (`/proc/<pid>/task`,
+  40 s windows, docs/performance.md): ~1.2 s a minute on the event loop (the 1,200 calls at
+  ~0.5 ms each with aiohttp and asyncio, batch delivery, the checkpoints' hops to a thread) and
+  ~0.55 s on threads (~320 DynamoDB calls a minute through botocore at ~1.7 ms each). A Python
+  process polling 4 shards at this cadence with nothing but aiohttp spends 0.4 s a minute on the
+  GetRecords alone (the same benchmark), so a Python consumer stays above a Rust one here. Still
+  ours to cut: the lease writes' thread hops and botocore cost (issue #25 moves the lease
+  coordinator onto the event loop).
+- **DynamoDB requests and capacity per shard-minute at a steady rate (native-aws-kcl-py).** Every
+  peer checkpoints each batch it processes, which is most of the count (the per-operation lines
+  under the table): kinesis-src's 260 UpdateItems in the minute are ~240 checkpoints and ~20
+  heartbeats. native-aws-kcl-py made 169 UpdateItems because it made fewer, larger batches: it fell
+  behind (its p95 latency was 24 s), and a batch that carries more records needs one checkpoint
+  all the same. On top of its checkpoints kinesis-src reads the lease table with 47 Queries a
+  minute: one heartbeat read per scan (every failover/6, 1.67 s: how a survivor sees a dead
+  worker within failover + 2 scans; the torture rows have the killed worker's keys delivered again
+  about 7-8 s after the kill, against 11-20 s for the peers that read less) and the key-range
+  claims. Fixed in part: a worker that sees no key-range claim now reads the claims every failover
+  time instead of every renewal (`UnitReaders.follow_interval_s`), 18 -> 6 Queries a minute; the
+  previous run's 59 Queries and 79.2 requests per shard-minute are now 47 and 76.7. The
+  remaining Queries do not grow with shards (one Query reads every heartbeat), so per shard-minute
+  they shrink as shards grow; `LeaseTiming(scan_interval_s=...)` trades them for a slower failover.
 - **Latency p95 at a steady rate (KCL 3, when below).** Every peer polls each shard every 200 ms,
   so put-to-process latency is kinesis-mock's put-to-visible time plus a wait of 0-200 ms for the
   next poll; differences of a few ms are run-to-run spread (kinesis-src's own p95 was 234 ms in a
   trial run and 300 ms in the run above, same settings).
-- **Pause after a graceful stop (KCL 3, kcl-rs).** Both implement KCL 3's graceful lease hand-off:
-  the stopping worker checkpoints and the lease goes to a named successor, which starts at once
-  from that checkpoint (their pauses were about 0.1 s beyond the producer's 1 s; their late
-  joiners then waited 25-50 s for the leases they were given, where kinesis-src's took about 1 s).
-  kinesis-src releases its leases on SIGTERM and a survivor takes them at its next lease-table
-  scan, so a key waits somewhere between nothing and one scan interval: 0.16 s in the run above,
-  1.3 s in an earlier run at 14:53 UTC with the same settings. **Ours to look at**: hand a
-  released lease straight to a live worker.
+- **Pause after a graceful stop (kcl-rs).** kcl-rs implements KCL 3's graceful lease hand-off: the
+  stopping worker checkpoints and the lease goes to a named successor, which starts from that
+  checkpoint (0.06 s beyond the producer's 1 s in the run above; it also redelivered 33 records
+  and its stopped worker did not exit by itself). kinesis-src releases its leases on SIGTERM at
+  their checkpoints and a survivor takes them at its next lease-table scan, so a key waits between
+  nothing and one scan interval (failover/6: 1.67 s at the default): 0.27 s in the run above,
+  0.16 s and 1.3 s in earlier runs. A direct hand-off would not by itself be faster here: the
+  successor also learns of it at its next scan. What would make it so: announce the stop in the
+  heartbeat first and keep reading for one scan while survivors, seeing the announcement, scan
+  every ~0.1 s; then release. Not built in this issue; the bound above is the guarantee today.
 - **Start-up seconds (async-kinesis, when below).** Both start in about a second on kinesis-mock
   and the order flips between runs: kinesis-src 1.3 s against async-kinesis 1.2 s in the run
   above, 1.5 s against 3.3 s in an earlier full run at 14:06 UTC. About 0.5 s of kinesis-src's is
@@ -174,10 +198,12 @@ Other observations, not rows:
 - KCL 3 reassigns leases only from its leader, and the leader is whoever holds a DynamoDB lock
   whose lease is 2 minutes with a 30 s heartbeat (`DynamoDBLockBasedLeaderDecider`,
   `DEFAULT_LEASE_DURATION_MILLIS`, KCL v3.1.3). When the leader dies, no lease moves until that
-  lock expires, whatever `failoverTimeMillis` says. In the "one worker first" torture run the
-  SIGKILLed worker was the leader (it started first): its last record at 15:05:55, "Worker : w4 is
-  new leader" at 15:08:10, the first leases assigned to survivors at 15:08:32, hence its recovery
-  cell. In a scale run on this machine (2026-11-27 14:54 UTC) the SIGTERMed worker was the leader
+  lock expires, whatever `failoverTimeMillis` says. In an earlier run's torture (one worker first,
+  2026-11-27 15:05 UTC) the SIGKILLed worker was the leader (it started first): its last record at
+  15:05:55, "Worker : w4 is new leader" at 15:08:10, the first leases assigned to survivors at
+  15:08:32. The run above kept no logs, so its KCL cells (60 s from the kill to the keys' return in
+  the torture; 3,000 of 4,050 records not delivered and pauses of 24-34 s in the scale run) are
+  not traced to a cause; they are consistent with this. In a scale run on this machine (2026-11-27 14:54 UTC) the SIGTERMed worker was the leader
   too; its shutdown hook logged "Encountered an error during shutdown.
   java.util.concurrent.TimeoutException", and for the 2.5 minutes the run had left the others
   logged "Worker : w1 is the current leader." and assigned nothing.

@@ -8,6 +8,7 @@ with no result says why (the peer's note) or "not run".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from explanations import FINDINGS, SETTINGS_TEXT, intro
@@ -166,6 +167,9 @@ def beaten(title: str, names: list[str], cells: list[str], better: str) -> list[
     return out
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # colour codes a peer's log puts in a quoted line
+
+
 def notes(results: dict) -> list[str]:
     """Every peer note (crash, give-up, why not run), by workload."""
     out = []
@@ -178,7 +182,7 @@ def notes(results: dict) -> list[str]:
                 for mode, rr in (r.items() if workload == "torture" else [("", r)]):
                     if isinstance(rr, dict) and rr.get("note"):
                         where = f"{workload} {key}".strip() + (f" {mode}" if mode else "")
-                        out.append(f"- {peer}, {where}: {rr['note']}")
+                        out.append(f"- {peer}, {where}: {ANSI_ESCAPE.sub('', rr['note'])}")
     return out
 
 

@@ -162,10 +162,14 @@ def environment(peers: list[Peer], emulators) -> dict:  # noqa: ANN001
 
 
 def deep_merge(old: dict, new: dict) -> dict:
-    """``new`` over ``old``, key by key: re-running some peers keeps the other peers' rows."""
+    """``new`` over ``old``: re-running some peers keeps the other peers' rows, and a peer that ran gets
+    this run's entry whole (nothing of its earlier run survives, e.g. a torture mode it no longer needed)."""
     out = dict(old)
     for key, value in new.items():
-        out[key] = deep_merge(old[key], value) if isinstance(value, dict) and isinstance(old.get(key), dict) else value
+        if key == "results" and isinstance(value, dict) and isinstance(old.get(key), dict):
+            out[key] = {**old[key], **value}
+        else:
+            out[key] = value
     return out
 
 
