@@ -61,32 +61,14 @@ def properties(args, executable: str) -> str:  # noqa: ANN001
     return "".join(f"{k} = {v}\n" for k, v in settings.items())
 
 
-LEASE_OWNER_INDEX = "LeaseOwnerToLeaseKeyIndex"
-
-
 def create_lease_table(args) -> None:  # noqa: ANN001
-    """KCL's lease table (``applicationName``, leaseKey hash key, on demand) with its owner GSI; idempotent."""
-    import boto3
+    """KCL's lease table (``applicationName``) with its owner GSI: tests/kcl_daemon.py's, for this worker's endpoint."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
+    from kcl_daemon import create_lease_table as create  # noqa: PLC0415  (a test helper: stdlib only at import)
 
-    client = boto3.client("dynamodb", region_name=REGION, endpoint_url=args.dynamodb,
-                          aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "test"),
-                          aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "test"))
-    try:
-        client.create_table(
-            TableName=args.app, BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"},
-                                  {"AttributeName": "leaseOwner", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
-            GlobalSecondaryIndexes=[{
-                "IndexName": LEASE_OWNER_INDEX,
-                "KeySchema": [{"AttributeName": "leaseOwner", "KeyType": "HASH"},
-                              {"AttributeName": "leaseKey", "KeyType": "RANGE"}],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
-            }],
-        )
-    except client.exceptions.ResourceInUseException:
-        pass
-    client.get_waiter("table_exists").wait(TableName=args.app, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+    create({"AWS_REGION": REGION, "KINESIS_SRC_DYNAMODB_ENDPOINT_URL": args.dynamodb,
+            "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "test"),
+            "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "test")}, args.app)
 
 
 def main() -> None:
