@@ -1,52 +1,22 @@
 """The lease coordinator a worker runs: heartbeat, scan, balance, and the held-lease set.
 
-How it differs from the KCL, and why it is still safe
------------------------------------------------------
-The KCL renews every lease every failover/3 (a conditional write per lease:
-18 writes per shard per minute at the 10 s default). Here a worker renews
-*itself*: one heartbeat item per worker, one write per renewal interval,
-whatever the number of shards it holds. Lease items change only when
-ownership changes or a checkpoint is written.
+A worker renews *itself* (one heartbeat item), not each lease, so lease
+items change only on a change of owner or a checkpoint. Guarantees:
 
-* **Fencing** stays per lease: every ownership change increments the
-  lease's ``leaseCounter``, and every write by a holder (checkpoint,
-  SHARD_END, fenced progress) is conditional on (owner, counter), so a
-  replaced holder can never write (:class:`~kinesis_src.errors.LeaseLostError`).
-* **Expiry** is judged as the KCL does, by observation on the local
-  clock (:class:`~.expiry.ExpiryJudge`): a worker is expired when its
-  heartbeat (session, counter) has not changed for ``failover_s`` since this
-  worker first saw that value. Wall clocks are never compared, so clock skew
-  cannot expire a live worker. The local clock is CLOCK_BOOTTIME
-  (:func:`kinesis_src.clock.since_boot`), which keeps counting while the
-  host is suspended.
-* **Declaring dead** is itself a conditional write: the observer deletes the
-  heartbeat item only if it still holds the value observed. A heartbeat that
-  lands late makes the delete fail, so a slow-but-alive worker is never
-  declared dead. Once deleted, that worker's leases are free to take (each
-  take still conditional on the lease's owner and counter), and the dead
-  worker learns it at its next heartbeat (the conditional heartbeat fails),
-  drops every lease and registers again. It takes nothing while it is not
-  live, so no lease it took can be taken from it "as dead" after it
-  registered again.
-* **Reading the table** (:mod:`.view`): every cycle reads the heartbeats
-  (one small Query); the lease items only when some worker announced an
-  ownership change in its heartbeat (``leaseChanges``, bumped by a heartbeat
-  sent right after the change), when a worker appeared or went away, and at
-  least every ``lease_refresh_interval_s``. Nothing above depends on that
-  view being current: takes, steals, releases and deletes are conditional on
-  the owner and counter read, so acting on a stale view only costs a failed
-  conditional write. What the view does bound is how soon a victim notices a
-  steal (``view_is_fresh``): the thief announces it, so the victim sees it at
-  its next cycle, unless the thief died between its steal and its
-  announcement; then the victim learns at its next checkpoint (rejected),
-  when the thief's heartbeat is declared dead, or at the periodic re-read.
-* **Self-doubt**: a worker knows when it sent its last acknowledged heartbeat
-  (local clock). No one can declare it dead before ``failover_s`` has passed
-  since then, so ``held()`` reports leases only inside that window; a worker
-  that was paused (GC, SIGSTOP, a frozen VM) stops trusting its leases
-  before anyone else may take them.
+* **Fencing** per lease: every change of owner bumps ``leaseCounter`` and
+  every holder write is conditional on (owner, counter), so a replaced
+  holder cannot write (:class:`~kinesis_src.errors.LeaseLostError`).
+* **Expiry** by observation on the local clock (:class:`~.expiry.ExpiryJudge`,
+  :func:`kinesis_src.clock.since_boot`): wall clocks are never compared.
+* **Declaring dead** is a conditional delete of the heartbeat item, so a
+  late heartbeat keeps a slow worker alive; a worker that is not live takes nothing.
+* **Reading the table** (:mod:`.view`) may be stale: every write is
+  conditional, so staleness costs only a failed write.
+* **Self-doubt**: ``held()`` reports leases only within ``failover_s`` of
+  the last acknowledged heartbeat, so a paused worker stops first.
 
-Balancing, takes, steals and releases: :mod:`.ownership`; the renewal loop: :mod:`.renewal_loop`.
+Rationale: docs/leases.md, "Expiry and fencing". Balancing, takes, steals
+and releases: :mod:`.ownership`; the renewal loop: :mod:`.renewal_loop`.
 """
 
 

@@ -1,38 +1,13 @@
 """Start a kinesis-src application from a KCL 2.x/3.x lease table: checkpoints carried over, nothing reprocessed.
 
-:func:`import_kcl_table` reads the KCL table (a consistent Scan, twice) and
-writes one lease per shard into the application's own lease table, which
-must hold no other leases of that application and stream. The KCL table is
-only read (DescribeTable, Scan): a KCL application pointed at it again
-finds it as it was.
-
-What it refuses, before anything is written:
-
-* **not a KCL lease table**: a missing table, a key schema other than
-  ``leaseKey`` HASH (S), a lease item without ``leaseCounter`` or
-  ``checkpoint``, or no lease item at all;
-* **a KCL application still running**: the table is read twice,
-  ``observe_s`` apart (20 s by default: twice KCL's default
-  ``failoverTimeMillis``). A live KCL worker renews every lease it holds
-  every failover/3 (the ``leaseCounter`` moves), and a KCL 3 leader assigns
-  unowned leases every 2 x failover. Any lease whose counter, owner,
-  checkpoint or ``checkpointOwner`` differs between the two reads, or a
-  lease created or deleted in between, means a worker is alive;
-* **a table for another stream**: multi-stream tables name the stream in
-  each lease (``<account>:<stream>:<creation epoch>``): the leases of the
-  named stream are imported, and the account and creation time must match
-  the stream's ARN and creation time. Single-stream tables do not name the
-  stream, so every lease is compared with the stream's ListShards: its
-  shard must be listed (or older than every listed shard: trimmed), with
-  the same hash key range and parents, and a sequence checkpoint must lie
-  in the shard's sequence number range; at least one lease must name a
-  listed shard;
-* **a target already in use**: other leases of the application on the
-  stream (a re-run after an interrupted import only adds the missing ones).
-
-Shards the KCL table has no lease for (created after KCL stopped, say) are
-left to the consumer's shard sync, which leases them at TRIM_HORIZON, after
-their parents, as KCL would.
+:func:`import_kcl_table` reads the KCL table (DescribeTable, a consistent
+Scan twice; it never writes it) and writes one lease per shard into the
+application's own table. Before writing anything it refuses: a table that
+is not a KCL lease table; a KCL application still running (any lease that
+changed between the two reads, ``observe_s`` apart); a table for another
+stream (leases checked against the stream's ARN or ListShards); and a
+target that already holds other leases of the application (a re-run adds
+only the missing ones). Shards without a KCL lease are left to shard sync.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """KCL 2.x/3.x lease-table items, read (never written): leases, the items to skip, checkpoints.
 
-A KCL lease table has one hash key, ``leaseKey`` (S). Its lease items carry
-(``DynamoDBLeaseSerializer``): ``leaseCounter`` (N, +1 on every renewal and
-change of owner), ``leaseOwner`` (S, absent when unowned), ``checkpoint``
-(S: a sequence number, or the sentinels ``TRIM_HORIZON``, ``LATEST``,
-``AT_TIMESTAMP``, ``SHARD_END``), ``checkpointSubSequenceNumber`` (N),
-``parentShardId`` (SS), ``childShardIds`` (SS; ``childShardId`` in early 2.x),
-``startingHashKey``/``endingHashKey`` (S, from 2.3), ``pendingCheckpoint`` (S,
-a two-phase checkpoint prepared but not committed), ``checkpointOwner`` (S,
-a graceful hand-off in progress, 3.x) and, from 3.x, ``entityType`` =
-``LEASE``. A multi-stream application (3.x) keys a lease
-``<account>:<stream>:<creationEpoch>:<shardId>`` and adds ``streamName`` (the
-first three parts) and ``shardId``.
-
-KCL 3.x also keeps other items in the table: worker metrics and coordinator
-state (``entityType`` ``WORKER_METRIC_STATS``, ``STREAM``, ``LEADER``,
-``CLIENT_VERSION_MIGRATION``, ``TABLE_MIGRATION``) and the leader lock
-(``leaseKey`` = ``Leader``). They are skipped, and counted in the report.
+Parses the attributes KCL's ``DynamoDBLeaseSerializer`` writes (single- and
+multi-stream keys, the checkpoint sentinels, parents and children), and
+recognises the other items KCL 3.x keeps in the table (worker metrics,
+coordinator state, the leader lock) so they are skipped and counted in the
+report. The attribute table: docs/migration.md.
 """
 
 from __future__ import annotations

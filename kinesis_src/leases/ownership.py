@@ -1,33 +1,16 @@
 """What a coordinator cycle changes: judge the workers, reconcile the held set, balance.
 
 Balancing (:func:`plan_assignment`, pure) weighs each lease by its shard's
-recent throughput, measured by its holder and written with its checkpoints
-(:mod:`.throughput`); without estimates every lease weighs 1, and each live
-worker gets between floor(N/W) and ceil(N/W) of the N assignable leases:
-leases of dead workers first, then unowned ones. What follows is said in
-counts; with weights, "above ceil" is "at or above the mean load even
-without the lease", and a hand-over needs a load gap of twice the lease's
-weight (hysteresis: no move is ever undone on a stable load). Rebalancing between live workers is graceful: a
-worker above ceil(N/W) sheds its surplus itself, and when a worker is below
-floor(N/W) with nothing free, the most loaded worker hands one lease over
-(release after its listener checkpoints). If that has not happened within
-1.5 renewal intervals (e.g. the loaded worker plans on an older view), the
-starving worker asks for a lease (at most ``max_steals_per_cycle``, from the
-most loaded worker): a steal request that its holder honours at its next
-scan, releasing gracefully; only a holder that has not released within
-``failover_s`` is stolen from by force (:mod:`.steal_requests`). Forced
-steals are what make a consumer see a record twice (at-least-once), so they
-are the exception here, where the KCL relies on them.
+throughput (:mod:`.throughput`), or counts leases without estimates, and
+moves leases gracefully: an overloaded worker sheds, a loaded one hands a
+lease to a starving one, and only then does the starving worker ask for a
+lease (:mod:`.steal_requests`). Forced steals cause redelivery, so they
+are the exception, not the rule as in the KCL.
 
-Takes are staggered (:func:`~.assignment.plan_assignment` gives each free
-lease a home worker), and a worker that loses :data:`STALE_AFTER_LOST_RACES`
-takes in a row stops taking until it has a fresh view: at a cold start most
-takes used to lose their race. Steal patience restarts at every take: the
-loaded workers are handing leases over, only more slowly than one per
-renewal.
-
-:class:`OwnershipSteps` is mixed into :class:`~.coordinator.LeaseCoordinator`,
-whose state (the held set, the view reader, the renewal) it works on.
+Takes are staggered by home worker, and a worker that loses
+:data:`STALE_AFTER_LOST_RACES` takes in a row waits for a fresh view.
+:class:`OwnershipSteps` is mixed into :class:`~.coordinator.LeaseCoordinator`.
+Rules and hysteresis: docs/leases.md, "Assignment".
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """This worker's heartbeat: registration, renewal on its own schedule, announcements, self-doubt.
 
 A worker's leases live as long as its heartbeat item keeps changing
-(:mod:`.coordinator`). The renewal used to be the first step of the
-coordinator's cycle, so a cycle stuck behind a throttled lease Query (up to
-~11 s of retry backoff) renewed late, and a *live* worker was declared dead
-by the others: its leases moved, its consumer lost them, and the churn fed
-the throttling (found by the lease simulation at 10,000 shards and 100
-workers). So a running coordinator renews on a thread of its own
-(:attr:`RenewalMode.OWN_SCHEDULE`): a renewal waits behind nothing but its
-own write. ``run_once()`` callers without a thread (tests, benchmarks, a
-caller's own loop) renew inside the cycle (:attr:`RenewalMode.IN_CYCLE`).
-
-Announcements (``leaseChanges`` + 1, :mod:`.view`) are heartbeats too. They
-are sent by whoever renews: in its own-schedule mode the cycle only marks a
-change as pending and wakes the renewal, so one thread alone ever writes
-the heartbeat item, and an answer can never be mistaken for another
-session's.
+(:mod:`.coordinator`), so a renewal must wait behind nothing but its own
+write: a running coordinator renews on a thread of its own
+(:attr:`RenewalMode.OWN_SCHEDULE`); ``run_once()`` callers without a thread
+renew inside the cycle (:attr:`RenewalMode.IN_CYCLE`). Announcements
+(``leaseChanges`` + 1, :mod:`.view`) are sent by whoever renews, so one
+thread alone writes the heartbeat item. Why: docs/leases.md, "Expiry and fencing".
 """
 
 from __future__ import annotations

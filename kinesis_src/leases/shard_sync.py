@@ -1,39 +1,17 @@
 """Shard sync: make the lease table match the stream's shard lineage.
 
-Run at worker start (every worker) and then periodically by the leader (the
-lowest live worker id). Each run reads the leases *first*, then lists the
-stream in full (no ShardFilter, so trimmed shards can be told from shards a
-filter hid), and then:
+Run at worker start and then by the leader. Each run reads the leases, then
+lists the whole stream (no ShardFilter, so trimmed shards are told apart), and:
 
-1. **Creates** a lease for every listed shard that has none, unless a
-   descendant of it already has a lease (its data was consumed, or
-   deliberately skipped by a LATEST start). On an empty table the initial
-   position decides: TRIM_HORIZON and AT_TIMESTAMP lease every listed shard
-   at that position (closed ones are read first, parent-first); LATEST
-   leases only the open shards, each at AT_TIMESTAMP *now* (the moment of
-   this sync). LATEST is never written into a lease: it means "whatever is
-   newest when an iterator is asked for", so a lease that changed owner
-   before its first checkpoint (a crash, a hand-off) would make the next
-   owner skip every record put in between. Pinned, "latest" means
-   "arrived after the application first started", for every owner (the
-   Spark source pins it the same way in ``initialOffset``). Later, new shards (splits, merges,
-   UpdateShardCount) start at TRIM_HORIZON, like child leases created at
-   SHARD_END. Creation is put-if-absent, in shard-id order (parents first),
-   so concurrent syncs and SHARD_END handlers create each lease once. This
-   also repairs a table that stopped while the stream was resharded: the
-   missing generations are created at once and wait for their parents.
-2. **Deletes trimmed leases**: a lease whose shard is no longer listed was
-   trimmed past retention. If it was not SHARD_END its unread records are
-   gone; that is logged as a warning. Deleting it unblocks its children,
-   because a parent without a lease counts as drained. A lease whose id is
-   newer than every listed shard is kept (the listing may lag a reshard).
-3. **Cleans up drained parents**: a SHARD_END lease is deleted once every
-   child has started (its lease has a sequence or SHARD_END checkpoint) or
-   is itself gone from the stream. Until then it stays, so a child never
-   looks "parentless" while it could still be re-created at its start.
+1. **Creates** missing leases, put-if-absent and parents first, unless a
+   descendant already has one. On an empty table LATEST is pinned to
+   AT_TIMESTAMP *now*, so a lease that changes owner before its first
+   checkpoint never skips records; later shards start at TRIM_HORIZON.
+2. **Deletes trimmed leases** (shard no longer listed), warning when
+   unread records were lost; this unblocks their children.
+3. **Cleans up drained parents** once every child has started.
 
-Every delete is conditional on the lease's counter, so a lease that changed
-since it was read is left alone.
+Every delete is conditional on the lease's counter. Details: docs/leases.md, "Shard sync".
 """
 
 from __future__ import annotations

@@ -1,42 +1,20 @@
 """The two-phase steal: a starving worker asks the holder to release a lease before it takes it by force.
 
-A forced steal takes a lease from a live holder, which goes on handing out
-the batches it had fetched until it notices: records the thief may already
-have checkpointed (a redelivery after an acknowledgement). So a thief whose
-wish to steal outlasted its patience (:meth:`StealSteps._patient`) does not
-take the lease; it asks:
+A forced steal lets the old holder deliver records the thief may already
+have checkpointed, so a thief whose patience ran out (:meth:`StealSteps._patient`):
 
-1. **Request.** The thief writes ``stealRequestedBy`` on the lease item
-   (:meth:`~.table.LeaseTable.request_steal`), conditional on the owner and
-   counter it read and leaving the counter as it is (the holder's
-   checkpoints, fenced on it, still succeed), and announces it in its next
-   heartbeat, naming the holder (``leaseNotify``): the holder reads the
-   leases at its next cycle, whatever its read gap (:mod:`.view`).
-2. **Release.** The holder sees the request in the first lease read after
-   that announcement landed, and releases the lease first thing in that
-   cycle through the graceful path (:meth:`StealSteps._honour_requests`):
-   the consumer stops delivering from the shard, checkpoints what is in
-   flight, then the lease is released naming the thief, who takes it.
-3. **Force**, only if the holder has not released ``failover_s`` after the
-   thief saw its announcement acknowledged (:class:`StealBook`): the
-   holder then runs an older version (it reads named attributes only and
-   ignores the request; it is stolen from by force, as the KCL would) or
-   cannot read the table.
+1. **Requests**: writes ``stealRequestedBy`` on the lease
+   (:meth:`~.table.LeaseTable.request_steal`, counter unchanged) and names
+   the holder in its heartbeat (``leaseNotify``, :mod:`.view`).
+2. **Waits for the release**: the holder honours it first thing in its next
+   cycle, gracefully (:meth:`StealSteps._honour_requests`).
+3. **Forces** only ``failover_s`` after its announcement (:class:`StealBook`):
+   the holder is an older version or cannot read the table.
 
-Why the force cannot overlap a holder that still delivers: the consumer
-delivers only while its coordinator's view is fresh
-(:meth:`~.coordinator.LeaseCoordinator.view_is_fresh`), i.e. less than 1.5
-renewals (at most 0.75 x ``failover_s``) after the start of its last read
-that reflected every announced change (:attr:`~.view.ViewReader.current_at`).
-A read that started before the announcement landed goes stale 1.5 renewals
-after its start, before the force. A read that started after it saw the
-announcement, read the leases (the holder is named) and so the request
-(written before the announcement), and that cycle released the lease before
-any other step. Each request is cleared when its lease changes hands (take,
-steal, release, SHARD_END remove it). A thief declared dead forgets its
-requests (:meth:`StealBook.keep_incarnation`): while it had no heartbeat
-item, the holder may have read a request and ignored it (:func:`requested_of`),
-its view still fresh; registered again, the thief asks anew.
+The force cannot overlap a delivering holder, because delivery needs a
+fresh view (:meth:`~.coordinator.LeaseCoordinator.view_is_fresh`). The
+argument, and :meth:`StealBook.keep_incarnation` / :func:`requested_of`:
+docs/leases.md, "Assignment".
 """
 
 from __future__ import annotations

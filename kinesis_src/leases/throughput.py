@@ -1,21 +1,12 @@
 """How busy a shard is: measured by its holder, stored on its lease, weighed by the balancer.
 
-The KCL 3 assigns leases by worker utilisation; kinesis-src weighs each
-lease by its shard's recent throughput, so one hot shard no longer counts
-as much as an idle one. The holder measures what it delivers
-(:meth:`~.coordinator.LeaseCoordinator.report_throughput`) with a
-:class:`RateMeter`, and the estimate rides on the checkpoints it writes
-anyway (``throughputRecords``, ``throughputBytes``, ``throughputAt``): no
-extra write.
-
-:func:`lease_weights` turns estimates into the balancer's weights: the
-shard's share of one shard's write limit (1,000 records/s or 1 MB/s,
-whichever is closer), plus a small base for the cost of holding any lease
-(an idle shard is still polled). A lease without an estimate (never
-checkpointed with one, written by an older version) or with one older than
-``max_age_s`` (its holder stopped checkpointing: an idle shard, usually)
-weighs the mean of the others. Without any estimate there are no weights
-at all, and the balancer counts leases.
+Weighing leases by throughput keeps one hot shard from counting as much as
+an idle one. The holder measures what it delivers with a :class:`RateMeter`
+(:meth:`~.coordinator.LeaseCoordinator.report_throughput`) and the estimate
+rides on its checkpoints: no extra write. :func:`lease_weights` turns
+estimates into weights (the shard's share of one shard's write limit, plus a
+base for holding any lease); a missing or stale estimate weighs the mean of
+the others, and with no estimates the balancer counts leases.
 """
 
 from __future__ import annotations

@@ -1,45 +1,17 @@
 """What a coordinator reads each cycle: heartbeats always, leases only when they changed.
 
-At 5,000 leases one consistent Query of the lease partition reads ~1.5 MB
-(~370 RCU); ten workers scanning every 1.67 s spent 2,200 RCU/s, more than
-two thirds of one DynamoDB partition's 3,000, on an idle table. Yet in
-steady state nothing a coordinator needs from the lease items changes:
-checkpoints do not change owners or counters.
+Reading every lease every cycle costs more than the table is worth on an
+idle stream, and checkpoints change no owner. So a writer that changes
+ownership bumps ``leaseChanges`` in its own heartbeat after its lease write
+(:meth:`~.table.LeaseTable.heartbeat` with ``changed=True``); a cycle reads
+the heartbeats first and the leases only when their fingerprint
+``{worker: (session, leaseChanges)}`` moved, at least every
+``lease_refresh_interval_s`` (:meth:`~.timing.LeaseTiming.refresh_s_for`),
+and never closer than :meth:`~.timing.LeaseTiming.lease_read_gap_s`.
 
-So every worker that changes ownership (take, steal, release, SHARD_END,
-shard sync) says so in its own heartbeat item, which it writes anyway:
-``leaseChanges`` is incremented by an immediate heartbeat
-(:meth:`~.table.LeaseTable.heartbeat` with ``changed=True``), a write that
-also renews. A cycle reads the heartbeats (one small Query: ~1 RCU) and
-reads the leases (one Query of the partition, heartbeats included) only
-when the heartbeats' fingerprint, ``{worker: (session, leaseChanges)}``,
-differs from the one seen at the last lease read: a worker bumped, joined,
-restarted, left or was declared dead. The heartbeats
-are read *before* the leases, and a writer bumps *after* its lease write
-landed, so a lease read that follows a fingerprint always includes every
-change that fingerprint announced. The lease read is one Query of the whole
-partition, which returns the heartbeats after the leases: an owner is
-judged by a heartbeat read no earlier than its leases, never taken as dead
-for having registered a moment too late (found by the lease simulation).
-
-How often, at scale: every worker reads every lease, so the cost of the
-fleet's lease reads grows with leases x workers. The periodic re-read
-interval grows with it (:meth:`~.timing.LeaseTiming.refresh_s_for`), and so
-does the least time between two lease reads of one worker, announced
-changes included (:meth:`~.timing.LeaseTiming.lease_read_gap_s`): at 1,000
-leases and 10 workers neither changes anything, at 10,000 and 100 they
-keep a cold start from throttling the lease partitions (the simulation).
-An announcement seen within the gap is not forgotten: the lease read
-follows as soon as the gap has passed.
-
-What can be missed, and why it stays safe: a writer that dies between its
-lease write and the bump, or a worker of an older version (it never
-bumps). Such a change is seen at the next periodic re-read
-(``lease_refresh_interval_s``), or when that writer's heartbeat goes away.
-Meanwhile a reader acts on an old owner/counter, and every write it makes
-is conditional on exactly those, so the only cost is a failed conditional
-write (or, for a victim of such a steal, records delivered until its next
-checkpoint is rejected). Fencing never depended on the view.
+A missed announcement (a writer that died before bumping) is seen at the
+periodic re-read; fencing never depended on the view. Costs and the full
+argument: docs/leases.md, "Reading the table".
 """
 
 from __future__ import annotations
