@@ -135,7 +135,7 @@ class AsyncKinesisClient:
             config=aio_client_config(self.settings, self._max_connections),
         )
         self._client = await self._context.__aenter__()
-        if wanted(self.settings):
+        if wanted(self.settings, self._client.meta.endpoint_url):
             self._direct = DirectGetRecords(
                 self._client.meta.endpoint_url, self._client.meta.region_name, _keys_of(session), self.settings,
                 self._max_connections, session.get_config_variable("ca_bundle"),

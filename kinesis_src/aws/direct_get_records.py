@@ -7,10 +7,10 @@ changes: the endpoint, region and credentials are the aiobotocore client's,
 and failures are raised as botocore raises them, so
 :func:`.boundary.translate` and the retry policy treat them the same way.
 
-The path is not taken where something must see every request: when an
-active ``before-send`` handler is registered with botocore (a running moto
-mock, a recorder: :func:`wanted`), or with
-``AwsSettings(direct_get_records=False)``.
+The path is not taken where something must see every request (an active
+``before-send`` handler: a running moto mock, a recorder), for an endpoint
+URL with a path, or with ``AwsSettings(direct_get_records=False)``
+(:func:`wanted`).
 """
 
 from __future__ import annotations
@@ -46,14 +46,15 @@ USER_AGENT = "kinesis-src (direct GetRecords)"
 KeySource = Callable[[], Awaitable["Keys | None"]]
 
 
-def wanted(settings: AwsSettings) -> bool:
-    """Whether GetRecords may bypass botocore: allowed by the settings, and no request interceptor.
+def wanted(settings: AwsSettings, endpoint_url: str) -> bool:
+    """Whether GetRecords may bypass botocore: allowed by the settings, an endpoint without a path (this
+    signer signs ``/`` only), and no request interceptor.
 
     An interceptor is a ``before-send`` handler in botocore's built-in list
     that is not switched off (moto registers one on import and sets its
     ``enabled`` while a mock runs). Decided when the client opens.
     """
-    if not settings.direct_get_records:
+    if not settings.direct_get_records or urlsplit(endpoint_url).path not in ("", "/"):
         return False
     return not any(
         str(entry[0]).startswith("before-send") and getattr(entry[1], "enabled", True)

@@ -62,7 +62,7 @@ class ScriptedKinesis:
     def _run(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
         app = web.Application()
-        app.router.add_post("/", self._answer)
+        app.router.add_post("/{tail:.*}", self._answer)
         self._runner = web.AppRunner(app)
         self._loop.run_until_complete(self._runner.setup())
         self._loop.run_until_complete(web.SockSite(self._runner, self._sock).start())
@@ -78,7 +78,8 @@ class ScriptedKinesis:
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         operation = request.headers.get("X-Amz-Target", "").rpartition(".")[2]
-        self.seen.append({"operation": operation, **{k.lower(): v for k, v in request.headers.items()}})
+        self.seen.append({"operation": operation, "path": request.path,
+                          **{k.lower(): v for k, v in request.headers.items()}})
         await request.read()
         actions = self.script.get(operation, [])
         action = actions.pop(0) if actions else "ok"
@@ -194,15 +195,24 @@ def test_an_active_request_interceptor_keeps_get_records_on_botocore(monkeypatch
         def __call__(self, **_: Any) -> None:
             return None
 
-    settings = AwsSettings(region="us-east-1")
-    assert wanted(settings)
+    settings, url = AwsSettings(region="us-east-1"), "https://kinesis.us-east-1.amazonaws.com"
+    assert wanted(settings, url)
     interceptor = Interceptor()
     monkeypatch.setattr(botocore.handlers, "BUILTIN_HANDLERS", [*botocore.handlers.BUILTIN_HANDLERS,
                                                                 ("before-send", interceptor)])
-    assert not wanted(settings)
+    assert not wanted(settings, url)
     interceptor.enabled = False
-    assert wanted(settings)
-    assert not wanted(replace(settings, direct_get_records=False))
+    assert wanted(settings, url)
+    assert not wanted(replace(settings, direct_get_records=False), url)
+
+
+def test_an_endpoint_with_a_path_keeps_get_records_on_botocore(scripted) -> None:
+    """botocore posts to the endpoint's path; this signer signs ``/`` only."""
+    server, settings = scripted()
+    assert wanted(settings, server.url + "/") and not wanted(settings, server.url + "/kinesis")
+    page = get_records(replace(settings, endpoint_url=server.url + "/kinesis"))
+    assert page.next_iterator == "it-2" and "direct" not in user_agents(server)[-1]
+    assert server.seen[-1]["path"].startswith("/kinesis")
 
 
 def test_the_environment_proxy_is_used_unless_no_proxy_exempts_the_host(scripted, monkeypatch) -> None:
