@@ -1,36 +1,18 @@
 """The hook that puts the one GetRecords decode (:mod:`.body_decode`) inside botocore.
 
 botocore's generic parser walks the service model for every field of every
-record: ~30x the cost of the msgspec decode on a 10,000-record body
-(benchmarks/bench_decode.py). GetRecords is the one call whose body grows
-with throughput, so only it takes the fast path; every other operation, and
-every error response, is parsed by botocore as usual.
+record, and GetRecords is the one call whose body grows with throughput,
+so only it takes the fast path (cost: docs/performance.md, "Decoding
+GetRecords bodies"). The hook is a botocore ``ResponseParserFactory``
+(registered on the session, or by :func:`.boundary.use_fast_parser`), so
+signing, endpoints, checksums and errors stay botocore's; its one private
+member goes through :mod:`.botocore_internals`.
 
-The hook is a botocore ``ResponseParserFactory`` registered as the session's
-``response_parser_factory`` component (and put on the client by
-:func:`.boundary.use_fast_parser` when a caller brings its own session), so
-signing, endpoints, checksums and error handling all stay botocore's. Its
-parsers override only botocore's public ``parse``; the one private member
-they use, ``_parse_shape``, goes through :mod:`.botocore_internals`, which
-falls back to botocore's own parse where a release lacks it.
-tests/unit/test_decode.py checks that both paths produce the same records on
-the same bodies.
-
-The same parser guards every JSON answer of our clients against two silent
-failures of botocore's own parsing:
-
-- botocore reads bodies with ``enforce_content_length=False``, so a body cut
-  short by a broken connection reaches the parser as if it were whole. Any
-  body shorter than its Content-Length raises :class:`TruncatedResponseError`
-  (retriable) before it is parsed. (aiobotocore's aiohttp already raises
-  ``ClientPayloadError`` there; the check is the same on both.)
-- botocore parses a success body that is not JSON as ``{"message": body}``
-  and then keeps only the output shape's members: an empty answer
-  (ListShards -> no shards). A success body that is not a JSON object raises
-  :class:`MalformedResponseError` (not retriable) naming the operation.
-
-Errors raised here know neither the call's resource nor the endpoint;
-:func:`.boundary.translate` adds both (see :func:`from_parser`).
+It also guards every JSON answer against botocore's two silent failures: a
+body shorter than its Content-Length raises :class:`TruncatedResponseError`
+(retriable), and a success body that is not a JSON object raises
+:class:`MalformedResponseError`. :func:`.boundary.translate` adds the
+resource and endpoint (see :func:`from_parser`).
 """
 
 from __future__ import annotations

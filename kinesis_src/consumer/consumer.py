@@ -1,38 +1,17 @@
 """The async consumer: leases from the lease table, fetches on aiobotocore, batches to the application.
 
-Three parties, and what each owns
----------------------------------
-* Per stream and unit (:mod:`.units`, :mod:`.unit_readers`), a **lease coordinator** (a
-  thread, :class:`~kinesis_src.leases.LeaseCoordinator`) decides which shards this process
-  holds: fair share among the processes with the same application name, failover,
-  parent-first assignment. It tells its :class:`~.stream_reader.StreamReader` through the
-  listener methods, from its thread; they hop onto the event loop. Each reader has its own
-  leases and checkpoints; this class fans them in.
-* One **fetcher task per held shard** (:class:`~kinesis_src.retrieval.async_polling.ShardFetcher`) reads
-  from the lease's checkpoint, paced within Kinesis' per-shard limits, and
-  queues batches. At most ``prefetch_batches`` undelivered batches per
-  shard: a slow application slows fetching instead of filling memory. With
-  a sticky ``key_range``, only the records whose hash key is in the range
-  are queued (:mod:`.stream_reader`, :mod:`.key_range_guard`, :mod:`.unit_readers`).
-* The **application** takes batches of every stream from the one shared
-  queue (``async for``) and acknowledges them with ``await batch.checkpoint()``.
+Three parties: per stream and unit (:mod:`.units`, :mod:`.unit_readers`) a
+**lease coordinator** thread decides which shards this process holds and
+tells its :class:`~.stream_reader.StreamReader`; one **fetcher task per
+held shard** (:class:`~kinesis_src.retrieval.async_polling.ShardFetcher`)
+queues at most ``prefetch_batches`` batches, so a slow application slows
+fetching instead of filling memory; the **application** takes batches from
+one shared queue and acknowledges them with ``await batch.checkpoint()``.
 
-Each holding of a shard has one explicit state (:mod:`.shard_state`):
-FETCHING -> END_SEEN -> ENDING -> ENDED, or RELEASING -> RELEASED, or LOST.
-A shard is finished (SHARD_END written, children leased) only when its
-fetcher saw the end *and* the batch holding its last record was
-checkpointed (that batch says ``ends_shard``): children never start before
-their parents are acknowledged, and a crash before that point redelivers
-the parent's tail, never skips it. A SHARD_END write that fails (lease
-lost, DynamoDB retries exhausted) drops that shard only; its next owner
-reads the tail again and ends it (:mod:`.acks`).
-
-Graceful hand-off (shedding to a new worker, SIGTERM, leaving the ``async
-with``): the shard's fetcher stops, its undelivered batches are dropped, and
-the release waits (up to ``release_timeout_s``, capped at one lease renewal
-interval because the coordinator's heartbeat waits with it) for the batch
-the application is processing to be checkpointed or passed over; then the lease
-is released and the next owner starts right after the last checkpoint.
+Each holding of a shard has one explicit state (:mod:`.shard_state`); a
+shard ends only once its last batch is checkpointed, so children never
+start before their parents are acknowledged (:mod:`.acks`). Hand-offs wait
+up to ``release_timeout_s`` for the batch in hand. Guarantees: docs/consumer.md.
 """
 
 from __future__ import annotations

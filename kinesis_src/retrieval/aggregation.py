@@ -1,65 +1,15 @@
 """KPL de-aggregation: one Kinesis record holding many user records becomes those user records.
 
-The format (the KPL's ``aggregation-format.md``, written by ``aws_kinesis_agg``
-too, read by the KCL's ``AggregatorUtil``): the magic bytes ``F3 89 9A C2``,
-a protobuf ``AggregatedRecord``, then the 16-byte MD5 digest of that
-protobuf::
-
-    message AggregatedRecord {
-      repeated string partition_key_table = 1;
-      repeated string explicit_hash_key_table = 2;
-      repeated Record records = 3;
-    }
-    message Record {
-      required uint64 partition_key_index = 1;
-      optional uint64 explicit_hash_key_index = 2;
-      required bytes data = 3;
-      repeated Tag tags = 4;
-    }
-    message Tag { required string key = 1; optional string value = 2; }
-
-Each user record becomes one row with its own partition key, data and
-explicit hash key (None when it has none), the aggregate's sequence number,
-arrival time and encryption type, and its index in the aggregate as
-sub-sequence number. A plain record on a page that had aggregates is one
-row with sub-sequence number 0 and no explicit hash key.
-
-**Cost.** A page on which no record starts with the magic is returned as
-the same object, after one 4-byte prefix comparison per record, done in C
-(``magic in map(itemgetter(slice(0, 4)), data)``). An aggregate is parsed
-by protobuf's C runtime (upb), from a message class built from the schema
-above at first use (no generated code); its columns are pulled with C
-getters. That costs what a hand-written reader of the same bytes costs
-(``bench_kpl.py --before`` times one) and ~3-4x less per user record than
-``aws_kinesis_agg``'s deaggregator
-(benchmarks/bench_kpl.py, docs/performance.md);
-tests/unit/test_aggregation.py checks it reads what ``aws_kinesis_agg`` reads.
-
-**What is not an aggregate.** Like the KCL, a record with the magic whose
-MD5 digest does not match, whose protobuf does not parse (truncated, an
-invalid wire type or field number, a required field missing), or
-that is too short to hold a protobuf (at most 20 bytes: magic and digest
-only) is passed through whole as one plain row; here it is also logged
-(shard, stream, sequence number and the problem, never the contents) and
-counted in :attr:`Deaggregated.malformed`. A partition or explicit hash key
-index outside its table is handled the same way (the KCL logs an error and
-keeps the user records before the bad one; a page here holds whole
-aggregates or none). With ``strict=True`` each of these raises
-:class:`~kinesis_src.errors.MalformedAggregateError` instead.
-
-**Empty aggregates.** An aggregate whose protobuf parses but holds no user
-records (only key tables, or only unknown fields) yields no rows, and counts
-in :attr:`Deaggregated.aggregates`; the KCL yields nothing for it either.
-Magic plus the digest of an empty protobuf (20 bytes) is "too short" above:
-the KCL and ``aws_kinesis_agg`` do not recognise it as an aggregate and pass
-it through, so it is passed through here too (with the warning).
-
-Unknown fields (groups included) are skipped and a wire format protobuf
-refuses (a field number of 0, a wire type of 6 or 7, a length past the end)
-is malformed, both as protobuf itself does; a missing required field is
-named by its path (``records[0].data``). Key table entries that are not
-UTF-8 are decoded with U+FFFD in place of the bad bytes, as the KCL's (Java)
-protobuf does for proto2 strings.
+Reads the KPL aggregate format (magic ``F3 89 9A C2``, a protobuf
+``AggregatedRecord``, its MD5 digest) with protobuf's C runtime, from a
+message class built from the schema at first use, so no generated code
+ships. Each user record becomes one row with its own keys and data, the
+aggregate's sequence number and its index as sub-sequence number; a page
+with no aggregate comes back as the same object. Like the KCL, a record
+that is not a valid aggregate passes through whole as one row, logged
+(never its contents) and counted in :attr:`Deaggregated.malformed`; with
+``strict=True`` it raises :class:`~kinesis_src.errors.MalformedAggregateError`.
+Format and edge cases: docs/consumer.md, "KPL aggregates"; cost: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -1,40 +1,17 @@
 """The pytest plugin (entry point ``pytest11``: ``kinesis_src``): fixtures for testing a pipeline on Kinesis.
 
-Loaded by pytest in every environment where kinesis-src is installed, so it
-imports nothing heavy at load time and every fixture name starts with
-``kinesis_`` (no clash with a project's own ``kinesis`` or ``stream_name``).
+Loaded by pytest wherever kinesis-src is installed, so it imports nothing
+heavy at load time and every fixture name starts with ``kinesis_``.
 
-Fixtures:
-
-``kinesis_test_endpoints`` (session)
-    :class:`~kinesis_src.testing.Endpoints`: the environment's
-    (``KINESIS_SRC_ENDPOINT_URL``, ``AWS_ENDPOINT_URL``...) or the embedded
-    emulators, started once per session from the installed package (inside
-    ``python -m kinesis_src.testing isolated``, or anywhere with
-    ``KINESIS_SRC_ALLOW_UNISOLATED=1`` / ini ``kinesis_allow_unisolated = true``).
-    With neither, tests that use it are skipped, or fail with
-    ``--kinesis-require-endpoints`` (ini: ``kinesis_require_endpoints = true``).
-    The terminal summary names the endpoints a session used and where they came from.
-``kinesis_test_env``
-    exports the endpoints, a region and (if none are set) dummy credentials
-    into ``os.environ`` for the test, so the pipeline under test finds them.
-``kinesis_test_settings`` / ``kinesis_test_client``
-    :class:`~kinesis_src.AwsSettings` and a :class:`~kinesis_src.aws.KinesisClient`
-    for those endpoints, retrying quickly, with read timeouts that outlast a
-    loaded machine; the client's create_stream / delete_stream survive a
-    retry whose first attempt landed unanswered
-    (:class:`~kinesis_src.testing.IdempotentKinesisClient`).
-``kinesis_stream_factory``
-    :class:`~kinesis_src.testing.StreamFactory`: ``kinesis_stream_factory(shards=2)``
-    creates a uniquely named ACTIVE stream; all are deleted at teardown.
-``kinesis_resharder``
-    :class:`~kinesis_src.testing.Resharder`: split, merge, scale_to,
-    random_reshards, each waiting for ACTIVE with a deadline.
-``kinesis_keyed_producer``
-    ``kinesis_keyed_producer(stream, keys=20)``: a
-    :class:`~kinesis_src.testing.producer.KeyedProducer` whose record of what Kinesis
-    acknowledged is what :func:`~kinesis_src.testing.verify_delivery` checks
-    the pipeline's sink against.
+Fixtures: ``kinesis_test_endpoints`` (session; the environment's endpoints
+or the embedded emulators, else skip or fail with
+``--kinesis-require-endpoints``), ``kinesis_test_env``,
+``kinesis_test_settings`` / ``kinesis_test_client``,
+``kinesis_stream_factory`` (:class:`~kinesis_src.testing.StreamFactory`),
+``kinesis_resharder`` (:class:`~kinesis_src.testing.Resharder`) and
+``kinesis_keyed_producer``, whose record of what Kinesis acknowledged is
+what :func:`~kinesis_src.testing.verify_delivery` checks. Each fixture's
+docstring says what it gives; usage: docs/testing.md.
 """
 
 from __future__ import annotations
