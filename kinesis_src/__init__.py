@@ -7,7 +7,7 @@ The re-exports are resolved on first use (PEP 562 ``__getattr__``), so
 importing one part of the package loads only that part: ``import
 kinesis_src`` never imports pyspark, and a Spark query's Python reader (a
 fresh process per query) does not pay for the Consumer and its async
-stack (aiobotocore, aiohttp), about 1 s at start-up (docs/performance.md).
+stack (start-up cost: docs/performance.md, "Streaming start-up").
 tests/unit/test_imports.py checks both, and that every name in ``__all__``
 resolves.
 """

@@ -4,11 +4,10 @@ Shared by the Spark source (``spark/rows.py`` adds the matching Spark
 ``StructType``) and by bounded reads into a ``pyarrow.Table``
 (:mod:`kinesis_src.window`). It lives outside ``spark/`` so that Arrow
 output never needs pyspark. Batches are built column-wise from the
-decoded page's lists, which skips creating a Python object per record.
-The ``data`` column of a page of records of about 1 KB or more is one
-joined buffer and its offsets (:func:`binary_column`): Arrow's builder of a
-list of ``bytes`` copies each value into a growing buffer, which costs more
-than one ``join`` once values are that large (benchmarks/bench_page_arrow.py).
+decoded page's lists, which skips creating a Python object per record;
+the ``data`` column of a page of large records is one joined buffer and
+its offsets (:func:`binary_column`), cheaper than Arrow's builder copying
+each value (benchmarks/bench_page_arrow.py, docs/performance.md).
 """
 
 from __future__ import annotations

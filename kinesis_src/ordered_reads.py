@@ -1,26 +1,16 @@
 """Read independent shards at the same time, and hand their chunks out in a fixed order.
 
-A bounded lineage read (:mod:`.drain`) goes in waves: every shard whose
-parents are drained can be read now, and none of them depends on another.
-Reading them one after another makes a bounded read as slow as one shard,
-because Kinesis paces each shard (5 calls/s, 2 MB/s) however many there are.
-:func:`read_in_order` reads a wave with a thread per shard (up to
-``workers``), and yields each shard's chunks in the wave's order: all of the
-first shard's, then the second's, so the output is the same, record for
-record, as the sequential read's.
+A bounded lineage read (:mod:`.drain`) goes in waves of shards whose parents
+are drained; Kinesis paces each shard, so reading them one after another is
+as slow as one shard. :func:`read_in_order` reads a wave with a thread per
+shard (up to ``workers``) and yields each shard's chunks in the wave's
+order, so the output is record for record the sequential read's.
 
-Memory stays bounded by weight, not by chunk count: a reader thread adds each
-chunk's weight (``weigh``; drain weighs the record bytes) to a shared budget
-and waits while the budget is spent; the consumer takes the weight back
-when it has yielded that chunk. So at most ``buffer`` plus one chunk per
-reader waits at any time. Counting chunks instead made a paced read slow:
-its pages are small, 16 shards x 6 pages filled 64 slots and the later
-shards stopped reading (their pacing clocks idle) until the first shard was
-handed out, 3.1 s against 1.45 s here. The shard being handed out
-is never charged (its chunks leave as they come), so a full buffer of later
-shards can never block the one the consumer waits for. A reader error is raised when
-its shard's turn comes, so the chunks before it are delivered first. Closing
-the generator early (``read | head``) stops every reader at its next chunk.
+Memory is bounded by weight (``weigh``), not chunk count, so small paced
+pages cannot fill the buffer and idle the later shards; the shard being
+handed out is never charged, so it is never blocked. A reader error is
+raised at its shard's turn; closing the generator stops every reader.
+Measured: docs/performance.md, "Bounded reads".
 """
 
 from __future__ import annotations

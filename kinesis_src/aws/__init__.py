@@ -2,7 +2,7 @@
 
 Names are resolved on first use (PEP 562), so the sync paths (Spark, the
 CLI, bounded reads) never import the async modules and with them
-aiobotocore and aiohttp (~1 s; tests/unit/test_imports.py).
+aiobotocore and aiohttp (tests/unit/test_imports.py).
 """
 
 from __future__ import annotations

@@ -8,13 +8,10 @@ botocore's own retries are off (ours apply, through
 parser for the fast one in :mod:`.decode` (aiobotocore parses asynchronously,
 so it needs its own subclass; the decoding function is the same).
 
-Decoding a 10,000-record body is one C call (``json.loads``) that holds the
-GIL for tens of milliseconds. A thread that needs the GIL meanwhile (the
-Consumer writes checkpoints through the sync lease table on a worker
-thread) waits for it at every blocking step of its call, so a 10 ms
-DynamoDB write took 190-260 ms while the loop decoded pages (measured:
-benchmarks/bench_consumer.py). ``before_decode`` lets the owner of the
-client hold decoding back while such a call is under way.
+Decoding a large body is one C call that holds the GIL, which stalls a
+lease write on another thread; ``before_decode`` lets the owner of the
+client hold decoding back while such a write is under way
+(:mod:`kinesis_src.consumer.writes`).
 """
 
 from __future__ import annotations

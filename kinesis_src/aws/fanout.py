@@ -1,7 +1,7 @@
 """Enhanced fan-out (EFO): stream consumers and SubscribeToShard, on botocore.
 
-With EFO each registered consumer gets its own 2 MB/s per shard, pushed over
-an HTTP/2-style event stream instead of polled with GetRecords. A
+With EFO each registered consumer gets its own read throughput per shard,
+pushed over an event stream instead of polled with GetRecords. A
 subscription lasts at most 5 minutes; its events carry the records, a
 ``ContinuationSequenceNumber`` to resubscribe from, and, once a closed shard
 is read to its end, ``ChildShards`` with a null continuation. Each event

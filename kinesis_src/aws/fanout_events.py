@@ -6,9 +6,9 @@ handed to botocore's event parser, which raises it, named by
 :func:`.fanout_errors.named_error`. Raw messages are private to botocore
 (:mod:`.botocore_internals`); where a release lacks them, the stream's public
 iteration gives botocore's parse of each event instead, converted by
-:func:`.fanout_model.event_from`: the same events, ~30x the decode cost per
-record, and an exception type botocore's model does not list is named
-"(no code)".
+:func:`.fanout_model.event_from`: the same events at a higher decode cost
+(docs/performance.md, "botocore internals"), and an exception type
+botocore's model does not list is named "(no code)".
 """
 
 from __future__ import annotations

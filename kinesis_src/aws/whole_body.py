@@ -1,24 +1,16 @@
 """Response bodies read in one ``read()``, for the clients whose bodies are large (Spark tasks' GetRecords).
 
-botocore reads a body as ``b"".join(raw.stream())``: 64 KiB reads through
-urllib3, then a join that copies the whole body once more; for a 4 MB
-GetRecords page that is ~0.3-0.5 µs a record of 200 B, about a tenth of a
-Spark task's CPU per record (docs/performance.md). One ``read()`` of the
-whole body fills one buffer.
-
-The wrapper goes around one client's HTTP session (never a shared one). It
-asks the session not to read the body (``stream_output``), then reads it
-itself and maps errors the way botocore's session does, so callers see the
-same exceptions. The response it returns is a new ``AWSResponse`` whose raw
-stream yields that one buffer: botocore's own ``content`` joins a single
-chunk, which is the buffer itself. Reaching a client's HTTP session is
-private to botocore (:mod:`.botocore_internals`); where a release keeps it
-elsewhere, the client reads bodies botocore's way. One difference needs care: a body cut short by the
-connection, which botocore's chunked reads return short (then
-:func:`.decode.check_complete` raises the retriable
-``TruncatedResponseError``), makes a whole read raise ``IncompleteRead``; its
-partial body is returned here instead, so the same check sees it.
-tests/unit/test_aws.py runs the truncation tests on both kinds of client.
+botocore reads a body in 64 KiB chunks and joins them, copying the whole
+body once more; one ``read()`` fills one buffer (cost: docs/performance.md,
+"botocore internals"). The wrapper goes around one client's HTTP session
+(never a shared one), asks it not to read the body (``stream_output``),
+reads it itself and maps errors as botocore's session does, so callers see
+the same exceptions. Reaching the session is private to botocore
+(:mod:`.botocore_internals`); where a release keeps it elsewhere, bodies
+are read botocore's way. A body cut short raises ``IncompleteRead`` in a
+whole read; its partial body is returned instead, so
+:func:`.decode.check_complete` raises the retriable ``TruncatedResponseError``
+as on the chunked path (tests/unit/test_aws.py runs both).
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """Lease writes under way, and decoding that waits for them: the Consumer's fix for a GIL convoy.
 
 Checkpoints and SHARD_END go through the sync lease coordinator on a worker
-thread (``asyncio.to_thread``). Each DynamoDB call there gives the GIL up at
-every blocking step (send, each receive) and must get it back each time.
-Meanwhile the event loop decodes GetRecords bodies: ``json.loads`` of a
-10,000-record page is one C call that holds the GIL for tens of
-milliseconds and never hands it over half-way. So every step of the write
-waited for a whole decode: a 14 ms write took 190-260 ms with the loop busy
-decoding (measured on the dev box, DynamoDB Local), and since the
-application awaits its checkpoint, that wait bounded the Consumer's rate.
-
-:class:`WritesUnderWay` counts those writes; the Kinesis client's parser
-awaits :meth:`WritesUnderWay.quiet` before each decode, so a write runs
-while the loop has nothing to decode and takes its own round trip. Holding a
-decode back is free only while the application has a batch to go on with:
-once the consumer's queue is empty, the application waits for a page, so
-decoding goes ahead (``has_work``; the consumer calls :meth:`wake` when the
-application takes the last queued batch). The wait is also bounded
-(``max_wait_s``): a DynamoDB that retries for seconds never stops fetching.
+thread, which must get the GIL back at every blocking step of a DynamoDB
+call; the event loop's decode of a large GetRecords body is one C call that
+holds the GIL throughout. So each step of a write waited for a whole
+decode, and since the application awaits its checkpoint, that bounded the
+Consumer's rate. :class:`WritesUnderWay` counts those writes; the Kinesis
+client's parser awaits :meth:`WritesUnderWay.quiet` before each decode.
+The hold applies only while the application has a batch to go on with
+(``has_work``, :meth:`wake`) and for at most ``max_wait_s``, so a slow
+DynamoDB never stops fetching. Measured: docs/performance.md, "Lease writes
+and the GIL".
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ spark-sql-kinesis-connector (``format("aws-kinesis")``, options
   nobody can explain;
 - **planned** (``PLANNED``): our name for it exists in the design but not
   in the parser yet; once ``options.py`` knows the name, it is accepted and
-  the entry here no longer applies.
+  the entry here is then redundant.
 
 Messages name options, never their values: several of these names carry
 credentials. docs/migration.md is the user's copy of these tables; a unit

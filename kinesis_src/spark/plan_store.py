@@ -1,27 +1,19 @@
 """Large micro-batch plans live in the lease table; the offset names them by digest.
 
-An offset is a batch's whole plan (see :mod:`.offsets`): every frontier
-shard with its start position, plus the drained shards. With 1,000 open
-shards the positions alone are ~100 KiB (a sequence number is 56 digits),
-and Spark writes the offset to its offset log every batch and keeps 100 of
-them. So a plan whose JSON is over :data:`INLINE_MAX_BYTES` is stored here,
-zlib-compressed, and the offset carries only the run, the batch, a SHA-256
-of the plan's JSON text and the stream identity (a few hundred bytes).
+An offset is a batch's whole plan (see :mod:`.offsets`), and Spark writes
+it to its offset log every batch and keeps many, so a plan whose JSON is
+over :data:`INLINE_MAX_BYTES` is stored here, zlib-compressed, and the
+offset carries only the run, the batch, a SHA-256 of the plan's JSON text
+and the stream identity. Spark's contract holds:
 
-Why this keeps Spark's contract:
+* Equal plans give equal JSON text (fixed key order), so equal offsets.
+* The item is written before ``latestOffset`` returns, idempotently, so an
+  offset in the log always has its plan and a recomputed plan is harmless.
+* A restart reads the plan back by (run, batch, digest) and checks the digest.
 
-* Equal plans give equal JSON text (fixed key order), so equal digests and
-  equal offsets: Spark's text comparison still means "same plan".
-* The item is written before ``latestOffset`` returns, so an offset in the
-  offset log always has its plan; writes are idempotent (same digest, same
-  bytes), so recomputing a plan after a crash is harmless.
-* A restart reads the plan back by (run, batch, digest) and checks the digest,
-  so what it replays is exactly what the checkpoint named.
-
-Items: pk ``plan#<application>#<stream>#<run>#<batch>``, sk ``<digest>#<part>``
-(:mod:`kinesis_src.leases.schema.batch_items`), each part at most PART_BYTES
-so each item stays under DynamoDB's 400 KB. A run keeps the plans of its
-last committed batch and the one after it, like progress items.
+Items (:mod:`kinesis_src.leases.schema.batch_items`) are split into parts of
+at most PART_BYTES to fit DynamoDB's item size limit; a run keeps the plans
+of its last committed batch and the one after it, like progress items.
 """
 
 from __future__ import annotations

@@ -2,26 +2,17 @@
 
 A probe is one GetRecords(Limit=1) from the shard's frontier position,
 through the same polling driver as the tasks. With many idle shards the
-calls are what a trigger waits for (1,000 shards x 20 ms is 20 s one after
-another), so a round runs on a bounded thread pool: the calls overlap and
-the round costs about its CPU (botocore spends ~1-2 ms of CPU per call).
-Each probe's NextShardIterator is kept, so only the first probe of a
-position pays a GetShardIterator.
+calls' latency is what a trigger waits for, so a round runs on a bounded
+thread pool and costs about its CPU. Each probe's NextShardIterator is
+kept, so only the first probe of a position pays a GetShardIterator.
 
-A trigger starts calls for at most PROBE_BUDGET_S (the full listing every
-30 s, the partial-trim checks after a restart and the probes share it),
-least recently probed shards first: ``latestOffset`` stays bounded whatever
-the shard count, and a round too long for one trigger spreads over the next
-ones.
-
-Per-shard call limits (Kinesis allows 5 GetRecords/s per shard, shared with
-every reader of the shard): a shard is probed at most once per
-``max(idlePollIntervalMs, 200 ms)``, and a shard a task just read is probed
-no sooner than 200 ms after the driver learned where that read ended (the
-task's last call came before it recorded the end).
-
-Workers touch only their own shard's reader and return values; the calling
-thread applies them.
+A trigger starts calls for at most PROBE_BUDGET_S (shared with the full
+listing and the partial-trim checks), least recently probed first, so
+``latestOffset`` stays bounded whatever the shard count. Kinesis' per-shard
+call limit is respected: a shard is probed at most once per
+``max(idlePollIntervalMs, 200 ms)``, and no sooner than 200 ms after the
+driver learned where a task's read of it ended. Workers touch only their
+own shard's reader; the calling thread applies the results.
 """
 
 from __future__ import annotations

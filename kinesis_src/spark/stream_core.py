@@ -16,7 +16,7 @@ Several streams: every call plans each stream on its own (its lineage, its
 positions, its run and batch numbers) and the query's offset joins their
 offsets (:func:`~.offsets.join_offsets`). A stream the checkpoint does not
 have yet (added to the list on a restart) starts at ``initialPosition``; a
-stream the checkpoint has but the options no longer name is dropped, with a
+stream the checkpoint has but the options do not name is dropped, with a
 log line.
 """
 

@@ -2,12 +2,11 @@
 
 Runs in Spark's Python workers, which are reused across tasks, so the
 Kinesis client is cached per process and per endpoint instead of being
-rebuilt (a botocore client costs ~50 ms to create). Decoding is the
-Python worker's main cost per record (docs/performance.md): GetRecords
-bodies take the one msgspec decode (:mod:`kinesis_src.aws.body_decode`),
-whose pages :func:`~kinesis_src.arrow.page_to_arrow` turns into Arrow, and
-this client reads each body in one read instead of 64 KiB chunks joined
-(:mod:`kinesis_src.aws.whole_body`).
+rebuilt for every task. Decoding is the Python worker's main cost per
+record (docs/performance.md): GetRecords bodies take the one msgspec decode
+(:mod:`kinesis_src.aws.body_decode`), whose pages
+:func:`~kinesis_src.arrow.page_to_arrow` turns into Arrow, and this client
+reads each body in one read (:mod:`kinesis_src.aws.whole_body`).
 
 A partition with a sticky key range (``hashKeyRange``) hands Spark only the
 rows whose hash key is in it (:func:`kinesis_src.key_filter.filter_page`),
