@@ -4,7 +4,7 @@ A batch goes out only from a holding that is still current and delivering,
 and only while its reader is trusted (:meth:`.stream_reader.StreamReader.trusted`):
 a worker whose own heartbeat is overdue (paused process, DynamoDB unreachable)
 may already be declared dead, and one whose table view is stale may have been
-stolen from unseen. The wait for trust ends as soon as the batch can no longer
+stolen from unseen. The wait for trust ends as soon as the batch cannot
 go out: its holding was released, lost or ended, or its unit was handed over
 (a stopped coordinator never reads the table again, so its reader would never
 be trusted again, and waiting on it would hold back every other unit's

@@ -17,7 +17,7 @@ Liveness is judged as for lease-table heartbeats, by the one judge
 (:class:`~kinesis_src.leases.expiry.ExpiryJudge`): a claim is live when its
 heartbeat changes within the failover time on the observer's own clock, and
 dead when it does not; a dead claim is deleted (conditional on the value
-observed) and no longer counts. Wall clocks are never compared.
+observed) and stops counting. Wall clocks are never compared.
 
 The version item also holds the unit map (:mod:`.unit_registry`): a claim
 that cuts a unit records the split it needs in the same transaction, and

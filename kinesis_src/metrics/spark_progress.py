@@ -16,8 +16,7 @@ the field is always ``{}``). The source reports its figures through
 (with several streams, each map is keyed by stream first). ``recordsRead``,
 ``bytesRead`` (record data), ``throttles`` and ``retries`` count each shard's
 reads over the batches planned since the driver started, as the executor
-tasks recorded them (:mod:`kinesis_src.spark.task_figures`); reports of
-earlier versions lack them.
+tasks recorded them (:mod:`kinesis_src.spark.task_figures`).
 :func:`source_figures` reads that text; :class:`QueryProgressCollector` keeps
 the last progress of each query and exports it; :func:`watch_queries`
 registers a ``StreamingQueryListener`` that feeds the collector on the

@@ -4,22 +4,10 @@ A dead-lettered record counts as done: the checkpoint moves past it, and the
 poison record stops travelling from worker to worker. What is written is a
 :class:`DeadLetter`; a stream receives it as one JSON envelope per record
 (:meth:`DeadLetter.envelope`), put with the record's own partition key, so
-one key's dead letters keep their order::
-
-    {"version": 1, "stream": "orders", "shard_id": "shardId-000000000001",
-     "sequence_number": "4960...", "sub_sequence_number": 0,
-     "partition_key": "customer-42", "explicit_hash_key": null,
-     "approximate_arrival_timestamp": "2026-11-23T20:54:01.123000+00:00",
-     "data": "<base64 of the record's bytes>",
-     "delivery_count": 5, "outcome": "failed",
-     "error": {"type": "TimeoutError", "message": "..."},
-     "application": "billing-etl", "worker_id": "host-1234",
-     "dead_lettered_at": "2026-11-23T20:55:12.000000+00:00"}
-
-``outcome`` is ``rejected`` (the handler raised Reject), ``failed`` (it
-raised something else at its last attempt), ``released`` (it raised Release
-at its last attempt) or ``owner_switches`` (earlier holders received it
-``max_delivery_attempts`` times without an outcome: it probably killed them).
+one key's dead letters keep their order. ``outcome`` is ``rejected``,
+``failed``, ``released`` or ``owner_switches`` (past holders received it
+``max_delivery_attempts`` times without an outcome: it probably killed
+them). The envelope and each outcome: docs/processing.md.
 """
 
 from __future__ import annotations
