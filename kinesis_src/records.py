@@ -125,10 +125,9 @@ def build_records(n: int, columns: tuple[Iterable[Any], ...]) -> list[Record]:
 
     ``Record(...)`` runs the dataclass' generated ``__init__``, a Python
     frame that sets each field through ``object.__setattr__`` (it is
-    frozen): ~2 µs a record, as much as decoding it. Here the objects are
+    frozen), which costs as much as decoding the record. Here the objects are
     allocated with ``object.__new__`` and each field is stored by its slot's
-    descriptor, column by column, all in C ``map`` loops: ~2x cheaper (a third
-    of what is left is the arrival datetimes). The
+    descriptor, column by column, all in C ``map`` loops. The
     result is the same class with the same fields (equality, hash, repr,
     pickling, ``dataclasses.replace``); ``Record`` has no ``__post_init__``
     for this to skip (tests/unit/test_consumer_records.py checks both).
@@ -149,18 +148,13 @@ _drain = deque(maxlen=0).extend
 def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off for one bulk C-level build (a page's dicts or records).
 
-    Every 700 new container objects start a young collection, which scans
-    the young objects and moves the survivors up; every 10th is a middle
-    one, and every 10th of those may scan the whole heap. A 10,000-record
-    page makes ~15 collections while decoding (json.loads' dicts, all
-    garbage once the columns are out) and ~15 more while its records are
-    built, for nothing: none of these objects is in a cycle. With the
-    collector paused the dicts die by reference count unseen, and the
-    records are scanned once, at the next collection, instead of moving up
-    a generation by 15 collections' worth of counts. The consumer spent ~2
-    µs a record in the collector (benchmarks/bench_consumer.py prints
-    ``gc_s``). Left as it is when the application turned the collector off;
-    the pause covers C calls only, so other threads see it for milliseconds.
+    A large page triggers many young and middle collections while decoding
+    and again while its records are built, for nothing: none of these objects
+    is in a cycle. With the collector paused the dicts die by reference count
+    unseen, and the records are scanned once, at the next collection
+    (benchmarks/bench_consumer.py prints ``gc_s``; docs/performance.md). Left
+    as it is when the application turned the collector off; the pause covers
+    C calls only, so other threads barely see it.
     """
     if not gc.isenabled():
         yield

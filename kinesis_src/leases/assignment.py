@@ -148,9 +148,7 @@ def home_index(shard_id: str, workers: int) -> int:
 def _by_preference(me: str, workers: Collection[str], free: Sequence[Lease]) -> list[Lease]:
     """The order in which ``me`` tries to take free leases, so that workers seldom race for one.
 
-    Every worker used to try the same free leases in shard order: at a cold
-    start ~80 % of takes lost their condition race (the lease simulation).
-    Each free lease now has a home, one of the ``workers`` that will take
+    Each free lease has a home, one of the ``workers`` that will take
     (those below the mean load: all of them at a cold start, the newcomers
     when workers join; a stable hash of its shard id); a worker takes its
     own homed leases first, in shard order,
@@ -158,6 +156,7 @@ def _by_preference(me: str, workers: Collection[str], free: Sequence[Lease]) -> 
     view of the live workers, what a home keeps beyond its fair share is what
     the others take, and two workers meet only at the edges. Workers that
     see different live sets still differ only in the leases whose home moved.
+    Why: docs/leases.md, "Staggered takes".
     """
     ranked = sorted(workers)
     mine, count = ranked.index(me), len(ranked)

@@ -68,10 +68,8 @@ class LeaseTiming:
         partition key; at most :data:`MAX_REFRESH_FACTOR` times the configured interval.
 
         Every worker re-reads every lease, so the cost grows with leases x
-        workers: 10,000 leases (~850 RCU a read) x 100 workers every 30 s is
-        ~2,800 RCU/s, nearly all of one partition's 3,000 (the lease
-        simulation). Nothing depends on this read for safety; it only bounds
-        how late an unannounced change is seen.
+        workers (docs/leases.md, "Reading the table"). Nothing depends on this
+        read for safety; it only bounds how late an unannounced change is seen.
         """
         configured = self.lease_refresh_interval_s
         if configured == 0:
@@ -85,10 +83,9 @@ class LeaseTiming:
         partition key (0 while that is within a scan interval; at most ``failover_s``, and no more
         than the refresh interval).
 
-        At a cold start every take is announced and every worker re-reads
-        all leases at its next scan: 100 workers x 850 RCU every 1.67 s is
-        ~50,000 RCU/s. A worker that plans on an older view only loses a
-        conditional write more often (takes are conditional).
+        At a cold start every take is announced and every worker would re-read
+        all leases at its next scan. A worker that plans on an older view only
+        loses a conditional write more often (takes are conditional).
         """
         if self.lease_refresh_interval_s == 0:
             return 0.0

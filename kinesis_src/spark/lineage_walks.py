@@ -58,8 +58,8 @@ def with_implied_drained(frontier: Frontier, graph: ShardGraph) -> Frontier:
 class ImpliedDrained:
     """:func:`with_implied_drained`, remembered while the frontier, drained set and graph stay the same.
 
-    With a 0 s trigger and nothing new, ``latestOffset`` asks ~90 times a second about the same
-    frontier; the walk over a long lineage (6,000 shards: tens of ms) is then done once.
+    With a 0 s trigger and nothing new, ``latestOffset`` asks many times a second about the same
+    frontier; the walk over a long lineage is then done once.
     """
 
     def __init__(self) -> None:
