@@ -7,7 +7,7 @@ lists the whole stream (no ShardFilter, so trimmed shards are told apart), and:
    descendant already has one. On an empty table LATEST is pinned to
    AT_TIMESTAMP *now*, so a lease that changes owner before its first
    checkpoint never skips records; later shards start at TRIM_HORIZON.
-2. **Deletes trimmed leases** (shard no longer listed), warning when
+2. **Deletes trimmed leases** (shard not listed), warning when
    unread records were lost; this unblocks their children.
 3. **Cleans up drained parents** once every child has started.
 
