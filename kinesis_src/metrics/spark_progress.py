@@ -1,29 +1,16 @@
 """The Kinesis source's figures from a streaming query's progress, as Prometheus metrics.
 
-A Python data source cannot fill ``sources[].metrics`` of the query progress
-(Spark's ``PythonMicroBatchStream`` does not implement ``ReportsSourceMetrics``:
-the field is always ``{}``). The source reports its figures through
-``reportLatestOffset`` instead, so they arrive as the JSON text of
-``sources[].latestOffset``::
-
-    {"millisBehindLatest": {"shardId-000000000000": 0, ...},
-     "dataLoss": {"trimmedShards": 0, "partlyTrimmedShards": 0},
-     "recordsRead": {"shardId-000000000000": 1200, ...},
-     "bytesRead": {"shardId-000000000000": 96000, ...},
-     "throttles": {"shardId-000000000000": 0, ...},
-     "retries": {"shardId-000000000000": 1, ...}}
-
-(with several streams, each map is keyed by stream first). ``recordsRead``,
-``bytesRead`` (record data), ``throttles`` and ``retries`` count each shard's
-reads over the batches planned since the driver started, as the executor
-tasks recorded them (:mod:`kinesis_src.spark.task_figures`).
-:func:`source_figures` reads that text; :class:`QueryProgressCollector` keeps
-the last progress of each query and exports it; :func:`watch_queries`
+A Python data source cannot fill ``sources[].metrics`` (Spark's
+``PythonMicroBatchStream`` does not implement ``ReportsSourceMetrics``), so
+the source reports its figures through ``reportLatestOffset``: they arrive
+as the JSON text of ``sources[].latestOffset`` (lag, data loss and per-shard
+reads, throttles and retries, recorded by the tasks in
+:mod:`kinesis_src.spark.task_figures`; the format: docs/metrics.md).
+:func:`source_figures` reads that text; :class:`QueryProgressCollector`
+keeps the last progress of each query and exports it; :func:`watch_queries`
 registers a ``StreamingQueryListener`` that feeds the collector on the
-driver, so every progress Spark produces reaches the next scrape.
-
-Figures are those of the last progress: a gauge per shard and per query, no
-history kept. Queries are labelled by name (``queryName``), else their id.
+driver. Gauges are those of the last progress, per shard and per query,
+labelled by ``queryName``, else the query id.
 """
 
 from __future__ import annotations

@@ -1,30 +1,18 @@
 """Check what a user's pipeline delivered against what the keyed-counter producer put.
 
-The workload (:class:`kinesis_src.testing.producer.KeyedProducer`) puts records whose
-data is ``b"<key>:<n>"``, n counting 1, 2, 3... per partition key, and
-remembers the last counter Kinesis acknowledged for every key. Whatever the
-pipeline wrote to its sink (the records' data, whole records or rows, or
-``(key, n)`` pairs) is compared with that:
+The workload (:class:`kinesis_src.testing.producer.KeyedProducer`) puts
+``b"<key>:<n>"`` with n counting per partition key and remembers what
+Kinesis acknowledged. Whatever the pipeline wrote to its sink is compared
+with that: **missing**, **duplicated** (counted, not failed, in
+at-least-once mode), **out of order** (a key's *first* deliveries going
+down: what breaks when a reader emits a child before draining its parents;
+an at-least-once replay is duplicates, not disorder), **unexpected** and
+**malformed** items.
 
-* **missing**: an acknowledged ``(key, n)`` the sink never received;
-* **duplicated**: a ``(key, n)`` received more than once (a failure in
-  exactly-once mode; counted, not failed, in at-least-once mode);
-* **out of order**: a ``(key, n)`` whose *first* delivery comes after the
-  first delivery of a higher counter of the same key. A key's records move
-  from parent to child shards on every split and merge, so this is what
-  breaks when a reader emits a child before draining its parents. Only first
-  deliveries count, so an at-least-once replay (``1 2 3 2 3 4``) is
-  duplicates, not disorder;
-* **unexpected**: a ``(key, n)`` the producer never had acknowledged;
-* **malformed**: an item that is not keyed-counter data at all.
-
-:func:`verify_delivery` returns a :class:`DeliveryReport`; its ``summary()``
-lists counts and the first few examples of each kind, and
+:func:`verify_delivery` returns a :class:`DeliveryReport`, whose
 ``raise_for_problems()`` raises :class:`DeliveryError` (an ``AssertionError``,
-so pytest shows the report as the failure) when anything is wrong.
-:func:`check_order` reads the same scan (:mod:`.delivery`) as an
-:class:`OrderReport`: records per shard and every step down of a key's
-counter, which the examples print.
+so pytest shows the report); :func:`check_order` reads the same scan
+(:mod:`.delivery`) as an :class:`OrderReport`. The rules: docs/testing.md.
 """
 
 from __future__ import annotations
