@@ -1,35 +1,20 @@
 """Streaming offsets: each one is the *plan* of one micro-batch.
 
-Kinesis cannot say where a shard ends right now without reading it, so the
-driver cannot put end positions into offsets. Instead the offset of batch k
-says which shards batch k reads and where each starts; the tasks record the
-end they actually reached in the lease table's per-batch progress (first
-writer wins), and the plan of batch k+1 starts each shard there. A re-run of
-batch k after a crash finds those recorded ends and reads exactly to them,
-which is what makes replay deterministic.
+Kinesis cannot say where a shard ends without reading it, so the offset of
+batch k says which shards it reads and where each starts; tasks record the
+end they reached in the lease table (first writer wins), and batch k+1
+starts there. A re-run of batch k after a crash reads exactly to the
+recorded ends, which is what makes replay deterministic.
 
-``run`` is a random id minted by ``initialOffset`` and carried in every
-offset, so it lives in the query's checkpoint: a restart of the same
-checkpoint finds its progress, a new checkpoint can never see an old one's.
-
-``stream`` is the identity of the stream (ARN + creation time) the run was
-started on, also carried in every offset: a stream deleted and created again
-under the same name, or another ``streamName`` on the same checkpoint, is
-refused before any old position reaches Kinesis (see
-:mod:`kinesis_src.identity`). Offsets written before it existed parse with
-``stream=None`` and adopt the current identity.
-
-Several streams (``streamName`` / ``streamARN`` lists): each stream has its
-own plans (run, batch, lineage), and the query's offset holds them all,
-keyed by stream name: ``{"version": 3, "streams": {name: offset, ...}}``
-(:func:`join_offsets`). A query of one stream writes that stream's offset
-as it is, exactly what single-stream versions wrote, so their checkpoints
-keep working and a stream added to one on a restart joins it
-(:func:`split_offset`).
-
-Spark compares offsets as JSON text, so :meth:`Plan.to_offset` always
-produces the same key order for equal plans. Keys added later go at the end
-and are read with ``.get``, so older offsets keep their prefix and parse.
+Every offset carries ``run`` (minted by ``initialOffset``, so a new
+checkpoint never sees an old one's progress) and ``stream``, the stream's
+identity (:mod:`kinesis_src.identity`), so a re-created stream is refused
+before an old position reaches Kinesis; offsets without it parse with
+``stream=None`` and adopt the current identity. Several streams' offsets
+are joined by name (:func:`join_offsets`, :func:`split_offset`); one
+stream's offset is written as it is. Spark compares offsets as JSON text,
+so :meth:`Plan.to_offset` keeps one key order, new keys go at the end and
+are read with ``.get``.
 """
 
 from __future__ import annotations
