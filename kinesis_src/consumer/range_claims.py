@@ -1,28 +1,17 @@
 """Who reads which sticky key range of an application's stream: claims with heartbeats, in the lease table.
 
 A consumer with a ``key_range`` claims it before it reads: one item per
-worker in the partition ``ranges#<application>#<stream>`` (sort key
-``claim#<worker id>``), holding the range, a random session and a heartbeat
-counter the worker renews every lease renewal interval. Workers with the
-*same* range share it (they balance the range's leases); a *different* range
-that overlaps a live claim is refused at start, naming the first such claim
-(claims are numbered in the order they were made).
-
-Registration is serialized by a version item in the same partition: a claim
-is written in one transaction with ``version + 1``, conditional on the
-version read, so of two workers starting at once with overlapping ranges
-exactly one commits first and the other reads its claim and fails.
-
-Liveness is judged as for lease-table heartbeats, by the one judge
-(:class:`~kinesis_src.leases.expiry.ExpiryJudge`): a claim is live when its
-heartbeat changes within the failover time on the observer's own clock, and
-dead when it does not; a dead claim is deleted (conditional on the value
-observed) and stops counting. Wall clocks are never compared.
-
-The version item also holds the unit map (:mod:`.unit_registry`): a claim
-that cuts a unit records the split it needs in the same transaction, and
-workers without a range read the units no live claim overlaps
-(:mod:`.units`, :mod:`.unit_readers`).
+worker in ``ranges#<application>#<stream>``, holding the range, a session
+and a heartbeat counter renewed every lease renewal interval. Workers with
+the *same* range share it; a *different* range that overlaps a live claim
+is refused at start, naming that claim. Claims are written in one
+transaction with a version item (``version + 1``, conditional on the
+version read), so of two overlapping workers starting at once exactly one
+commits. Liveness is judged as for lease heartbeats
+(:class:`~kinesis_src.leases.expiry.ExpiryJudge`, the observer's clock); a
+dead claim is deleted conditionally. The version item also holds the unit
+map (:mod:`.unit_registry`, :mod:`.units`, :mod:`.unit_readers`).
+Details: docs/consumer.md, "Sticky key ranges".
 """
 
 from __future__ import annotations

@@ -1,32 +1,19 @@
 """Which units of each stream a consumer reads (:mod:`.units`), and its readers' changes at runtime.
 
-* A worker **with** a ``key_range`` reads the units inside its claim. At
-  start, once claimed (:mod:`.key_range_guard`), it finishes the splits its
-  claim needs (:mod:`.unit_split`) and waits until no worker without a range
-  reads those units any more; then its readers start, one per unit.
-* A worker **without** one reads every unit that no live claim overlaps
-  and that is not being split, one reader (lease coordinator) per unit, and
-  reads the claims every renewal interval (every failover time while no
-  stream has a claim or a split): a unit newly claimed (or
-  being split) is handed over gracefully (fetching stops, the batch in hand
-  is awaited, the leases are released at their checkpoints); a unit whose
-  claim was released, or whose worker died (its claim did not move for the
-  failover time, judged on this worker's clock, as heartbeats are), is
-  taken up with its checkpoints as they are. A split whose claimer is gone
-  is finished here.
+* A worker **with** a ``key_range`` reads the units inside its claim
+  (:mod:`.key_range_guard`), after finishing the splits it needs
+  (:mod:`.unit_split`) and waiting until no worker without a range reads them.
+* A worker **without** one reads every unit no live claim overlaps and not
+  being split, re-reads the claims periodically, hands a newly claimed
+  unit over gracefully, takes up a unit whose claim was released or died,
+  and finishes a split whose claimer is gone.
 
-Neither kind can miss the other: a worker without a range writes its
-heartbeat in a unit's lease set *before* it reads the claims one last time
-and starts taking leases, and a sticky worker records its claim *before* it
-waits for the unit's heartbeats to leave.
-
-With enhanced fan-out each reader subscribes under its unit's own stream
-consumer (:func:`~kinesis_src.retrieval.registration.unit_consumer_name`),
-registered before its leases start, off the event loop: AWS allows one
-subscription per (consumer, shard), and two units of one worker overlap the
-shards they straddle. A unit handed over keeps its consumer registered:
-other workers without a range may be subscribed under it now, and the unit
-may come back; ``require_consumer_deregistration`` removes them all at close.
+Neither can miss the other: each writes its own mark (a heartbeat in the
+unit's lease set, or the claim) *before* it reads the other's. With
+enhanced fan-out each unit subscribes under its own stream consumer
+(:func:`~kinesis_src.retrieval.registration.unit_consumer_name`), since AWS
+allows one subscription per (consumer, shard). Details: docs/consumer.md,
+"Sticky key ranges".
 """
 
 from __future__ import annotations
