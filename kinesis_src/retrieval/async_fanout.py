@@ -2,26 +2,17 @@
 
 The Consumer's counterpart of :class:`.async_polling.ShardFetcher` for
 ``consumer_mode="efo"``, with the same contract: pages go to ``deliver``
-(which may block: back-pressure), the shard's final page goes to
-``on_end``, and a resume whose checkpointed record was trimmed is reported
-to ``on_expired``. What differs is the transport: SubscribeToShard pushes
-events, each subscription lasts at most 5 minutes, and the next one starts
-where the cursor stands (:class:`.subscriptions.ShardSubscriptions`, shared
-with the sync driver). Refused subscriptions are retried by the AWS layer
-(at least 1 s apart); outages, broken event streams, transient errors on
-the event stream and subscriptions taken over are waited out here, so a
-shard slows down without stopping the consumer. An error on the event
-stream that no rule knows costs the shard a resubscribe too, but
-:data:`UNKNOWN_ERRORS_IN_A_ROW` of them with no event between fail it.
-Errors no retry can fix propagate.
+(which may block: back-pressure), the shard's final page to ``on_end``, and
+a resume whose checkpointed record was trimmed to ``on_expired``. The
+transport differs: SubscribeToShard pushes events, each subscription lasts
+at most 5 minutes, and the next one starts where the cursor stands
+(:class:`.subscriptions.ShardSubscriptions`, shared with the sync driver).
 
-A subscription is *taken over* when another reader subscribes the same
-(consumer, shard) 5 s or more after it: AWS fails the older event stream
-with ResourceInUseException. All workers of an application share one
-consumer, so that happens whenever a lease moves while its old owner still
-reads; the old owner pauses (:data:`TAKEN_OVER_PAUSE_S`, time for its lease
-layer to see the lease gone and stop this fetcher) and resubscribes where
-its cursor stands.
+Outages, broken event streams, transient errors and subscriptions taken
+over by another worker (after :data:`TAKEN_OVER_PAUSE_S`) are waited out
+here, so a shard slows down without stopping the consumer; errors no retry
+can fix propagate, and :data:`UNKNOWN_ERRORS_IN_A_ROW` unknown ones fail the
+shard. The rules: docs/efo.md.
 """
 
 from __future__ import annotations
