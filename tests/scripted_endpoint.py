@@ -11,6 +11,7 @@ body, then the connection closes), "garbage" (a whole 200 body that is not
 JSON), "malformed" (a GetRecords body whose record's Data is not base64),
 "error:<code>:<status>" (an AWS JSON error answer), or for
 SubscribeToShard "error:<code>" (an exception message after the first event).
+``seen`` keeps every request's operation, path and (lower-cased) headers.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class ScriptedEndpoint:
         self.served = served
         self.script = dict(script or {})
         self.requests: dict[str, int] = {}
+        self.seen: list[dict[str, str]] = []
         self._server = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
         threading.Thread(target=self._serve, daemon=True).start()
@@ -107,11 +109,13 @@ class ScriptedEndpoint:
     def _connection(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as reader:
             while True:
-                headers = _read_request(reader)
-                if headers is None:
+                request = _read_request(reader)
+                if request is None:
                     return
+                path, headers = request
                 operation = headers.get("x-amz-target", "").rpartition(".")[2]
                 self.requests[operation] = self.requests.get(operation, 0) + 1
+                self.seen.append({**headers, "operation": operation, "path": path})
                 actions = self.script.get(operation, [])
                 action = actions.pop(0) if actions else "ok"
                 status, content_type, body = self._answer(operation, action)
@@ -163,13 +167,16 @@ class ScriptedEndpoint:
             "Records": rest, "MillisBehindLatest": 0, "ChildShards": CHILD_SHARDS})
 
 
-def _read_request(reader: Any) -> dict[str, str] | None:
-    """One request's headers (lower-cased keys), its body read and dropped; None when the client closed."""
-    if not reader.readline():
+def _read_request(reader: Any) -> tuple[str, dict[str, str]] | None:
+    """One request's target path and headers (lower-cased keys), its body read and dropped; None when the
+    client closed."""
+    request_line = reader.readline()
+    if not request_line:
         return None
     headers: dict[str, str] = {}
     while (line := reader.readline()) not in (b"\r\n", b""):
         key, _, value = line.decode().partition(":")
         headers[key.strip().lower()] = value.strip()
     reader.read(int(headers.get("content-length", 0)))
-    return headers
+    parts = request_line.decode().split()
+    return (parts[1] if len(parts) > 1 else ""), headers

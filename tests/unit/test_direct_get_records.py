@@ -1,22 +1,18 @@
 """GetRecords sent directly (kinesis_src.aws.direct_get_records) answers what aiobotocore's path answers.
 
-A scripted aiohttp server plays Kinesis: the same pages, the same errors (translated and retried the
-same way), the request signed for the client's endpoint and credentials.
+The scripted endpoint (tests/scripted_endpoint.py) plays Kinesis: the same pages, the same errors
+(translated and retried the same way), the request signed for the client's endpoint and credentials.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
-import socket
-import threading
 from dataclasses import replace
 from typing import Any, Iterator
 
 import botocore.handlers
 import pytest
-from aiohttp import web
+from scripted_endpoint import SHARD, ScriptedEndpoint, records
 
 from kinesis_src.aws.async_kinesis import AsyncKinesisClient
 from kinesis_src.aws.direct_get_records import wanted
@@ -26,89 +22,25 @@ from kinesis_src.errors import (
     MalformedResponseError,
     RetriesExhaustedError,
     StreamNotFoundError,
-    ThrottledError,
     TruncatedResponseError,
 )
 from kinesis_src.retry import RetryPolicy
 
 FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002, deadline_s=5)
-PAGE = {
-    "Records": [{"SequenceNumber": str(49_000 + i), "ApproximateArrivalTimestamp": 1795780800.123 + i,
-                 "Data": base64.b64encode(b"record-%d" % i).decode(), "PartitionKey": f"k{i}"} for i in range(3)],
-    "NextShardIterator": "it-2",
-    "MillisBehindLatest": 7,
-}
+SERVED = records(3)
 ERRORS = {
-    "expired": (400, "com.amazonaws.kinesis.v20131202#ExpiredIteratorException", "Iterator expired"),
-    "throttled": (400, "ProvisionedThroughputExceededException", "Rate exceeded for shard"),
-    "missing": (400, "ResourceNotFoundException", "Stream orders under account 1 not found."),
+    "expired": "error:com.amazonaws.kinesis.v20131202#ExpiredIteratorException:400",
+    "throttled": "error:ProvisionedThroughputExceededException:400",
+    "missing": "error:ResourceNotFoundException:400",
 }
-
-
-class ScriptedKinesis:
-    """Answers each call with the next scripted action for its operation, then with a success."""
-
-    def __init__(self, script: dict[str, list[str]]) -> None:
-        self.script = script
-        self.seen: list[dict[str, str]] = []
-        self._loop = asyncio.new_event_loop()
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._runner: web.AppRunner | None = None
-        ready = threading.Event()
-        threading.Thread(target=self._run, args=(ready,), daemon=True).start()
-        assert ready.wait(10), "scripted server did not start"
-
-    def _run(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self._loop)
-        app = web.Application()
-        app.router.add_post("/{tail:.*}", self._answer)
-        self._runner = web.AppRunner(app)
-        self._loop.run_until_complete(self._runner.setup())
-        self._loop.run_until_complete(web.SockSite(self._runner, self._sock).start())
-        ready.set()
-        self._loop.run_forever()
-
-    def close(self) -> None:
-        async def stop() -> None:
-            assert self._runner is not None
-            await self._runner.cleanup()
-        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-
-    async def _answer(self, request: web.Request) -> web.StreamResponse:
-        operation = request.headers.get("X-Amz-Target", "").rpartition(".")[2]
-        self.seen.append({"operation": operation, "path": request.path,
-                          **{k.lower(): v for k, v in request.headers.items()}})
-        await request.read()
-        actions = self.script.get(operation, [])
-        action = actions.pop(0) if actions else "ok"
-        if action in ERRORS:
-            status, code, message = ERRORS[action]
-            return web.json_response({"__type": code, "message": message}, status=status,
-                                     content_type="application/x-amz-json-1.1")
-        if action == "garbage":
-            return web.Response(body=b"<html>not json</html>", content_type="application/x-amz-json-1.1")
-        if action == "truncate":
-            body = json.dumps(PAGE).encode()
-            response = web.StreamResponse(headers={"Content-Length": str(len(body))})
-            await response.prepare(request)
-            await response.write(body[: len(body) // 2])
-            assert request.transport is not None
-            request.transport.close()
-            return response
-        if operation == "DescribeStreamSummary":
-            return web.json_response({"StreamDescriptionSummary": {"StreamStatus": "ACTIVE"}},
-                                     content_type="application/x-amz-json-1.1")
-        return web.json_response(PAGE, content_type="application/x-amz-json-1.1")
 
 
 @pytest.fixture
 def scripted(dummy_credentials: None) -> Iterator[Any]:
-    servers: list[ScriptedKinesis] = []
+    servers: list[ScriptedEndpoint] = []
 
-    def start(**script: list[str]) -> tuple[ScriptedKinesis, AwsSettings]:
-        server = ScriptedKinesis(dict(script))
+    def start(**script: list[str]) -> tuple[ScriptedEndpoint, AwsSettings]:
+        server = ScriptedEndpoint(SERVED, {op: [ERRORS.get(a, a) for a in actions] for op, actions in script.items()})
         servers.append(server)
         return server, AwsSettings(region="us-east-1", endpoint_url=server.url, retry=FAST)
 
@@ -120,12 +52,12 @@ def scripted(dummy_credentials: None) -> Iterator[Any]:
 def get_records(settings: AwsSettings) -> Any:
     async def run() -> Any:
         async with AsyncKinesisClient(settings) as kinesis:
-            return await kinesis.get_records("it-1", 100, "shardId-000000000000", "orders")
+            return await kinesis.get_records("it-1", 100, SHARD, "orders")
 
     return asyncio.run(run())
 
 
-def user_agents(server: ScriptedKinesis) -> list[str]:
+def user_agents(server: ScriptedEndpoint) -> list[str]:
     return [seen.get("user-agent", "") for seen in server.seen if seen["operation"] == "GetRecords"]
 
 
@@ -133,8 +65,8 @@ def user_agents(server: ScriptedKinesis) -> list[str]:
 def test_both_paths_give_the_same_page(scripted, direct: bool) -> None:
     server, settings = scripted()
     page = get_records(replace(settings, direct_get_records=direct))
-    assert page.sequence_numbers == ["49000", "49001", "49002"]
-    assert [bytes(d) for d in page.data] == [b"record-0", b"record-1", b"record-2"]
+    assert page.sequence_numbers == [r.sequence_number for r in SERVED]
+    assert [bytes(d) for d in page.data] == [r.data for r in SERVED]
     assert page.next_iterator == "it-2" and page.millis_behind_latest == 7
     assert ("direct GetRecords" in user_agents(server)[0]) is direct
 
@@ -217,7 +149,7 @@ def test_an_endpoint_with_a_path_keeps_get_records_on_botocore(scripted) -> None
 
 def test_the_environment_proxy_is_used_unless_no_proxy_exempts_the_host(scripted, monkeypatch) -> None:
     """The scripted server doubles as an HTTP proxy: a proxied request names the endpoint in full."""
-    proxy, settings = scripted()
+    proxy, _ = scripted()
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     target = AwsSettings(region="us-east-1", endpoint_url="http://kinesis.invalid:4567", retry=FAST)
     monkeypatch.setenv("NO_PROXY", "localhost")
