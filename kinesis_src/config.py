@@ -115,13 +115,24 @@ class AwsSettings:
         env = os.environ if environ is None else environ
         region = region or region_from_env(env)
         if ENV_DIRECT_GET_RECORDS in env and "direct_get_records" not in kwargs:
-            kwargs["direct_get_records"] = env[ENV_DIRECT_GET_RECORDS].strip().lower() not in ("0", "false", "no", "off")
+            kwargs["direct_get_records"] = env_flag(env, ENV_DIRECT_GET_RECORDS)
         return cls(
             region=region,
             endpoint_url=endpoint_url or env.get(ENV_ENDPOINT_URL) or None,
             dynamodb_endpoint_url=dynamodb_endpoint_url or env.get(ENV_DYNAMODB_ENDPOINT_URL) or None,
             **kwargs,  # type: ignore[arg-type]
         )
+
+
+_FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
+def env_flag(environ: Mapping[str, str], name: str) -> bool:
+    """An on/off environment variable; any other value is refused, naming the variable."""
+    value = environ[name].strip().lower()
+    if value not in _FLAG_VALUES:
+        raise ConfigurationError(f"{name}={environ[name]!r}: use 1 or 0 (also true/false, yes/no, on/off)")
+    return _FLAG_VALUES[value]
 
 
 def region_from_env(environ: Mapping[str, str]) -> str:

@@ -18,6 +18,7 @@ from kinesis_src.aws.async_kinesis import AsyncKinesisClient
 from kinesis_src.aws.direct_get_records import wanted
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import (
+    ConfigurationError,
     IteratorExpiredError,
     MalformedResponseError,
     RetriesExhaustedError,
@@ -165,3 +166,9 @@ def test_the_environment_can_send_get_records_through_aiobotocore(value: str | N
     environ = {"AWS_REGION": "us-east-1"} | ({} if value is None else {"KINESIS_SRC_DIRECT_GET_RECORDS": value})
     assert AwsSettings.from_env(environ=environ).direct_get_records is direct
     assert AwsSettings.from_env(environ=environ, direct_get_records=True).direct_get_records is True
+
+
+def test_an_unknown_value_of_the_environment_switch_is_refused_naming_it() -> None:
+    environ = {"AWS_REGION": "us-east-1", "KINESIS_SRC_DIRECT_GET_RECORDS": "flase"}
+    with pytest.raises(ConfigurationError, match="KINESIS_SRC_DIRECT_GET_RECORDS='flase'"):
+        AwsSettings.from_env(environ=environ)
