@@ -8,7 +8,7 @@ response, two record events, an event type botocore's model does not know,
 the shard's end). ``script[operation]`` lists what the next requests of an
 operation get before "ok": "truncate" (the full Content-Length, half the
 body, then the connection closes), "garbage" (a whole 200 body that is not
-JSON), "malformed" (a GetRecords body whose record's Data is not base64),
+JSON, with ``SECRET`` in it), "malformed" (a GetRecords body whose record's Data is not base64),
 "error:<code>:<status>" (an AWS JSON error answer), or for
 SubscribeToShard "error:<code>" (an exception message after the first event).
 ``seen`` keeps every request's operation, path and (lower-cased) headers.
@@ -28,7 +28,7 @@ SHARD = "shardId-000000000000"
 CHILD = "shardId-000000000001"
 ARRIVAL = 1_795_444_866.572
 JSON = "application/x-amz-json-1.1"
-SECRET = "CANARY-s3cret-payload"  # a record's Data that is not base64: errors must not show it
+SECRET = "CANARY-s3cret-payload"  # in a garbage body and a record's Data that is not base64: errors must not show it
 CHILD_SHARDS = [{"ShardId": CHILD, "ParentShards": [SHARD],
                  "HashKeyRange": {"StartingHashKey": "0", "EndingHashKey": str(2**128 - 1)}}]
 
@@ -131,7 +131,7 @@ class ScriptedEndpoint:
         if operation == "SubscribeToShard":
             return 200, "application/vnd.amazon.eventstream", self._events(action)
         if action == "garbage":
-            return 200, JSON, b"<html>Service Unavailable</html>"
+            return 200, JSON, b"<html>Service Unavailable: " + SECRET.encode() + b"</html>"
         if action == "malformed":
             return 200, JSON, json.dumps({"Records": [{"SequenceNumber": "1", "Data": SECRET}]}).encode()
         if action.startswith("error:"):

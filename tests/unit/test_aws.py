@@ -14,6 +14,7 @@ import botocore.session
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
+from scripted_endpoint import SECRET, ScriptedEndpoint, records
 
 from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.async_kinesis import AsyncKinesisClient
@@ -239,7 +240,7 @@ def test_endpoint_urls_with_whitespace_are_rejected() -> None:
         AwsSettings.from_env(environ={"AWS_REGION": "us-east-1", "KINESIS_SRC_ENDPOINT_URL": "http://127.0.0.1:4566\n"})
 
 
-CANARY = "CANARY-s3cret-payload"
+CANARY = SECRET  # a payload no error may show (the scripted endpoint serves it too)
 
 
 @pytest.fixture
@@ -309,80 +310,16 @@ def test_a_callers_plain_botocore_session_reads_records(dummy_credentials: None)
 
 # -- bodies cut short by a broken connection (found by the fault campaign's TRUNCATE fault) ------------
 
-_SCRIPTED_BODIES = {
-    "GetRecords": {"Records": [{"SequenceNumber": "1", "Data": "eA==", "PartitionKey": "k"}] * 20,
-                   "NextShardIterator": "it-2", "MillisBehindLatest": 0},
-    "ListShards": LIST_OK,
-    "GetShardIterator": {"ShardIterator": "it-1"},
-    "DescribeStreamSummary": {"StreamDescriptionSummary": {
-        "StreamName": "orders", "StreamARN": "arn:aws:kinesis:us-east-1:000000000000:stream/orders",
-        "StreamStatus": "ACTIVE", "OpenShardCount": 1, "RetentionPeriodHours": 24}},
-}
-
-
-class ScriptedKinesis:
-    """A Kinesis endpoint on a raw socket whose next answer per operation is scripted.
-
-    ``script[operation]`` is a list of actions taken by that operation's next
-    requests, then "ok": "ok" (whole body), "truncate" (the full Content-Length,
-    half the body, then the connection closes: the proxy's TRUNCATE fault),
-    "garbage" (a whole 200 body that is not JSON) and "malformed" (a whole
-    GetRecords body whose record Data is not base64).
-    """
-
-    def __init__(self, script: dict[str, list[str]]) -> None:
-        self.script = script
-        self.requests: dict[str, int] = {}
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def close(self) -> None:
-        self._server.close()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
-
-    def _connection(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rb") as reader:
-            while True:
-                headers: dict[str, str] = {}
-                line = reader.readline()
-                if not line:
-                    return
-                while (line := reader.readline()) not in (b"\r\n", b""):
-                    key, _, value = line.decode().partition(":")
-                    headers[key.strip().lower()] = value.strip()
-                reader.read(int(headers.get("content-length", 0)))
-                operation = headers.get("x-amz-target", "").rpartition(".")[2]
-                self.requests[operation] = self.requests.get(operation, 0) + 1
-                actions = self.script.get(operation, [])
-                action = actions.pop(0) if actions else "ok"
-                body = json.dumps(_SCRIPTED_BODIES[operation]).encode()
-                if action == "garbage":
-                    body = b"<html>" + CANARY.encode() + b"</html>"
-                elif action == "malformed":
-                    body = json.dumps({"Records": [{"SequenceNumber": "1", "Data": CANARY}]}).encode()
-                head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.1\r\n"
-                        b"Content-Length: %d\r\n\r\n" % len(body))
-                if action == "truncate":
-                    conn.sendall(head + body[: len(body) // 2])
-                    conn.shutdown(socket.SHUT_RDWR)
-                    return
-                conn.sendall(head + body)
+SERVED = records(20)  # a GetRecords body long enough that half of it is no JSON
 
 
 @pytest.fixture
 def scripted(dummy_credentials: None):
-    endpoints: list[ScriptedKinesis] = []
+    """``scripted(**script)``: a scripted endpoint (tests/scripted_endpoint.py) and settings pointing at it."""
+    endpoints: list[ScriptedEndpoint] = []
 
-    def start(**script: list[str]) -> tuple[ScriptedKinesis, AwsSettings]:
-        endpoint = ScriptedKinesis(dict(script))
+    def start(**script: list[str]) -> tuple[ScriptedEndpoint, AwsSettings]:
+        endpoint = ScriptedEndpoint(SERVED, script)
         endpoints.append(endpoint)
         return endpoint, AwsSettings(region="us-east-1", endpoint_url=endpoint.url, retry=FAST)
 
@@ -397,7 +334,7 @@ SYNC_CALLS = {
     "GetShardIterator": lambda k: k.get_shard_iterator("orders", "shardId-000000000000", Position.trim_horizon()),
     "DescribeStreamSummary": lambda k: k.describe_stream("orders").status,
 }
-ANSWERS = {"GetRecords": "1", "ListShards": "shardId-000000000000", "GetShardIterator": "it-1",
+ANSWERS = {"GetRecords": SERVED[0].sequence_number, "ListShards": "shardId-000000000000", "GetShardIterator": "it-1",
            "DescribeStreamSummary": "ACTIVE"}
 
 
@@ -605,7 +542,7 @@ def test_a_task_client_reads_each_body_in_one_read(scripted, monkeypatch: pytest
     _, settings = scripted()
     kinesis, plain = task_client(settings), KinesisClient(settings)
     monkeypatch.setattr(urllib3.response.HTTPResponse, "stream", counting)
-    assert SYNC_CALLS["GetRecords"](kinesis) == "1"
+    assert SYNC_CALLS["GetRecords"](kinesis) == ANSWERS["GetRecords"]
     assert kinesis.list_shards("orders")[0]["ShardId"] == "shardId-000000000000"
     assert streamed == []
     assert plain.list_shards("orders")[0]["ShardId"] == "shardId-000000000000"
