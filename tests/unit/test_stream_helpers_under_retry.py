@@ -31,20 +31,10 @@ pytest_plugins = ["pytester"]
 FAST = RetryPolicy(max_attempts=4, initial_backoff_s=0.01, max_backoff_s=0.05)
 
 
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture
-def proxy(moto_server: str, dummy_credentials: None) -> Iterator[FaultProxy]:
-    with FaultProxy(moto_server, name="moto-proxy") as running:
+def proxy(moto_iam_server: str, dummy_credentials: None) -> Iterator[FaultProxy]:
+    """The fault proxy before moto's threaded server (tests/moto_iam.py: IAM stays off, nothing calls grant)."""
+    with FaultProxy(moto_iam_server, name="moto-proxy") as running:
         yield running
 
 
