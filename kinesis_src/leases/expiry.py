@@ -6,14 +6,16 @@ observer first saw that value (the KCL's rule). Wall clocks are never
 compared, so a worker whose clock is wrong by years is judged like any
 other. The judge is pure: it does no I/O, and the clock is injected, so the
 tests drive it with a fake one. A key that is forgotten (gone from a scan)
-and comes back is seen afresh: a first sight is a change.
+and comes back is seen afresh: a first sight is a change. :meth:`~ExpiryJudge.watch`
+gives the verdict of a watch (wait until one moves or all expire); its
+callers only read, sleep and act on it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Mapping, TypeVar
+from typing import Callable, Generic, Hashable, Iterable, Mapping, TypeVar
 
 from ..errors import ConfigurationError
 
@@ -33,6 +35,22 @@ class Observation:
     unchanged_s: float
     expires_at: float
     expired: bool
+
+
+@dataclass(frozen=True)
+class Watch(Generic[K]):
+    """One look while watching heartbeats until one moves or all of them expire.
+
+    ``moved``: the keys whose value changed since the previous look, or that
+    came back after being gone: their owners are alive. ``expired``: every
+    key still there is unchanged for failover_s (vacuously so when none is
+    left). ``wait_s``: from this look to the first expiry, so a watcher
+    sleeps no longer than needed.
+    """
+
+    moved: tuple[K, ...]
+    expired: bool
+    wait_s: float
 
 
 @dataclass(frozen=True)
@@ -76,6 +94,12 @@ class ExpiryJudge:
         """One scan: every key listed observed with its value, every key not listed forgotten."""
         self.retain(values)
         return {key: self.observe(key, value) for key, value in values.items()}
+
+    def watch(self, values: Mapping[K, Hashable]) -> Watch[K]:
+        """One look of a watch (a scan, :meth:`observe_all`); the first look, the one found, seeds it."""
+        seen = self.observe_all(values)
+        moved = tuple(key for key, o in seen.items() if o.changed)
+        return Watch(moved, all(o.expired for o in seen.values()), max(0.0, self.next_expiry() - self.clock()))
 
     def next_expiry(self) -> float:
         """The earliest clock reading at which a watched value would expire (inf: none watched)."""
