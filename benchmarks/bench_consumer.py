@@ -41,8 +41,10 @@ namespace there is no network, so create it first::
      see benchmarks/async_kinesis_driver.py for every setting.
 
    ``--before REV`` also runs each Consumer reader of git revision REV
-   (exported to a temporary directory), right after the same reader of this
-   tree: "(before)" rows of the same run.
+   (exported to a temporary directory, benchmarks/before_tree.py) beside
+   the same reader of this tree, which of the two goes first alternating
+   by round: "(before)" rows of the same run, then after/before ratios of
+   CPU per record and records/s (medians, and each round's own ratio).
 
    Every reader touches every record the same way (``len(data)``).
    records/s and CPU are measured inside the reading process, from the end
@@ -59,7 +61,9 @@ namespace there is no network, so create it first::
    traffic; once the two share the shards (each holds some: the balancer
    weighs leases by measured throughput, so not always 2 + 2), one is
    SIGKILLed; the time is from the kill until the survivor has delivered a
-   batch from every shard the dead worker held.
+   batch from every shard the dead worker held. With ``--before REV`` each
+   round also runs REV's consumer_failover_worker.py (so REV's Consumer),
+   alternating which goes first, then the after/before ratio of the times.
 
 Part 1 on the replay endpoint: see docs/performance.md for the command, a
 run and its reading. The run below is the earlier one on kinesalite
@@ -118,20 +122,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import gc
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+import before_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
@@ -384,15 +387,6 @@ def label(method: str) -> str:
     return f"{LABELS[name]} (before)" if tree else LABELS[name]
 
 
-def before_tree(rev: str) -> str:
-    """The repository at ``rev``, exported to a temporary directory: its readers give the 'before' rows."""
-    target = tempfile.mkdtemp(prefix="bench-consumer-before-")
-    atexit.register(shutil.rmtree, target, True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", target], input=archive, check=True)
-    return target
-
-
 WITHOUT_NUMPY = "nonumpy"
 """Readers named so run with numpy unimportable (the Consumer then decodes every page with ``json.loads``)."""
 
@@ -450,14 +444,12 @@ def round_line(rnd: int, method: str, result: dict[str, Any]) -> str:
 
 def run_rounds(opts: argparse.Namespace, source: dict[str, Any], dynamodb: str, na_reason: str | None) -> None:
     """Every reader, ``opts.rounds`` times, each a fresh process on the same data; then the tables."""
-    methods = [m for m in LABELS if m in opts.methods]
-    if opts.before:  # each Consumer reader of the old tree right after the same reader of this one
-        tree = before_tree(opts.before)
-        print(f"   'before' rows: the readers of {opts.before} (exported to {tree})", flush=True)
-        methods = [x for m in methods for x in ([m, f"{m}{BEFORE}{tree}"] if m.startswith("consumer") else [m])]
-    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
+    tree = opts.before_tree  # each Consumer reader of the old tree beside the same reader of this one
+    pairs = [[m, f"{m}{BEFORE}{tree}"] if tree and m.startswith("consumer") else [m]
+             for m in LABELS if m in opts.methods]
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for pair in pairs for m in pair}
     for rnd in range(opts.rounds):
-        for method in methods:
+        for method in (m for pair in pairs for m in before_tree.in_turn(rnd, pair)):
             result = measure(method, source["endpoint"], dynamodb, source["stream"], source["expect"],
                              source["pid"], na_reason)
             runs[method].append(result)
@@ -470,6 +462,7 @@ def run_rounds(opts: argparse.Namespace, source: dict[str, Any], dynamodb: str, 
         print(f"\n   {kind} of {opts.rounds} rounds (the run with the {kind} rec/s, per reader):")
         print_table(chosen, source["server"])
     print_cpu_per_round(runs)
+    print_after_before(runs)
     ceiling = [r["records"] / r["server_cpu_s"] for rs in runs.values() for r in rs
                if "error" not in r and r["server_cpu_s"] > 0]
     if ceiling:
@@ -489,6 +482,27 @@ def print_cpu_per_round(runs: dict[str, list[dict[str, Any]]]) -> None:
         if per_record:
             rounds = " / ".join(f"{x:.2f}" for x in per_record)
             print(f"   {label(method):<43}{rounds}  ({statistics.median(per_record):.2f})")
+
+
+def print_after_before(runs: dict[str, list[dict[str, Any]]]) -> None:
+    """Each Consumer reader of this tree against the same reader of ``--before``: CPU per record and rec/s."""
+    pairs = [(method.partition(BEFORE)[0], method) for method in runs if BEFORE in method]
+    if not pairs:
+        return
+
+    def per_round(method: str, fn: Any) -> list[float | None]:  # None: a failed round
+        return [None if "error" in r else fn(r) for r in runs[method]]
+
+    def cpu(r: dict[str, Any]) -> float:
+        return 1e6 * r["cpu_s"] / r["records"]
+
+    def rate(r: dict[str, Any]) -> float:
+        return r["records"] / r["seconds"]
+
+    print("\n   after / before (medians of the rounds; each round's own ratio in brackets):")
+    for after, before in pairs:
+        print(f"   {label(after):<43}CPU us/rec {before_tree.ratio_text(per_round(after, cpu), per_round(before, cpu))}"
+              f"   rec/s {before_tree.ratio_text(per_round(after, rate), per_round(before, rate), ',.0f')}")
 
 
 def throughput_replay(opts: argparse.Namespace, dynamodb: str, na_reason: str | None) -> None:
@@ -585,8 +599,9 @@ def wait_for(condition: Any, timeout: float, what: str) -> None:
         time.sleep(0.02)
 
 
-def failover_once(endpoint: str, dynamodb: str, shards: int, index: int) -> tuple[float, float]:
-    """Seconds from the SIGKILL until the survivor held, and until it delivered from, every shard of the victim."""
+def failover_once(endpoint: str, dynamodb: str, shards: int, index: int, script: Path) -> tuple[float, float]:
+    """Seconds from the SIGKILL until the survivor held, and until it delivered from, every shard of the victim;
+    ``script`` is the consumer_failover_worker.py both processes run (this tree's or ``--before``'s)."""
     from kinesis_src import AwsSettings
     from kinesis_src.aws import KinesisClient
 
@@ -606,7 +621,7 @@ def failover_once(endpoint: str, dynamodb: str, shards: int, index: int) -> tupl
     producer.start()
 
     def argv(name: str) -> list[str]:
-        return [sys.executable, str(HERE / "consumer_failover_worker.py"), "--worker", name, "--stream", stream,
+        return [sys.executable, str(script), "--worker", name, "--stream", stream,
                 "--application", app, "--endpoint", endpoint, "--dynamodb", dynamodb,
                 *[f"--{k}={v}" for k, v in FAILOVER.items()]]
 
@@ -657,16 +672,33 @@ def failover(opts: argparse.Namespace, emulators: Any) -> None:
     settings = ", ".join(f"{k}={v} s" for k, v in FAILOVER.items())
     print(f"\n2. failover after SIGKILL: 2 Consumer processes, {opts.failover_shards} kinesalite shards, "
           f"DynamoDB Local lease table, {settings} (idle = idle_interval_s); traffic 320 records/s", flush=True)
-    times = []
+    workers = {"": HERE / "consumer_failover_worker.py"}  # label suffix -> the worker script of that tree
+    if opts.before_tree:
+        workers[" (before)"] = opts.before_tree / "benchmarks" / "consumer_failover_worker.py"
+    times: dict[str, list[tuple[float, float] | None]] = {side: [] for side in workers}  # None: a failed round
     for i in range(opts.failover_rounds):
-        took, seconds = failover_once(emulators.kinesalite_endpoint, emulators.dynamodb_endpoint,
-                                      opts.failover_shards, i)
-        times.append(seconds)
-        print(f"   round {i + 1}: {seconds:.2f} s from the kill to a batch from every shard of the killed worker "
-              f"(leases held after {took:.2f} s)", flush=True)
-    print(f"   kill -> batch from every shard: min {min(times):.2f} s, median {statistics.median(times):.2f} s, "
-          f"max {max(times):.2f} s "
-          f"(expiry is failover_s after the last heartbeat seen, which was up to renew before the kill)")
+        for side in before_tree.in_turn(i, list(workers)):
+            try:
+                took, seconds = failover_once(emulators.kinesalite_endpoint, emulators.dynamodb_endpoint,
+                                              opts.failover_shards, i, workers[side])
+            except TimeoutError as exc:
+                times[side].append(None)
+                print(f"   round {i + 1}{side}: failed: {exc}", flush=True)
+                continue
+            times[side].append((took, seconds))
+            print(f"   round {i + 1}{side}: {seconds:.2f} s from the kill to a batch from every shard of the killed "
+                  f"worker (leases held after {took:.2f} s)", flush=True)
+    for side, results in times.items():
+        done = [t[1] for t in results if t is not None]
+        if done:
+            print(f"   kill -> batch from every shard{side}: min {min(done):.2f} s, median "
+                  f"{statistics.median(done):.2f} s, max {max(done):.2f} s ({len(done)} of {len(results)} rounds)")
+    print("   (expiry is failover_s after the last heartbeat seen, which was up to renew before the kill)")
+    if opts.before_tree:
+        after, before = times[""], times[" (before)"]
+        for what, k in (("kill -> batch from every shard", 1), ("kill -> leases held", 0)):
+            seconds_after, seconds_before = ([None if t is None else t[k] for t in ts] for ts in (after, before))
+            print(f"   after / before, {what} (s): {before_tree.ratio_text(seconds_after, seconds_before)}")
 
 
 def main() -> None:
@@ -680,7 +712,8 @@ def main() -> None:
                         help="comma-separated readers of part 1")
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--before", metavar="REV",
-                        help="also run each Consumer reader of this git revision, as a '(before)' row of the same run")
+                        help="also run each Consumer reader and the failover worker of this git revision, "
+                             "as '(before)' rows of the same run, with after/before ratios")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--failover-rounds", type=int, default=3)
     parser.add_argument("--failover-shards", type=int, default=4)
@@ -708,6 +741,9 @@ def main() -> None:
 
     import launcher
 
+    opts.before_tree = before_tree.export(ROOT, opts.before) if opts.before else None
+    if opts.before_tree:
+        print(f"'before' rows: {opts.before}'s readers and failover worker (exported to {opts.before_tree})")
     wants_ak = "async-kinesis" in opts.methods and not opts.skip_throughput
     na_reason = setup_async_kinesis() if wants_ak else None
     kinesalite = opts.source == "kinesalite" or not opts.skip_failover
