@@ -28,7 +28,7 @@ from ..aws import DynamoDBClient
 from ..aws.dynamodb import Item
 from ..clock import since_boot
 from ..errors import KeyRangeInUseError, KinesisSourceError
-from ..leases.expiry import ExpiryJudge, Observation
+from ..leases.expiry import ExpiryJudge, Watch
 from ..leases.schema.consumer_items import HEARTBEAT, SESSION, VERSION, range_claim_fields, range_claim_item
 from ..leases.schema.keys import HASH_KEY, RANGE_KEY
 from ..leases.schema.keys import RANGE_CLAIM_PREFIX as CLAIM_PREFIX
@@ -214,6 +214,7 @@ def observe_live(
     clock: Callable[[], float] = since_boot,
     poll_s: float = 0.2,
     beat: Callable[[], object] | None = None,
+    sleep: Callable[[float], object] = time.sleep,
 ) -> list:
     """The candidates whose (session, heartbeat) moves before the one judge (:class:`ExpiryJudge`) finds
     every candidate's unchanged for ``failover_s``; an empty list once it does.
@@ -222,20 +223,20 @@ def observe_live(
     others need not be waited for). A candidate whose item disappears is not
     alive (it stopped, or was declared dead); one that comes back is seen
     afresh, alive. ``beat`` runs at every poll: the observer's own claim must
-    keep moving meanwhile.
+    keep moving meanwhile. ``sleep`` waits on ``clock``: pass both, or neither.
     """
     judge = ExpiryJudge(failover_s, clock)
 
-    def look() -> dict[K, Observation]:
+    def look() -> Watch[K]:
         now = heartbeats()
-        return judge.observe_all({k: now[k] for k in candidates if k in now})
+        return judge.watch({k: now[k] for k in candidates if k in now})
 
-    verdicts = look()
-    while verdicts and not all(v.expired for v in verdicts.values()):
-        time.sleep(min(poll_s, max(0.0, judge.next_expiry() - clock())))
+    watch = look()
+    while not watch.expired:
+        sleep(min(poll_s, watch.wait_s))
         if beat is not None:
             beat()
-        verdicts = look()
-        if live := [candidates[k] for k, v in verdicts.items() if v.changed]:
-            return live
+        watch = look()
+        if watch.moved:
+            return [candidates[k] for k in watch.moved]
     return []
