@@ -68,13 +68,15 @@ class RangeClaims:
     """The key-range claims of one application's stream, and this worker's own claim in it."""
 
     def __init__(self, dynamodb: DynamoDBClient, table_name: str, application: str, stream: str,
-                 failover_s: float, clock: Callable[[], float] = since_boot) -> None:
+                 failover_s: float, clock: Callable[[], float] = since_boot,
+                 sleep: Callable[[float], object] = time.sleep) -> None:
         self.dynamodb = dynamodb
         self.table_name = table_name
         self.application = application
         self.stream = stream
         self.failover_s = failover_s
         self.clock = clock
+        self.sleep = sleep  # waits on ``clock`` while rival claims are watched
         self.partition = ranges_partition(application, stream)
         self.mine: RangeClaim | None = None
 
@@ -129,7 +131,9 @@ class RangeClaims:
         return self.dynamodb.transact_write(self.table_name, [bump]).committed
 
     def _refuse_live(self, rivals: list[RangeClaim], key_range: KeyRange) -> None:
-        live = observe_live({c.worker_id: c for c in rivals}, self._heartbeats, self.failover_s, self.clock)
+        """Watched from the reading that found them: the heartbeats dead ones are deleted by are those judged."""
+        live = observe_live({c.worker_id: c for c in rivals}, self._heartbeats, self.failover_s, self.clock,
+                            sleep=self.sleep, found={c.worker_id: c.beat for c in rivals})
         if live:
             first = min(live, key=lambda c: c.order)
             raise KeyRangeInUseError(
@@ -215,6 +219,7 @@ def observe_live(
     poll_s: float = 0.2,
     beat: Callable[[], object] | None = None,
     sleep: Callable[[float], object] = time.sleep,
+    found: Mapping[K, tuple[str, int]] | None = None,
 ) -> list:
     """The candidates whose (session, heartbeat) moves before the one judge (:class:`ExpiryJudge`) finds
     every candidate's unchanged for ``failover_s``; an empty list once it does.
@@ -224,19 +229,20 @@ def observe_live(
     alive (it stopped, or was declared dead); one that comes back is seen
     afresh, alive. ``beat`` runs at every poll: the observer's own claim must
     keep moving meanwhile. ``sleep`` waits on ``clock``: pass both, or neither.
+    ``found``: the reading the candidates were found in, watched from (a move
+    since counts); None: a reading of their own.
     """
     judge = ExpiryJudge(failover_s, clock)
 
-    def look() -> Watch[K]:
-        now = heartbeats()
+    def look(now: Mapping[K, tuple[str, int]]) -> Watch[K]:
         return judge.watch({k: now[k] for k in candidates if k in now})
 
-    watch = look()
+    watch = look(heartbeats() if found is None else found)
     while not watch.expired:
         sleep(min(poll_s, watch.wait_s))
         if beat is not None:
             beat()
-        watch = look()
+        watch = look(heartbeats())
         if watch.moved:
             return [candidates[k] for k in watch.moved]
     return []

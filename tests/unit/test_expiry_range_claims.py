@@ -1,10 +1,22 @@
-"""Key-range claims judged by the one expiry judge: watches wait on the injected clock (range_claims)."""
+"""Key-range claims judged by the one expiry judge (range_claims): watches wait on the injected clock, and a
+rival claim is watched from the reading it was found in (moto DynamoDB, fake clock)."""
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Iterator
 
-from kinesis_src.consumer.range_claims import observe_live
+import pytest
+from moto import mock_aws
+
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.config import AwsSettings
+from kinesis_src.consumer.range_claims import RangeClaims, observe_live
+from kinesis_src.errors import KeyRangeInUseError
+from kinesis_src.leases.table import LeaseTable
+from lineage import KeyRange
+
+TABLE, APP, STREAM = "leases", "app", "orders"
+FAILOVER_S = 1.0
 
 
 class FakeTime:
@@ -38,3 +50,52 @@ def test_a_watch_waits_on_the_injected_clock(monkeypatch: pytest.MonkeyPatch) ->
     assert observe_live({"a": "A"}, lambda: still, 1.0, fake, sleep=fake.sleep) == []
     assert fake.now == pytest.approx(1.0)  # judged dead exactly at the failover time on the fake clock
     assert max(fake.naps) <= 0.2  # polled every poll_s, however long the failover time
+
+
+@pytest.fixture
+def dynamodb(dummy_credentials: None) -> Iterator[DynamoDBClient]:
+    with mock_aws():
+        client = DynamoDBClient(AwsSettings(region="us-east-1"))
+        LeaseTable(client, TABLE, APP, STREAM).ensure_table(create=True)
+        yield client
+
+
+def claims_of(dynamodb: DynamoDBClient, fake: FakeTime) -> RangeClaims:
+    return RangeClaims(dynamodb, TABLE, APP, STREAM, FAILOVER_S, fake, fake.sleep)
+
+
+def test_a_rival_that_beats_between_the_reading_that_found_it_and_the_watch_is_live(
+    dynamodb: DynamoDBClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its heartbeat moved after the reading that found it: its owner is alive, so the claim is refused.
+    Watching from a second reading instead saw no move, judged it dead a failover time later, failed to
+    delete it by the first reading's heartbeat, and took the range after a second failover time."""
+    no_real_sleep(monkeypatch)
+    rival = claims_of(dynamodb, FakeTime())
+    rival.claim("rival", KeyRange.slice(0, 2))
+    fake = FakeTime()
+    mine = claims_of(dynamodb, fake)
+    read_all = mine.read_all
+
+    def found_then_rival_beats():  # type: ignore[no-untyped-def]
+        found = read_all()
+        rival.renew()
+        monkeypatch.setattr(mine, "read_all", read_all)
+        return found
+
+    monkeypatch.setattr(mine, "read_all", found_then_rival_beats)
+    with pytest.raises(KeyRangeInUseError, match="worker 'rival' claims key range"):
+        mine.claim("mine", KeyRange.slice(0, 4))
+    assert fake.now < FAILOVER_S
+
+
+def test_a_rival_that_never_beats_is_deleted_after_one_failover_time(
+    dynamodb: DynamoDBClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_real_sleep(monkeypatch)
+    claims_of(dynamodb, FakeTime()).claim("rival", KeyRange.slice(0, 2))
+    fake = FakeTime()
+    mine = claims_of(dynamodb, fake)
+    assert mine.claim("mine", KeyRange.slice(0, 4)).worker_id == "mine"
+    assert [c.worker_id for c in mine.read()[1]] == ["mine"]
+    assert fake.now == pytest.approx(FAILOVER_S)
