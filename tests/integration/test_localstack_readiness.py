@@ -13,6 +13,7 @@ import os
 import launcher  # localstack/ is on sys.path (tests/conftest.py)
 import localstack_host
 import pytest
+from localstack_credentials import use_localstack_credentials
 
 from kinesis_src import AwsSettings
 from kinesis_src.aws import KinesisClient
@@ -26,11 +27,7 @@ SLOW_S = 3.0  # longer than the launcher's quick probe (2 s) waits for an answer
 @pytest.fixture
 def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """The dummy key the readiness probe signs with (LocalStack's account 000000000000)."""
-    for key, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    use_localstack_credentials(monkeypatch)
 
 
 def test_localstack_is_ready_only_once_its_kinesis_engine_answers_even_when_every_answer_is_slow(

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from localstack_credentials import use_localstack_credentials
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 from proxy import KINESIS, LOST_RESPONSE, Fault, FaultProxy  # noqa: E402  (tests/faults has no __init__.py)
@@ -32,11 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """The dummy key the launcher's probes sign with (LocalStack's account 000000000000)."""
-    for key, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    use_localstack_credentials(monkeypatch)
 
 
 @pytest.fixture
