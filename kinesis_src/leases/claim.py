@@ -38,6 +38,7 @@ class QueryClaim:
     failover_s: float = 10.0
     renew_s: float = 3.0
     clock: Callable[[], float] = since_boot
+    sleep: Callable[[float], object] | None = None  # waits on ``clock`` while watching; None: until release()
     lost: bool = False
     _claim: WorkerHeartbeat | None = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -56,15 +57,15 @@ class QueryClaim:
             self.table.application, self.table.stream, self.failover_s,
         )
         judge = ExpiryJudge(self.failover_s, self.clock)
-        verdict = judge.observe(_CLAIM, (seen.session, seen.heartbeat))
-        while not verdict.expired:
-            if self._stop.wait(max(0.01, min(0.5, self.renew_s / 2, verdict.expires_at - self.clock()))):
+        watch = judge.watch({_CLAIM: _beat(seen)})
+        while not watch.expired:
+            if self._pause(max(0.01, min(0.5, self.renew_s / 2, watch.wait_s))):
                 return
             now = self.table.read_claim()
             if now is None:
                 return
-            verdict = judge.observe(_CLAIM, (now.session, now.heartbeat))
-            if verdict.changed:
+            watch = judge.watch({_CLAIM: _beat(now)})
+            if watch.moved:
                 raise self._in_use()
         if not self.table.take_over_claim(seen):
             raise self._in_use()
@@ -72,6 +73,13 @@ class QueryClaim:
             "took over applicationName %r on stream %r from a query that stopped renewing its claim",
             self.table.application, self.table.stream,
         )
+
+    def _pause(self, seconds: float) -> bool:
+        """Wait between two looks at the claim; True once released meanwhile."""
+        if self.sleep is None:
+            return self._stop.wait(seconds)
+        self.sleep(seconds)
+        return self._stop.is_set()
 
     def _in_use(self) -> ApplicationInUseError:
         return ApplicationInUseError(
@@ -101,3 +109,8 @@ class QueryClaim:
         if self._claim is not None:
             self.table.release_claim(self._claim)
             self._claim = None
+
+
+def _beat(claim: WorkerHeartbeat) -> tuple[str, int]:
+    """What the claim's liveness is judged on."""
+    return claim.session, claim.heartbeat
