@@ -8,8 +8,9 @@ across tasks).
 
 from __future__ import annotations
 
+from dataclasses import fields
 from functools import lru_cache
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..aws.dynamodb import DynamoDBClient
 from ..config import AwsSettings
@@ -41,32 +42,24 @@ class ProgressLog:
             self.store.purge_batch(run, batch - 1, shard_ids)
 
 
+_SAME_NAMED = tuple(sorted({f.name for f in fields(BatchEnd)} & {f.name for f in fields(ShardProgress)}))
+"""The fields both views have under one name (stop reason, lag, cost counters): copied as they are either way,
+so a figure added to both travels without a line here."""
+
+
+def _same_named(view: BatchEnd | ShardProgress) -> dict[str, Any]:
+    return {name: getattr(view, name) for name in _SAME_NAMED}
+
+
 def to_batch_end(progress: ShardProgress) -> BatchEnd:
     """The planner's view of an item."""
-    return BatchEnd(
-        next_position=progress.end,
-        record_count=progress.records,
-        shard_end=progress.shard_ended,
-        stop_reason=progress.stop_reason,
-        millis_behind_latest=progress.millis_behind_latest,
-        byte_count=progress.byte_count,
-        throttles=progress.throttles,
-        retries=progress.retries,
-    )
+    return BatchEnd(next_position=progress.end, record_count=progress.records, shard_end=progress.shard_ended,
+                    **_same_named(progress))
 
 
 def to_shard_progress(shard_id: str, end: BatchEnd) -> ShardProgress:
-    return ShardProgress(
-        shard_id=shard_id,
-        end=end.next_position,
-        shard_ended=end.shard_end,
-        records=end.record_count,
-        stop_reason=end.stop_reason,
-        millis_behind_latest=end.millis_behind_latest,
-        byte_count=end.byte_count,
-        throttles=end.throttles,
-        retries=end.retries,
-    )
+    return ShardProgress(shard_id=shard_id, end=end.next_position, shard_ended=end.shard_end,
+                         records=end.record_count, **_same_named(end))
 
 
 def open_lease_table(settings: AwsSettings, table: str, application: str, stream: str) -> LeaseTable:
