@@ -25,9 +25,9 @@ from ..errors import KinesisSourceError, LeaseLostError
 from ..records import ChildShard
 from .assignment import plan_assignment
 from .cycle_report import CycleReport
-from .expiry import ExpiryJudge
+from .expiry import ExpiryJudge, Observation
 from .listener import LeaseListener, SyncsShards
-from .model import Lease, ShardEndResult, TableView
+from .model import Lease, ShardEndResult, TableView, WorkerHeartbeat
 from .renewal import HeartbeatRenewal
 from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook, StealSteps  # noqa: F401 (re-exported)
 from .throughput import RateMeter, lease_weights
@@ -135,25 +135,25 @@ class OwnershipSteps(StealSteps):
             )
 
     def _judge_workers(self, view: TableView, report: CycleReport) -> set[str]:
-        """Live workers; expired ones are declared dead (a conditional delete) here."""
+        """Live workers by the one judge (this worker is); expired ones are declared dead (a conditional delete)."""
+        others = {w: (b.session, b.heartbeat) for w, b in view.workers.items() if w != self.worker_id}
         live = {self.worker_id}
-        self._judge.retain(view.workers)
-        for worker_id, beat in view.workers.items():
-            if worker_id == self.worker_id:
-                continue
-            seen = self._judge.observe(worker_id, (beat.session, beat.heartbeat))
-            if not seen.expired:
+        for worker_id, seen in self._judge.observe_all(others).items():
+            if not seen.expired or not self._declare_dead(view.workers[worker_id], seen, report):
                 live.add(worker_id)
-            elif self.table.declare_worker_dead(beat):
-                log.info(
-                    "worker %s declared worker %s dead: heartbeat %d unchanged for %.1fs",
-                    self.worker_id, worker_id, beat.heartbeat, seen.unchanged_s,
-                )
-                report.declared_dead.append(worker_id)
-                self._judge.forget(worker_id)
-            else:
-                live.add(worker_id)  # it renewed after our scan
         return live
+
+    def _declare_dead(self, beat: WorkerHeartbeat, seen: Observation, report: CycleReport) -> bool:
+        """Delete the expired heartbeat ``beat``; False if it was renewed after our scan (the worker is live)."""
+        if not self.table.declare_worker_dead(beat):
+            return False
+        log.info(
+            "worker %s declared worker %s dead: heartbeat %d unchanged for %.1fs",
+            self.worker_id, beat.worker_id, beat.heartbeat, seen.unchanged_s,
+        )
+        report.declared_dead.append(beat.worker_id)
+        self._judge.forget(beat.worker_id)
+        return True
 
     def _reconcile(self, view: TableView, report: CycleReport) -> None:
         """Make the held set agree with the table: drop what others own, adopt what names us."""
