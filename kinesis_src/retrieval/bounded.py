@@ -12,13 +12,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Generator
+from typing import Callable, Generator, TypedDict, Unpack
 
 from ..positions import Position
 from ..records import ChildShard, RecordPage
 from .cursor import NO_END, ReadEnd, ShardCursor, Step, StopReason
 
 MAX_RECORDS_PER_FETCH = 10_000  # the GetRecords API maximum
+
+
+class ReadLimits(TypedDict, total=False):
+    """:meth:`BoundedRead.read`'s keywords: those of :meth:`BoundedRead.iter_pages`, which it collects."""
+
+    max_records: int | None
+    max_duration_s: float | None
+    until_caught_up: bool
+    end_sequence: str | None
+    end_timestamp: datetime | None
 
 
 @dataclass
@@ -84,15 +94,8 @@ class BoundedRead:
     def close(self) -> None:
         """Release what the driver holds open between pages (a fan-out subscription); polling holds nothing."""
 
-    def read(
-        self,
-        max_records: int | None = None,
-        max_duration_s: float | None = None,
-        until_caught_up: bool = False,
-        end_sequence: str | None = None,
-        end_timestamp: datetime | None = None,
-    ) -> ShardRead:
-        """Fetch until the first limit is met.
+    def read(self, **limits: Unpack[ReadLimits]) -> ShardRead:
+        """Fetch until the first limit is met (the limits are :meth:`iter_pages`' keywords).
 
         ``end_sequence`` (inclusive) makes the read stop exactly at a recorded
         position, as a Spark batch replay must; ``until_caught_up`` stops at
@@ -105,9 +108,7 @@ class BoundedRead:
         """
         start = self.position
         pages: list[RecordPage] = []
-        reason = collect(
-            self.iter_pages(max_records, max_duration_s, until_caught_up, end_sequence, end_timestamp), pages.append
-        )
+        reason = collect(self.iter_pages(**limits), pages.append)
         return ShardRead(
             shard_id=self.shard_id,
             start=start,
