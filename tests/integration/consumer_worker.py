@@ -52,7 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: worker_events
 
-from worker_events import add_lease_timing, emit, lease_timing, report_as
+from worker_events import add_lease_timing, emit, lease_timing, run_worker
 
 from kinesis_src import Consumer
 from kinesis_src.consumer import Batch
@@ -164,12 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.checkpoint_every < 1:
         parser.error("--checkpoint-every must be >= 1")
-    report_as(args.worker_id, "CONSUMER_WORKER_LOG")
-    try:
-        return asyncio.run(run(args))
-    except KinesisSourceError as exc:
-        emit("failed", error=type(exc).__name__, message=str(exc))
-        return 3
+    return run_worker(run(args), args.worker_id, "CONSUMER_WORKER_LOG")
 
 
 if __name__ == "__main__":

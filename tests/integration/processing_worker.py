@@ -32,11 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: worker_events
 
-from worker_events import add_lease_timing, emit, lease_timing, report_as
+from worker_events import add_lease_timing, emit, lease_timing, run_worker
 
 from kinesis_src import Consumer
 from kinesis_src.consumer.processing import Backoff, DeliveredRecord
-from kinesis_src.errors import KinesisSourceError
 from kinesis_src.testing import decode
 
 
@@ -83,12 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-interval", type=float, default=0.2)
     add_lease_timing(parser)
     args = parser.parse_args(argv)
-    report_as(args.worker_id, "PROCESSING_WORKER_LOG")
-    try:
-        return asyncio.run(run(args))
-    except KinesisSourceError as exc:
-        emit("failed", error=type(exc).__name__, message=str(exc))
-        return 3
+    return run_worker(run(args), args.worker_id, "PROCESSING_WORKER_LOG")
 
 
 if __name__ == "__main__":
