@@ -12,15 +12,14 @@ event beyond the 1 s the producer leaves between a key's records.
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
-import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import deliveries
 from peers import Peer, start_worker
+from scenario import each_peer, fresh_stream
 from torture import key_of, sleep_until, wait_first
 
 PRODUCE_S = 80.0
@@ -66,15 +65,10 @@ def longest_pause(got: list[deliveries.Delivery], start: float, end: float) -> f
 
 def run_one(peer: Peer, emulators, kinesis, give_up_s: float, keep: Path | None) -> ScaleResult:  # noqa: ANN001
     from kinesis_src.testing.verify import verify_delivery
-    from kinesis_src.testing.producer import KeyedProducer
 
-    stream, app = f"scale-{uuid.uuid4().hex[:6]}", f"scale-{uuid.uuid4().hex[:6]}"
-    kinesis.create_stream(stream, 4)
-    kinesis.wait_active(stream)
-    producer = KeyedProducer(kinesis, stream, keys=50)
-    producer.put_round()
-    sink = Path(tempfile.mkdtemp(prefix="scale-", dir=keep))
-    endpoints = {"stream": stream, "app": app, "kinesis": emulators.kinesis_endpoint,
+    fresh = fresh_stream(kinesis, "scale", 4, keep)
+    producer, sink = fresh.producer, fresh.sink
+    endpoints = {"stream": fresh.stream, "app": fresh.app, "kinesis": emulators.kinesis_endpoint,
                  "dynamodb": emulators.dynamodb_endpoint, "sink": sink}
     workers = {w: start_worker(peer, w, **endpoints) for w in ("w1", "w2")}
     try:
@@ -117,14 +111,5 @@ def run_one(peer: Peer, emulators, kinesis, give_up_s: float, keep: Path | None)
 
 
 def run_all(peers: list[Peer], emulators, opts, log) -> dict:  # noqa: ANN001
-    from run import kinesis_client
-
-    kinesis = kinesis_client(emulators.kinesis_endpoint)
-    out = {}
-    for peer in peers:
-        log(f"scale: {peer.name}")
-        result = run_one(peer, emulators, kinesis, opts.give_up_s, opts.keep)
-        log(f"  {result}")
-        out[peer.name] = asdict(result)
     return {"produce_s": PRODUCE_S, "stop_at_s": STOP_AT_S, "add_at_s": ADD_AT_S, "grace_s": GRACE_S,
-            "results": out}
+            "results": each_peer("scale", run_one, peers, emulators, opts, log)}

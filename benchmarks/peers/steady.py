@@ -12,17 +12,15 @@ seconds per minute over the window.
 
 from __future__ import annotations
 
-import tempfile
-import threading
 import time
-import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import deliveries
 from ddb_proxy import CountingProxy
 from peers import Peer, start_worker
 from procstat import Sampler
+from scenario import KEYS, each_peer, fresh_stream
 from torture import wait_first
 
 WINDOW_S = 60.0
@@ -51,16 +49,12 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def run_one(peer: Peer, emulators, kinesis, give_up_s: float, keep: Path | None) -> SteadyResult:  # noqa: ANN001
-    from kinesis_src.testing.producer import KeyedProducer, encode
+    from kinesis_src.testing.producer import encode
 
-    stream, app = f"steady-{uuid.uuid4().hex[:6]}", f"steady-{uuid.uuid4().hex[:6]}"
-    kinesis.create_stream(stream, SHARDS)
-    kinesis.wait_active(stream)
-    producer = KeyedProducer(kinesis, stream, keys=50)
-    producer.put_round()
-    sink = Path(tempfile.mkdtemp(prefix="steady-", dir=keep))
+    fresh = fresh_stream(kinesis, "steady", SHARDS, keep)
+    producer, sink = fresh.producer, fresh.sink
     with CountingProxy(emulators.dynamodb_endpoint) as proxy:
-        worker = start_worker(peer, "w1", stream=stream, app=app, kinesis=emulators.kinesis_endpoint,
+        worker = start_worker(peer, "w1", stream=fresh.stream, app=fresh.app, kinesis=emulators.kinesis_endpoint,
                               dynamodb=proxy.url, sink=sink)
         sampler = Sampler(worker.process.pid)
         try:
@@ -77,7 +71,7 @@ def run_one(peer: Peer, emulators, kinesis, give_up_s: float, keep: Path | None)
                 time.sleep(max(0.0, t + ROUND_S - time.time()))
             end, cpu1 = time.time(), sampler.sample().cpu_s
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and deliveries.count(sink) < 50 + len(put_at):
+            while time.monotonic() < deadline and deliveries.count(sink) < KEYS + len(put_at):
                 time.sleep(0.5)
             calls = proxy.count(start, end)
             capacity = proxy.capacity_units(start, end)
@@ -99,13 +93,5 @@ def run_one(peer: Peer, emulators, kinesis, give_up_s: float, keep: Path | None)
 
 
 def run_all(peers: list[Peer], emulators, opts, log) -> dict:  # noqa: ANN001
-    from run import kinesis_client
-
-    kinesis = kinesis_client(emulators.kinesis_endpoint)
-    out = {}
-    for peer in peers:
-        log(f"steady: {peer.name}")
-        result = run_one(peer, emulators, kinesis, opts.give_up_s, opts.keep)
-        log(f"  {result}")
-        out[peer.name] = asdict(result)
-    return {"shards": SHARDS, "window_s": WINDOW_S, "rate": 50 / ROUND_S, "results": out}
+    return {"shards": SHARDS, "window_s": WINDOW_S, "rate": KEYS / ROUND_S,
+            "results": each_peer("steady", run_one, peers, emulators, opts, log)}
