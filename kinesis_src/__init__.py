@@ -20,15 +20,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time see _EXPORTS
     from lineage import KeyRange
 
-    from .config import AwsSettings, CredentialSource
+    from .config import AwsSettings
     from .consumer import BlockingConsumer, Consumer
     from .consumer.batch import Batch
-    from .consumer.processing import (
-        DeadLetter,
-        DeliveredRecord,
-        Reject,
-        Release,
-    )
+    from .consumer.consumer_config import ConsumerConfig
+    from .consumer.processing import Reject, Release
     from .drain import drain_stream
     from .errors import KinesisSourceError
     from .leases.coordinator import LeaseTiming
@@ -43,9 +39,7 @@ _EXPORTS: dict[str, str] = {
     "Batch": "kinesis_src.consumer.batch",
     "BlockingConsumer": "kinesis_src.consumer",
     "Consumer": "kinesis_src.consumer",
-    "CredentialSource": "kinesis_src.config",
-    "DeadLetter": "kinesis_src.consumer.processing",
-    "DeliveredRecord": "kinesis_src.consumer.processing",
+    "ConsumerConfig": "kinesis_src.consumer.consumer_config",
     "KeyRange": "lineage",
     "KinesisDataSource": "kinesis_src.spark",
     "KinesisSourceError": "kinesis_src.errors",
@@ -65,9 +59,7 @@ __all__ = [
     "Batch",
     "BlockingConsumer",
     "Consumer",
-    "CredentialSource",
-    "DeadLetter",
-    "DeliveredRecord",
+    "ConsumerConfig",
     "KeyRange",
     "KinesisDataSource",
     "KinesisSourceError",
@@ -86,6 +78,9 @@ _SUB_PACKAGE_NAMES: dict[str, str] = {
     "KinesisClient": "kinesis_src.aws",
     "ConsumerMetrics": "kinesis_src.consumer",
     "ProcessingMetrics": "kinesis_src.consumer.processing",
+    "DeadLetter": "kinesis_src.consumer.processing",
+    "DeliveredRecord": "kinesis_src.consumer.processing",
+    "CredentialSource": "kinesis_src.config",
 }
 """Internal names a user may look for here -> the documented sub-package that offers them (docs/api.md)."""
 

@@ -17,6 +17,7 @@ from typing import Any, AsyncIterator, Callable
 from consumer_harness import until
 
 from kinesis_src.consumer.batch import Batch
+from kinesis_src.consumer.consumer_config import ConsumerConfig
 from kinesis_src.consumer.processing import (
     Backoff,
     DeadLetter,
@@ -31,6 +32,7 @@ from kinesis_src.errors import LeaseLostError
 from kinesis_src.records import Record, RecordPage
 
 FAST = Backoff(initial_s=0.001, max_s=0.002)
+NOWHERE = "http://127.0.0.1:9"  # the scripted consumer's endpoints: any AWS call fails, none is expected
 
 
 @dataclass
@@ -40,9 +42,9 @@ class ScriptedConsumer:
     checkpoints: list[tuple[str, int, int, str]] = field(default_factory=list)  # (shard, holding, batch, seq)
     pulled: int = 0
     stopping: bool = False
-    streams: tuple[str, ...] = ("s",)
-    application: str = "app"
-    worker_id: str = "me"
+    config: ConsumerConfig = field(default_factory=lambda: ConsumerConfig(
+        "s", application_name="app", worker_id="me", region="us-east-1", endpoint_url=NOWHERE,
+    ))
     _queue: asyncio.Queue[Batch | None] = field(default_factory=asyncio.Queue)
     _states: dict[tuple[str, int], ShardState] = field(default_factory=dict)
     _indexes: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))

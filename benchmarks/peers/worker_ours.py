@@ -27,6 +27,10 @@ async def run() -> None:
     from kinesis_src.retrieval.pacing import FetchPacing
 
     sink = Sink(args.sink, args.worker)
+    idle_s = args.idle_ms / 1000
+    pacing = FetchPacing(idle_interval_s=idle_s)
+    if os.environ.get("PEERS_NO_BYTE_PACING"):  # the speed workload's extra row: no 2 MB/s/shard read pacing
+        pacing = FetchPacing(idle_interval_s=idle_s, min_interval_s=idle_s, bytes_per_second=1e12)
     consumer = Consumer(
         args.stream,
         application_name=args.app,
@@ -37,11 +41,8 @@ async def run() -> None:
         initial_position="trim_horizon",
         lease_timing=LeaseTiming(failover_s=args.failover_s),
         max_records_per_fetch=args.max_records,
-        idle_interval_s=args.idle_ms / 1000,
+        pacing=pacing,
     )
-    if os.environ.get("PEERS_NO_BYTE_PACING"):  # the speed workload's extra row: no 2 MB/s/shard read pacing
-        consumer.pacing = FetchPacing(idle_interval_s=args.idle_ms / 1000, min_interval_s=args.idle_ms / 1000,
-                                      bytes_per_second=1e12)
     announce(args.worker)
     async with consumer:
         async for batch in consumer:

@@ -3,6 +3,7 @@
 from .batch import Batch
 from .blocking import BlockingBatch, BlockingConsumer
 from .consumer import Consumer
+from .consumer_config import ConsumerConfig
 from .metrics import ConsumerMetrics, ShardMetrics
 from .options import default_worker_id, parse_initial_position
 from ..retrieval.pacing import FetchPacing
@@ -12,6 +13,7 @@ __all__ = [
     "BlockingBatch",
     "BlockingConsumer",
     "Consumer",
+    "ConsumerConfig",
     "ConsumerMetrics",
     "FetchPacing",
     "ShardMetrics",

@@ -12,12 +12,14 @@ import asyncio
 import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from types import FrameType
 from typing import Any, Callable, Coroutine, Iterator, Self, Sequence, TypeVar
 
 from ..records import Record, RecordPage
 from .batch import Batch
 from .consumer import Consumer
+from .consumer_config import ConsumerConfig
 from .metrics import ConsumerMetrics
 from .processing import DeliveredRecord, ProcessingMetrics, process
 
@@ -77,9 +79,10 @@ class BlockingConsumer:
     Takes exactly the arguments of :class:`Consumer`.
     """
 
-    def __init__(self, stream_name: str | Sequence[str], **options: Any) -> None:
-        self._handle_signals = options.pop("handle_signals", True)
-        self.consumer = Consumer(stream_name, handle_signals=False, **options)
+    def __init__(self, stream_name: str | Sequence[str] | ConsumerConfig, /, **options: Any) -> None:
+        config = ConsumerConfig.of(stream_name, options)
+        self._handle_signals = config.handle_signals  # here, on the main thread; the loop's thread cannot
+        self.consumer = Consumer(replace(config, handle_signals=False))
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="kinesis-src-consumer", daemon=True)
         self._previous: Any = None

@@ -18,35 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Self
-
-from lineage import KeyRange
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Self
 
 from ..aws.async_kinesis import AsyncKinesisClient
-from ..config import AwsSettings, CredentialSource
-from ..errors import ConfigurationError
-from ..leases.timing import LeaseTiming
-from ..names import default_table_name, validate_name
-from ..positions import Position
-from ..retrieval.pacing import FetchPacing
-from ..retrieval.polling import MAX_RECORDS_PER_FETCH
-from ..retrieval.registration import ConsumerMode, FanOutTarget, parse_consumer_mode
-from ..retrieval.registration import consumer_name as consumer_name_of
-from ..retry import RetryPolicy
+from ..retrieval.registration import ConsumerMode, FanOutTarget
 from .batch import Batch
 from .bridge import SigtermHandler, cancel, on_loop
+from .consumer_config import ConsumerConfig
 from .delivery import deliverable
 from .fetching import FAN_OUT_CONNECTIONS, POLLING_CONNECTIONS
 from .key_range_guard import KeyRangeGuard
 from .metrics import ConsumerMetrics, StreamMetrics
-from .options import (
-    default_worker_id,
-    parse_initial_position,
-    parse_key_range,
-    parse_streams,
-)
 from .shard_state import HeldShard
 from .stream_reader import StreamReader
 from .unit_readers import UnitReaders
@@ -58,7 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _STOP = object()  # queue sentinel: wake __anext__ for a stop or a failure
-END_ACK_WARNING_S = 60.0  # default of end_ack_warning_s
 
 
 class Consumer:
@@ -82,78 +64,10 @@ class Consumer:
     worker holds the lease next).
     """
 
-    def __init__(
-        self,
-        stream_name: str | Sequence[str],
-        *,
-        application_name: str,
-        region: str | None = None,
-        endpoint_url: str | None = None,
-        dynamodb_endpoint_url: str | None = None,
-        initial_position: str | datetime | Position = "trim_horizon",
-        key_range: KeyRange | str | None = None,
-        worker_id: str | None = None,
-        lease_table_name: str | None = None,
-        lease_timing: LeaseTiming | None = None,
-        max_records_per_fetch: int = MAX_RECORDS_PER_FETCH,
-        idle_interval_s: float = 1.0,
-        prefetch_batches: int = 1,
-        release_timeout_s: float = 10.0,
-        preserve_shard_order: bool = True,
-        metrics_interval_s: float = 60.0,
-        end_ack_warning_s: float = END_ACK_WARNING_S,
-        fail_on_data_loss: bool = False,
-        strict_aggregation: bool = False,
-        consumer_mode: str = "polling",
-        consumer_name: str | None = None,
-        require_consumer_deregistration: bool = False,
-        handle_signals: bool = True,
-        retry: RetryPolicy | None = None,
-        credentials: CredentialSource | None = None,
-    ) -> None:
-        self.streams = parse_streams(stream_name)
-        self.stream = self.streams[0] if len(self.streams) == 1 else ",".join(self.streams)  # for log lines
-        self.application = validate_name(application_name, "application_name")
-        self.initial_position = parse_initial_position(initial_position)
-        self.key_range = parse_key_range(key_range)
-        if not 1 <= max_records_per_fetch <= MAX_RECORDS_PER_FETCH:
-            raise ConfigurationError(f"max_records_per_fetch must be 1..{MAX_RECORDS_PER_FETCH}, got {max_records_per_fetch}")
-        if prefetch_batches < 1:
-            raise ConfigurationError(f"prefetch_batches must be >= 1, got {prefetch_batches}")
-        if release_timeout_s < 0 or metrics_interval_s <= 0 or end_ack_warning_s <= 0:
-            raise ConfigurationError("release_timeout_s must be >= 0, metrics_interval_s and end_ack_warning_s > 0")
-        extra: dict[str, Any] = {"retry": retry} if retry is not None else {}
-        if credentials is not None:
-            extra["credentials"] = credentials
-        self.settings = AwsSettings.from_env(region, endpoint_url, dynamodb_endpoint_url, **extra)
-        self.table_name = lease_table_name or default_table_name(self.application)
-        self.worker_id = worker_id or default_worker_id()
-        self.timing = lease_timing or LeaseTiming()
-        self.limit = max_records_per_fetch
-        self.pacing = FetchPacing(idle_interval_s=idle_interval_s)
-        self.prefetch_batches = prefetch_batches
-        self.release_timeout_s = release_timeout_s
-        self.preserve_shard_order = preserve_shard_order
-        self.metrics_interval_s = metrics_interval_s
-        self.end_ack_warning_s = end_ack_warning_s
-        self.handle_signals = handle_signals
-        self.fail_on_data_loss = fail_on_data_loss
-        self.strict_aggregation = strict_aggregation
-        self.consumer_mode = parse_consumer_mode(consumer_mode, "consumer_mode")
-        self.consumer_name = consumer_name_of(consumer_name, self.application, "consumer_name")
-        if self.consumer_mode is not ConsumerMode.EFO and (consumer_name is not None or require_consumer_deregistration):
-            raise ConfigurationError(
-                "consumer_name and require_consumer_deregistration apply to enhanced fan-out only: "
-                "add consumer_mode='efo', or remove them"
-            )
-        if self.consumer_mode is ConsumerMode.EFO and self.key_range is not None and consumer_name is None:
-            raise ConfigurationError(
-                "consumer_mode='efo' with a key_range needs a consumer_name of the range's own (e.g. "
-                f"f'{self.application}-slice-{{i}}'): readers of different ranges under one stream consumer "
-                "would refuse each other's subscriptions to the shards they share"
-            )
-        self.require_consumer_deregistration = require_consumer_deregistration
-        self.check_retention = True  # report a resume whose checkpointed record was trimmed (the first page tells)
+    def __init__(self, stream_name: str | Sequence[str] | ConsumerConfig, /, **options: Any) -> None:
+        """``Consumer(config)``, or ``Consumer(stream_name, application_name=..., **options)``: the
+        options are :class:`~.consumer_config.ConsumerConfig`'s fields, checked there."""
+        self.config = config = ConsumerConfig.of(stream_name, options)
         self.metrics = ConsumerMetrics(self.worker_id)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.kinesis: AsyncKinesisClient | None = None
@@ -165,11 +79,20 @@ class Consumer:
         self._housekeeping: asyncio.Task[None] | None = None
         self._sigterm = SigtermHandler(self.worker_id)
         self.writes = WritesUnderWay(has_work=lambda: not self._queue.empty())  # see .writes
-        several = len(self.streams) > 1
-        self.stream_metrics = {s: StreamMetrics(self.metrics, s, several) for s in self.streams}
-        self.readers = {s: StreamReader(self, s, self.stream_metrics[s]) for s in self.streams}  # see .unit_readers
-        self._guard = KeyRangeGuard(self)
+        several = len(config.streams) > 1
+        self.stream_metrics = {s: StreamMetrics(self.metrics, s, several) for s in config.streams}
+        self.readers = {s: StreamReader(self, s, self.stream_metrics[s]) for s in config.streams}  # see .unit_readers
+        self._guard = KeyRangeGuard(config, self.fail)
         self.units = UnitReaders(self)
+
+    @property
+    def worker_id(self) -> str:
+        return self.config.worker_id  # type: ignore[return-value]  # filled in by the config
+
+    @property
+    def stream(self) -> str:
+        """The stream, or the streams joined by commas (for log lines)."""
+        return ",".join(self.config.streams)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -186,11 +109,12 @@ class Consumer:
         A missing or recreated stream, a bad table, an overlapping key range:
         each fails here, before any stream is read.
         """
+        config = self.config
         self.loop = asyncio.get_running_loop()
-        if self.handle_signals:  # first: a SIGTERM while starting still ends in a graceful close
+        if self.config.handle_signals:  # first: a SIGTERM while starting still ends in a graceful close
             self._sigterm.install(self.loop, self.stop)
-        connections = FAN_OUT_CONNECTIONS if self.consumer_mode is ConsumerMode.EFO else POLLING_CONNECTIONS
-        self.kinesis = await AsyncKinesisClient(self.settings, connections, before_decode=self.writes.quiet).__aenter__()
+        connections = FAN_OUT_CONNECTIONS if self.config.consumer_mode is ConsumerMode.EFO else POLLING_CONNECTIONS
+        self.kinesis = await AsyncKinesisClient(self.config.settings, connections, before_decode=self.writes.quiet).__aenter__()
         try:
             await self.units.in_thread(self._new_coordinator)
             for key, reader in list(self.readers.items()):  # one at a time: each unit's heartbeat, then its start
@@ -202,8 +126,8 @@ class Consumer:
         self._housekeeping = asyncio.create_task(self._housekeep(), name=f"consumer-{self.worker_id}")
         log.info(
             "consumer %s started on stream(s) %s (application %r, lease table %r%s)",
-            self.worker_id, ", ".join(map(repr, self.streams)), self.application, self.table_name,
-            "" if self.key_range is None else f", key range {self.key_range}",
+            self.worker_id, ", ".join(map(repr, config.streams)), config.application_name, config.lease_table_name,
+            "" if config.key_range is None else f", key range {config.key_range}",
         )
 
     def _new_coordinator(self) -> None:
@@ -326,11 +250,6 @@ class Consumer:
         """A checkpoint landed or the batch in hand changed: wake a release waiting for it."""
         self._progress.set()
 
-    def release_wait_s(self) -> float:
-        """How long a hand-off waits for the batch in hand. The coordinator's thread waits too, and
-        must not miss more than one heartbeat, so never longer than one renewal interval."""
-        return min(self.release_timeout_s, self.timing.renew_s)
-
     async def until_not_in_flight(self, shard: HeldShard, stream: str) -> None:
         while True:
             batch = self.in_flight
@@ -355,21 +274,21 @@ class Consumer:
         """Watch the coordinators for a fatal failure, renew the key-range claims (or, without a
         range, follow them: :mod:`.unit_readers`), log metrics every ``metrics_interval_s``."""
         loop = asyncio.get_running_loop()
-        next_log = loop.time() + self.metrics_interval_s
+        next_log = loop.time() + self.config.metrics_interval_s
         next_renewal = next_follow = loop.time()  # at once: the claims were last read before the leases started
         while True:
-            await asyncio.sleep(min(0.5, self.metrics_interval_s, self.timing.renew_s))
+            await asyncio.sleep(min(0.5, self.config.metrics_interval_s, self.config.lease_timing.renew_s))
             for reader in list(self.readers.values()):
                 failure = reader.coordinator.failure if reader.coordinator else None
                 if failure is not None and self._failure is None:
                     self.fail(failure)
                 reader.acks.watch_ends(loop.time())
             if loop.time() >= next_renewal:
-                next_renewal = loop.time() + self.timing.renew_s
+                next_renewal = loop.time() + self.config.lease_timing.renew_s
                 await self._guard.renew()
             if loop.time() >= next_follow:
                 await self.units.refresh()
                 next_follow = loop.time() + self.units.follow_interval_s()
             if loop.time() >= next_log:
-                next_log += self.metrics_interval_s
+                next_log += self.config.metrics_interval_s
                 log.info("%s", self.metrics.summary())

@@ -14,33 +14,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..aws import DynamoDBClient
 from ..errors import KeyRangeClaimLostError, KinesisSourceError
 from .range_claims import RangeClaims
 
 if TYPE_CHECKING:
-    from .consumer import Consumer
+    from .consumer_config import ConsumerConfig
 
 log = logging.getLogger(__name__)
 
 
 class KeyRangeGuard:
-    def __init__(self, consumer: Consumer) -> None:
-        self.consumer = consumer
+    """A sticky worker's claims, one per stream; ``fail`` ends the consumer when one is found gone."""
+
+    def __init__(self, config: ConsumerConfig, fail: Callable[[BaseException], None]) -> None:
+        self.config = config
+        self._fail = fail
         self.claims: dict[str, RangeClaims] = {}
         self._beaten_at = 0.0
 
     def _claims_of(self, stream: str) -> RangeClaims:
-        c = self.consumer
-        return RangeClaims(DynamoDBClient(c.settings), c.table_name, c.application, stream, c.timing.failover_s)
+        c = self.config
+        return RangeClaims(DynamoDBClient(c.settings), c.lease_table_name, c.application_name, stream,
+                           c.lease_timing.failover_s)
 
     # -- on worker threads, during start() and close() -------------------------------------------
 
     def before_start(self) -> None:
         """Sticky: claim the range on every stream (recording the unit splits it needs)."""
-        c = self.consumer
+        c = self.config
         if c.key_range is None:
             return
         for stream in c.streams:
@@ -55,7 +59,7 @@ class KeyRangeGuard:
                 claims.release()
             except KinesisSourceError as exc:
                 log.warning("consumer %s: could not remove its key-range claim on %r (%s); it expires",
-                            self.consumer.worker_id, stream, exc)
+                            self.config.worker_id, stream, exc)
         self.claims.clear()
 
     def beat_if_due(self) -> None:
@@ -63,8 +67,8 @@ class KeyRangeGuard:
 
         A claim found gone ends the wait with KeyRangeClaimLostError: workers without a range took
         its units up again, so the hand-over it waits for would never come."""
-        c = self.consumer
-        if time.monotonic() - self._beaten_at >= c.timing.renew_s:
+        c = self.config
+        if time.monotonic() - self._beaten_at >= c.lease_timing.renew_s:
             self._beaten_at = time.monotonic()
             for stream, claims in list(self.claims.items()):
                 if not claims.renew():
@@ -72,7 +76,7 @@ class KeyRangeGuard:
                     raise KeyRangeClaimLostError(
                         f"worker {c.worker_id}'s claim of key range {c.key_range} on stream {stream!r} was removed "
                         "while the worker was starting (settling its units): its renewals stopped for the failover "
-                        f"time ({c.timing.failover_s:.1f}s), so another worker judged it dead, and workers without a "
+                        f"time ({c.lease_timing.failover_s:.1f}s), so another worker judged it dead, and workers without a "
                         "range may read these keys again. Start this worker again."
                     )
 
@@ -83,13 +87,13 @@ class KeyRangeGuard:
             try:
                 kept = await asyncio.to_thread(claims.renew)
             except KinesisSourceError as exc:  # transient: the next renewal retries; expiry takes the failover time
-                log.warning("consumer %s: key-range claim renewal on %r failed: %s", self.consumer.worker_id, stream, exc)
+                log.warning("consumer %s: key-range claim renewal on %r failed: %s", self.config.worker_id, stream, exc)
                 continue
             if not kept:
                 self.claims.pop(stream, None)
-                self.consumer.fail(KeyRangeClaimLostError(
-                    f"worker {self.consumer.worker_id}'s claim of key range {self.consumer.key_range} on stream "
+                self._fail(KeyRangeClaimLostError(
+                    f"worker {self.config.worker_id}'s claim of key range {self.config.key_range} on stream "
                     f"{stream!r} was removed: its renewals stopped for the failover time "
-                    f"({self.consumer.timing.failover_s:.1f}s), so another worker judged it dead. Another worker "
+                    f"({self.config.lease_timing.failover_s:.1f}s), so another worker judged it dead. Another worker "
                     "may read these keys now; restart this worker."
                 ))

@@ -145,18 +145,11 @@ class Source:
             raise ConfigurationError(
                 f"ConsumerCollector needs a kinesis_src Consumer or BlockingConsumer, got {type(consumer).__name__}"
             )
-        return cls(str(inner.application), _stream_label(inner), metrics, processing)
+        config = inner.config
+        return cls(config.application_name, ",".join(config.streams), metrics, processing)
 
     def labels(self, stream: str) -> list[str]:
         return [self.application, stream, self.metrics.worker_id]
-
-
-def _stream_label(consumer: Any) -> str:
-    """The stream name; a consumer of several streams (``streams``) is labelled with them, comma-joined."""
-    streams = getattr(consumer, "streams", None)
-    if isinstance(streams, (list, tuple)) and streams:
-        return ",".join(str(s) for s in streams)
-    return str(consumer.stream)
 
 
 class ConsumerCollector(Collector):

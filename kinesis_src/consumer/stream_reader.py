@@ -61,31 +61,33 @@ class StreamReader:
 
     def __init__(self, consumer: Consumer, stream: str, metrics: StreamMetrics, unit: KeyRange | None = None) -> None:
         self.consumer = consumer
+        self.config = config = consumer.config
         self.stream = stream
-        self.unit = unit or consumer.key_range or FULL
+        self.unit = unit or config.key_range or FULL
         self.key_range: KeyRange | None = None if self.unit == FULL else self.unit  # what is filtered
         self.scope = scope_of(self.unit)
         # shards labelled by key range; kept apart when this is not the worker's usual unit (#11)
-        metrics = metrics.for_unit(self.scope, keyed=self.unit != (consumer.key_range or FULL))
+        metrics = metrics.for_unit(self.scope, keyed=self.unit != (config.key_range or FULL))
         self.metrics = metrics
         self.fan_out: FanOutTarget | None = None  # EFO: its unit's own stream consumer (.unit_readers)
         self.coordinator: LeaseCoordinator | None = None
-        self.holdings = Holdings(metrics, consumer.prefetch_batches)  # type: ignore[arg-type]
+        self.holdings = Holdings(metrics, config.prefetch_batches)
         self.filtered_checkpoint_interval_s = FILTERED_CHECKPOINT_INTERVAL_S
         self.acks = Acknowledger(
-            consumer.worker_id, stream, self.holdings, metrics, lambda: self.coordinator,  # type: ignore[arg-type]
-            self._lost, consumer.progressed, consumer.end_ack_warning_s, consumer.writes,
+            config.worker_id, stream, self.holdings, metrics, lambda: self.coordinator,
+            self._lost, consumer.progressed, config.end_ack_warning_s, consumer.writes,
         )
 
     # -- start and stop (on worker threads) --------------------------------------------------
 
     def lease_table(self) -> LeaseTable:
-        c = self.consumer
-        return LeaseTable(DynamoDBClient(c.settings), c.table_name, c.application, self.stream, scope=self.scope)
+        c = self.config
+        return LeaseTable(DynamoDBClient(c.settings), c.lease_table_name, c.application_name, self.stream,
+                          scope=self.scope)
 
     def new_coordinator(self, table: LeaseTable) -> LeaseCoordinator:
         """Check the stream (missing: fails naming it; recreated: refused), then the coordinator."""
-        c = self.consumer
+        c = self.config
         kinesis = KinesisClient(c.settings)
         summary = kinesis.describe_stream(self.stream)  # a missing stream fails here, with its name
         if summary.identity is not None:  # a recreated stream fails here, before any lease is read
@@ -93,18 +95,18 @@ class StreamReader:
         return LeaseCoordinator(
             table,
             c.worker_id,
-            timing=c.timing,
+            timing=c.lease_timing,
             preserve_shard_order=c.preserve_shard_order,
             shard_sync=UnitShardSync(ShardSync(kinesis, table, c.initial_position), self.unit, self._read_units),
             listener=LoopListener(
-                lambda: c.loop, self._acquired, self._lost, self._prepare_release, c.release_wait_s
+                lambda: self.consumer.loop, self._acquired, self._lost, self._prepare_release, c.release_wait_s
             ),
         )
 
     def _read_units(self) -> UnitMap:
-        c = self.consumer
-        return RangeClaims(DynamoDBClient(c.settings), c.table_name, c.application, self.stream,
-                           c.timing.failover_s).read_all()[1]
+        c = self.config
+        return RangeClaims(DynamoDBClient(c.settings), c.lease_table_name, c.application_name, self.stream,
+                           c.lease_timing.failover_s).read_all()[1]
 
     async def stop_fetching(self) -> None:
         """close(): deliver nothing more, stop every fetcher (the coordinator releases the leases)."""
@@ -136,7 +138,7 @@ class StreamReader:
             self.consumer.kinesis, self._fetch_settings(), self.stream, lease.shard_id, start,
             deliver=lambda page, s=shard: self._deliver(s, page),
             on_end=lambda page, s=shard: self._fetched_to_end(s, page),
-            on_expired=self._checkpoint_expired if self.consumer.check_retention else None,
+            on_expired=self._checkpoint_expired if self.config.check_retention else None,
             on_deaggregated=self.metrics.count_aggregates, fan_out_counts=self.metrics,
         )
         shard.task = asyncio.create_task(self._fetch(shard, fetcher), name=f"fetch-{self.stream}-{lease.shard_id}")
@@ -158,12 +160,12 @@ class StreamReader:
             return  # the coordinator dropped it; its new owner ends it
         except KinesisSourceError as exc:
             log.warning("consumer %s: shard %s (outside key range %s) not ended now (%s); its lease is "
-                        "handed back and ended at its next take", self.consumer.worker_id, lease.shard_id,
+                        "handed back and ended at its next take", self.config.worker_id, lease.shard_id,
                         self.key_range, exc)
             await asyncio.to_thread(self._hand_back, coordinator, lease.shard_id)
             return
         log.debug("consumer %s: shard %s of %r is outside key range %s: ended unread",
-                  self.consumer.worker_id, lease.shard_id, self.stream, self.key_range)
+                  self.config.worker_id, lease.shard_id, self.stream, self.key_range)
 
     def _hand_back(self, coordinator: LeaseCoordinator, shard_id: str) -> None:
         """Release a lease nobody reads; a release whose write fails leaves it to be adopted again."""
@@ -171,11 +173,11 @@ class StreamReader:
             coordinator.release(shard_id)
         except KinesisSourceError as exc:
             log.warning("consumer %s: could not hand back shard %s (%s); the next cycle adopts it again",
-                        self.consumer.worker_id, shard_id, exc)
+                        self.config.worker_id, shard_id, exc)
 
     def _fetch_settings(self) -> FetchSettings:
-        c = self.consumer
-        return FetchSettings(c.limit, c.pacing, c.strict_aggregation, self.fan_out)
+        c = self.config
+        return FetchSettings(c.max_records_per_fetch, c.pacing, c.strict_aggregation, self.fan_out)
 
     async def _checkpoint_expired(self, shard_id: str, checkpointed: str, oldest: str) -> None:
         """The record a holding resumes after is gone (retention): records after it may be lost."""
@@ -185,10 +187,10 @@ class StreamReader:
             f"in the stream (trimmed past retention); reading resumes at the oldest record left, {oldest}. "
             "Records between the two, if there were any, expired before they were read"
         )
-        if self.consumer.fail_on_data_loss:
+        if self.config.fail_on_data_loss:
             self.consumer.fail(DataLossError(message + " (fail_on_data_loss=True)."))
             return
-        log.warning("consumer %s: %s.", self.consumer.worker_id, message)
+        log.warning("consumer %s: %s.", self.config.worker_id, message)
 
     def _lost(self, lease: Lease, reason: str) -> None:
         shard = self.holdings.get(lease.shard_id)
@@ -200,7 +202,7 @@ class StreamReader:
         self.holdings.forget(shard)
         if not self.consumer.stopping:
             self.metrics.leases_lost += 1
-            log.warning("consumer %s lost shard %s of %r: %s", self.consumer.worker_id, lease.shard_id,
+            log.warning("consumer %s lost shard %s of %r: %s", self.config.worker_id, lease.shard_id,
                         self.stream, reason)
 
     async def _prepare_release(self, shard_id: str) -> None:
@@ -210,7 +212,7 @@ class StreamReader:
             return
         begin_release(shard)
         await cancel(shard.task)
-        wait_s = self.consumer.release_wait_s()
+        wait_s = self.config.release_wait_s()
         try:  # asyncio.timeout, not wait_for: its 3.11 race can lose a cancel (see .writes)
             async with asyncio.timeout(wait_s):
                 await self.consumer.until_not_in_flight(shard, self.stream)
@@ -221,7 +223,7 @@ class StreamReader:
             log.warning(
                 "consumer %s: releasing shard %s of %r while batch %d is still being processed (not "
                 "checkpointed within %.1fs); its records will be delivered again to the next owner",
-                self.consumer.worker_id, shard_id, self.stream, in_hand.index if in_hand else 0, wait_s,
+                self.config.worker_id, shard_id, self.stream, in_hand.index if in_hand else 0, wait_s,
             )
         if shard.state.phase is not ShardPhase.RELEASING:
             return  # its last batch was checkpointed meanwhile (ENDING, ENDED), or the lease was lost
@@ -238,9 +240,9 @@ class StreamReader:
             raise
         except ShardNotFoundError as exc:
             log.warning("consumer %s: %s; it is skipped until the next shard sync removes its lease",
-                        self.consumer.worker_id, exc)
+                        self.config.worker_id, exc)
         except Exception as exc:  # noqa: BLE001 - a fetch no retry can fix: the application must hear of it
-            log.error("consumer %s: reading shard %s of %r failed: %s", self.consumer.worker_id, shard.shard_id,
+            log.error("consumer %s: reading shard %s of %r failed: %s", self.config.worker_id, shard.shard_id,
                       self.stream, exc)
             self.consumer.fail(exc)
 

@@ -103,8 +103,9 @@ class UnitReaders:
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
-        self.default_unit = consumer.key_range or FULL
-        self.watch = {s: ExpiryJudge(consumer.timing.failover_s, since_boot) for s in consumer.streams}
+        self.config = config = consumer.config
+        self.default_unit = config.key_range or FULL
+        self.watch = {s: ExpiryJudge(config.lease_timing.failover_s, since_boot) for s in config.streams}
         self._claims: dict[str, RangeClaims] = {}
         self._work: set[asyncio.Future[Any]] = set()  # thread work a close() must wait for
         self._finishing: set[tuple[str, KeyRange]] = set()
@@ -120,10 +121,10 @@ class UnitReaders:
         return stream if unit == self.default_unit else f"{stream}@{scope_of(unit)}"
 
     def claims(self, stream: str) -> RangeClaims:
-        c = self.consumer
+        c = self.config
         if stream not in self._claims:
-            self._claims[stream] = RangeClaims(DynamoDBClient(c.settings), c.table_name, c.application, stream,
-                                               c.timing.failover_s)
+            self._claims[stream] = RangeClaims(DynamoDBClient(c.settings), c.lease_table_name, c.application_name,
+                                               stream, c.lease_timing.failover_s)
         return self._claims[stream]
 
     def holding_of(self, batch: Batch) -> tuple[StreamReader | None, HeldShard | None]:
@@ -135,20 +136,21 @@ class UnitReaders:
 
     def held_shards(self) -> list[str]:
         """Shard ids held now, in stream order; with several streams, ``"<stream>/<shard id>"``."""
-        c = self.consumer
-        held = {(r.stream, shard) for r in list(c.readers.values()) for shard in r.held_shards()}
-        ordered = sorted(held, key=lambda h: (c.streams.index(h[0]), h[1]))
-        return [shard if len(c.streams) == 1 else f"{stream}/{shard}" for stream, shard in ordered]
+        streams = self.config.streams
+        held = {(r.stream, shard) for r in list(self.consumer.readers.values()) for shard in r.held_shards()}
+        ordered = sorted(held, key=lambda h: (streams.index(h[0]), h[1]))
+        return [shard if len(streams) == 1 else f"{stream}/{shard}" for stream, shard in ordered]
 
     # -- at start (worker thread) --------------------------------------------------------------
 
     def prepare(self, guard: KeyRangeGuard) -> None:
         """The table, the stream list, each stream checked (missing: fails naming it; recreated:
         refused), the key range claimed, then one reader per unit read, each with its coordinator."""
-        c = self.consumer
+        c, config = self.consumer, self.config
         tables = {stream: reader.lease_table() for stream, reader in c.readers.items()}
         next(iter(tables.values())).ensure_table(create=True)
-        note_stream_list(DynamoDBClient(c.settings), c.table_name, c.application, c.streams)
+        note_stream_list(DynamoDBClient(config.settings), config.lease_table_name, config.application_name,
+                         config.streams)
         for stream, reader in c.readers.items():
             reader.coordinator = reader.new_coordinator(tables[stream])
         guard.before_start()
@@ -156,11 +158,12 @@ class UnitReaders:
 
     def plan(self, claimed: dict[str, RangeClaims], beat: Callable[[], object]) -> None:
         """Replace the consumer's readers by one per unit it reads now (reusing a reader whose unit is the same)."""
-        c = self.consumer
+        c, config = self.consumer, self.config
         old, c.readers = c.readers, {}
-        for stream in c.streams:
-            if c.key_range is not None:
-                units = settle_claim(claimed[stream], c.key_range, c.worker_id, c.timing.failover_s, beat)
+        for stream in config.streams:
+            if config.key_range is not None:
+                units = settle_claim(claimed[stream], config.key_range, config.worker_id,
+                                     config.lease_timing.failover_s, beat)
             else:
                 units = self._free(stream)
             for unit in units:
@@ -169,8 +172,9 @@ class UnitReaders:
                 if reader.coordinator is None:
                     reader.coordinator = reader.new_coordinator(reader.lease_table())
                 c.readers[key] = reader
-        if c.consumer_mode is ConsumerMode.EFO:
-            while_beating(lambda: [self.register_fan_out(r) for r in c.readers.values()], beat, c.timing.renew_s)
+        if config.consumer_mode is ConsumerMode.EFO:
+            while_beating(lambda: [self.register_fan_out(r) for r in c.readers.values()], beat,
+                          config.lease_timing.renew_s)
 
     def start_reader(self, reader: StreamReader) -> bool:
         """Start the reader's coordinator (blocking); False, leaving no heartbeat, if its unit is not free.
@@ -182,7 +186,7 @@ class UnitReaders:
         """
         coordinator: LeaseCoordinator = reader.coordinator  # type: ignore[assignment]  # plan() gave it one
         try:
-            if self.consumer.key_range is None:
+            if self.config.key_range is None:
                 coordinator.register()
                 if self.consumer.stopping or reader.unit not in self._free(reader.stream):
                     coordinator.stop(release=False)
@@ -195,7 +199,7 @@ class UnitReaders:
 
     def register_fan_out(self, reader: StreamReader) -> None:
         """EFO: the stream consumer of the reader's unit, registered (or found) and ACTIVE; blocking."""
-        c = self.consumer
+        c = self.config
         if c.consumer_mode is ConsumerMode.EFO and reader.fan_out is None:
             name = unit_consumer_name(c.consumer_name, reader.scope, scope_of(self.default_unit))
             reader.fan_out = self.fan_outs.register(lambda: KinesisClient(c.settings), reader.stream, name)
@@ -203,7 +207,7 @@ class UnitReaders:
     def deregister_fan_outs(self) -> list[KinesisSourceError]:
         """With ``require_consumer_deregistration``: every consumer this worker registered, read now or
         before a hand-over; each failure is logged and returned."""
-        c = self.consumer
+        c = self.config
         if not c.require_consumer_deregistration or not self.fan_outs.targets():
             return []
         return self.fan_outs.deregister_all(KinesisClient(c.settings))
@@ -226,14 +230,14 @@ class UnitReaders:
         """How long until the claims are read again: a renewal interval while any stream has a claim or a
         split (claims move, and a dead one is judged by watching it), the failover time while none has
         (a first claim is then seen within failover + renewal; its worker waits for that, nothing is lost)."""
-        timing = self.consumer.timing
-        quiet = all(self._claimed.get(stream) is False for stream in self.consumer.streams)
+        timing = self.config.lease_timing
+        quiet = all(self._claimed.get(stream) is False for stream in self.config.streams)
         return timing.failover_s if quiet else timing.renew_s
 
     async def refresh(self) -> None:
         """Without a range: follow the claims (see the module docstring). A failure no retry can
         fix (a registry this version cannot read) fails the consumer instead of ending housekeeping."""
-        if self.consumer.key_range is not None:
+        if self.config.key_range is not None:
             return
         try:
             await self._refresh()
@@ -243,7 +247,7 @@ class UnitReaders:
 
     async def _refresh(self) -> None:
         c = self.consumer
-        for stream in c.streams:
+        for stream in self.config.streams:
             if c.stopping:
                 return
             try:
@@ -304,7 +308,8 @@ class UnitReaders:
         self._finishing.add((stream, split.unit))
         c = self.consumer
         future = asyncio.ensure_future(asyncio.to_thread(
-            finish_split, self.claims(stream), split, c.worker_id, c.timing.failover_s, self._unless_stopping
+            finish_split, self.claims(stream), split, c.worker_id, self.config.lease_timing.failover_s,
+            self._unless_stopping
         ))
         self._work.add(future)
         future.add_done_callback(self._work.discard)

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from lineage import KeyRange
 
 from kinesis_src.consumer import unit_readers
+from kinesis_src.consumer.consumer_config import ConsumerConfig
 from kinesis_src.consumer.range_claims import RangeClaim
 from kinesis_src.consumer.units import FULL, Split, UnitMap
 from kinesis_src.leases.timing import LeaseTiming
@@ -31,7 +32,8 @@ class Claims:
 
 
 def readers(streams: list[str]) -> tuple[unit_readers.UnitReaders, dict[str, Claims]]:
-    consumer = SimpleNamespace(key_range=None, timing=TIMING, streams=streams)
+    config = ConsumerConfig(streams, application_name="app", lease_timing=TIMING, region="us-east-1")
+    consumer = SimpleNamespace(config=config)
     out = unit_readers.UnitReaders(consumer)  # type: ignore[arg-type]
     claims = {s: Claims() for s in streams}
     out.claims = claims.__getitem__  # type: ignore[method-assign]

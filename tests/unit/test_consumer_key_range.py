@@ -101,7 +101,7 @@ def test_a_key_range_of_the_wrong_type_is_refused(dummy_credentials) -> None:
 
 def test_text_and_value_key_ranges_are_the_same_range(dummy_credentials) -> None:
     consumer = Consumer(["a", "b"], application_name="app", key_range="1/3")
-    assert consumer.key_range == KeyRange.slice(1, 3)
+    assert consumer.config.key_range == KeyRange.slice(1, 3)
     assert {r.scope for r in consumer.readers.values()} == {str(KeyRange.slice(1, 3))}
 
 
@@ -109,4 +109,4 @@ def test_enhanced_fan_out_with_a_key_range_needs_the_range_s_own_consumer_name(d
     with pytest.raises(ConfigurationError, match="consumer_name of the range's own"):
         Consumer("orders", application_name="app", key_range="0/2", consumer_mode="efo")
     named = Consumer("orders", application_name="app", key_range="0/2", consumer_mode="efo", consumer_name="app-0")
-    assert named.consumer_name == "app-0"
+    assert named.config.consumer_name == "app-0"

@@ -271,7 +271,6 @@ def test_the_empty_batch_that_ends_a_shard_is_checkpointed_once_the_records_befo
 def test_a_wrong_option_fails_before_anything_is_read_naming_it(options: dict[str, Any], named: str) -> None:
     async def scenario() -> None:
         consumer = ScriptedConsumer()
-        consumer.settings = None  # type: ignore[attr-defined]  (no AWS: nothing may be called)
         consumer.put("shard-1", [("a", 1)])
 
         async def handler(record: DeliveredRecord) -> None:

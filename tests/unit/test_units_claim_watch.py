@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from kinesis_src.consumer.consumer_config import ConsumerConfig
 from kinesis_src.consumer.range_claims import RangeClaim, live_and_dead, observe_live
 from kinesis_src.consumer.unit_readers import UnitReaders
 from kinesis_src.consumer.unit_split import UnitShardSync, wait_until_unread
@@ -107,8 +108,8 @@ class _UnreadableRegistry:
 
 def test_a_registry_that_cannot_be_read_fails_the_consumer_instead_of_ending_its_housekeeping() -> None:
     failures: list[BaseException] = []
-    consumer = SimpleNamespace(key_range=None, streams=("orders",), worker_id="w", stopping=False, readers={},
-                               timing=LeaseTiming(), fail=failures.append)
+    config = ConsumerConfig("orders", application_name="app", worker_id="w", region="us-east-1")
+    consumer = SimpleNamespace(config=config, worker_id="w", stopping=False, readers={}, fail=failures.append)
     units = UnitReaders(consumer)  # type: ignore[arg-type]
     units._claims["orders"] = _UnreadableRegistry()  # type: ignore[assignment]
     asyncio.run(units.refresh())

@@ -11,7 +11,7 @@ a dead letter. Built on the Consumer's batches and ``batch.checkpoint(record)``;
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...aws import DynamoDBClient
 from ...errors import ConfigurationError
@@ -35,6 +35,9 @@ from .ordering_claim import claim_ordering
 from .outcomes import Outcome, Reject, Release
 from .processor import Handler, Processor
 from .retries import Backoff
+
+if TYPE_CHECKING:
+    from ..consumer_config import ConsumerConfig
 
 __all__ = [
     "Backoff",
@@ -87,20 +90,16 @@ async def process(
     )
     if not callable(handler):
         raise ConfigurationError(f"handler must be a callable taking one record, got {type(handler).__name__}")
-    sink = await asyncio.to_thread(open_dead_letter, dead_letter, consumer.settings)
-    await asyncio.to_thread(_claim, consumer, options.ordering)
+    config = consumer.config
+    sink = await asyncio.to_thread(open_dead_letter, dead_letter, config.settings)
+    await asyncio.to_thread(_claim, config, options.ordering)
     metrics = metrics if metrics is not None else ProcessingMetrics()
     await Processor(consumer, handler, options, sink, metrics).run()
     return metrics
 
 
-def streams_of(consumer: Any) -> tuple[str, ...]:
-    """The consumer's streams: ``streams`` on a multi-stream consumer, else its one ``stream``."""
-    streams = getattr(consumer, "streams", None)
-    return tuple(streams) if streams else (consumer.stream,)
-
-
-def _claim(consumer: Any, ordering: Ordering) -> None:
-    dynamodb = DynamoDBClient(consumer.settings)
-    for stream in streams_of(consumer):
-        claim_ordering(dynamodb, consumer.table_name, consumer.application, stream, ordering, consumer.worker_id)
+def _claim(config: ConsumerConfig, ordering: Ordering) -> None:
+    dynamodb = DynamoDBClient(config.settings)
+    for stream in config.streams:
+        claim_ordering(dynamodb, config.lease_table_name, config.application_name, stream, ordering,
+                       config.worker_id)

@@ -1,0 +1,170 @@
+"""Everything a :class:`~kinesis_src.Consumer` is told, checked once: :class:`ConsumerConfig`.
+
+The Consumer and its parts (stream readers, unit readers, the key-range
+guard) read their settings from this one frozen value instead of from the
+Consumer. Input forms are normalized here (a stream name becomes a tuple,
+``"latest"`` a :class:`~kinesis_src.Position`, ``"0/4"`` a
+:class:`~kinesis_src.KeyRange`), and every wrong option fails here with a
+:class:`~kinesis_src.errors.ConfigurationError` naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from lineage import KeyRange
+
+from ..config import AwsSettings, CredentialSource
+from ..errors import ConfigurationError
+from ..leases.timing import LeaseTiming
+from ..names import default_table_name, validate_name
+from ..positions import Position
+from ..retrieval.pacing import FetchPacing
+from ..retrieval.polling import MAX_RECORDS_PER_FETCH
+from ..retrieval.registration import ConsumerMode, parse_consumer_mode
+from ..retrieval.registration import consumer_name as consumer_name_of
+from ..retry import RetryPolicy
+from .options import (
+    default_worker_id,
+    parse_initial_position,
+    parse_key_range,
+    parse_streams,
+)
+
+END_ACK_WARNING_S = 60.0  # default of end_ack_warning_s
+_DEFAULT_IDLE_S = 1.0
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    """A consumer's options (docs/consumer.md), validated and normalized at construction.
+
+    ``ConsumerConfig("orders", application_name="billing-etl", key_range="0/4")``; pass it as
+    ``Consumer(config)``. After construction, ``stream_name`` is a tuple of names,
+    ``initial_position`` a Position, ``key_range`` a KeyRange or None, ``consumer_mode`` a
+    ConsumerMode, and ``worker_id``, ``lease_table_name`` and (EFO) ``consumer_name`` are filled in.
+    ``pacing`` (a :class:`~kinesis_src.consumer.FetchPacing`) replaces ``idle_interval_s`` when
+    a caller needs the whole pacing, e.g. none against an emulator.
+    """
+
+    stream_name: str | Sequence[str]
+    application_name: str
+    region: str | None = None
+    endpoint_url: str | None = None
+    dynamodb_endpoint_url: str | None = None
+    initial_position: str | datetime | Position = "trim_horizon"
+    key_range: KeyRange | str | None = None
+    worker_id: str | None = None
+    lease_table_name: str | None = None
+    lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
+    max_records_per_fetch: int = MAX_RECORDS_PER_FETCH
+    idle_interval_s: float = _DEFAULT_IDLE_S
+    pacing: FetchPacing | None = None
+    prefetch_batches: int = 1
+    release_timeout_s: float = 10.0
+    preserve_shard_order: bool = True
+    metrics_interval_s: float = 60.0
+    end_ack_warning_s: float = END_ACK_WARNING_S
+    fail_on_data_loss: bool = False
+    strict_aggregation: bool = False
+    consumer_mode: str | ConsumerMode = "polling"
+    consumer_name: str | None = None
+    require_consumer_deregistration: bool = False
+    handle_signals: bool = True
+    check_retention: bool = True
+    retry: RetryPolicy | None = None
+    credentials: CredentialSource | None = None
+    settings: AwsSettings = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "stream_name", parse_streams(self.stream_name))
+        put(self, "application_name", validate_name(self.application_name, "application_name"))
+        put(self, "initial_position", parse_initial_position(self.initial_position))
+        put(self, "key_range", parse_key_range(self.key_range))
+        self._check_numbers()
+        put(self, "pacing", self._pacing())
+        put(self, "worker_id", self.worker_id or default_worker_id())
+        put(self, "lease_table_name", self.lease_table_name or default_table_name(self.application_name))
+        self._check_fan_out()
+        extra: dict[str, Any] = {"retry": self.retry} if self.retry is not None else {}
+        if self.credentials is not None:
+            extra["credentials"] = self.credentials
+        put(self, "settings", AwsSettings.from_env(self.region, self.endpoint_url, self.dynamodb_endpoint_url, **extra))
+
+    @classmethod
+    def of(cls, stream_name: str | Sequence[str] | ConsumerConfig, options: dict[str, Any]) -> ConsumerConfig:
+        """The config a ``Consumer(...)`` call names: a ConsumerConfig, or a stream and options.
+
+        An unknown option fails naming it and the known ones (a typo must not be dropped)."""
+        if isinstance(stream_name, ConsumerConfig):
+            if options:
+                raise ConfigurationError(
+                    f"Consumer(config, ...) takes no other options, got {', '.join(sorted(options))}: "
+                    "put them in the ConsumerConfig (dataclasses.replace(config, ...))"
+                )
+            return stream_name
+        known = {f.name for f in fields(cls) if f.init}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown consumer option(s) {', '.join(map(repr, unknown))}; the options are: "
+                f"{', '.join(sorted(known - {'stream_name'}))}"
+            )
+        return cls(stream_name, **options)
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        """The stream names (``stream_name`` after normalization)."""
+        return self.stream_name  # type: ignore[return-value]  # a tuple after __post_init__
+
+    def release_wait_s(self) -> float:
+        """How long a hand-off waits for the batch in hand. The coordinator's thread waits too, and
+        must not miss more than one heartbeat, so never longer than one renewal interval."""
+        return min(self.release_timeout_s, self.lease_timing.renew_s)
+
+    # -- checks ------------------------------------------------------------------------------------
+
+    def _check_numbers(self) -> None:
+        if not 1 <= self.max_records_per_fetch <= MAX_RECORDS_PER_FETCH:
+            raise ConfigurationError(
+                f"max_records_per_fetch must be 1..{MAX_RECORDS_PER_FETCH}, got {self.max_records_per_fetch}"
+            )
+        if self.prefetch_batches < 1:
+            raise ConfigurationError(f"prefetch_batches must be >= 1, got {self.prefetch_batches}")
+        if self.release_timeout_s < 0 or self.metrics_interval_s <= 0 or self.end_ack_warning_s <= 0:
+            raise ConfigurationError("release_timeout_s must be >= 0, metrics_interval_s and end_ack_warning_s > 0")
+        if not isinstance(self.lease_timing, LeaseTiming):
+            raise ConfigurationError(
+                f"lease_timing must be a kinesis_src.LeaseTiming, got {type(self.lease_timing).__name__}"
+            )
+
+    def _pacing(self) -> FetchPacing:
+        if self.pacing is None:
+            return FetchPacing(idle_interval_s=self.idle_interval_s)
+        if self.idle_interval_s not in (_DEFAULT_IDLE_S, self.pacing.idle_interval_s):
+            raise ConfigurationError(
+                "pass idle_interval_s or pacing, not both: pacing=FetchPacing(idle_interval_s=...) holds it"
+            )
+        return self.pacing
+
+    def _check_fan_out(self) -> None:
+        put = object.__setattr__
+        named = self.consumer_name is not None
+        put(self, "consumer_mode", parse_consumer_mode(self.consumer_mode, "consumer_mode"))
+        if self.consumer_mode is not ConsumerMode.EFO and (named or self.require_consumer_deregistration):
+            raise ConfigurationError(
+                "consumer_name and require_consumer_deregistration apply to enhanced fan-out only: "
+                "add consumer_mode='efo', or remove them"
+            )
+        if self.consumer_mode is ConsumerMode.EFO and self.key_range is not None and not named:
+            raise ConfigurationError(
+                "consumer_mode='efo' with a key_range needs a consumer_name of the range's own (e.g. "
+                f"f'{self.application_name}-slice-{{i}}'): readers of different ranges under one stream "
+                "consumer would refuse each other's subscriptions to the shards they share"
+            )
+        if self.consumer_mode is ConsumerMode.EFO:
+            put(self, "consumer_name", consumer_name_of(self.consumer_name, self.application_name, "consumer_name"))
