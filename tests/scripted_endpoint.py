@@ -12,6 +12,8 @@ JSON, with ``SECRET`` in it), "malformed" (a GetRecords body whose record's Data
 "error:<code>:<status>" (an AWS JSON error answer), or for
 SubscribeToShard "error:<code>" (an exception message after the first event).
 ``seen`` keeps every request's operation, path and (lower-cased) headers.
+:class:`Endpoints` makes them for one test (``start(**script)``: an
+endpoint and client settings pointing at it) and closes them together.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ import struct
 import threading
 from dataclasses import dataclass
 from typing import Any
+
+from kinesis_src.config import AwsSettings
+from kinesis_src.retry import RetryPolicy
 
 SHARD = "shardId-000000000000"
 CHILD = "shardId-000000000001"
@@ -165,6 +170,24 @@ class ScriptedEndpoint:
             return wire + exception(action.partition(":")[2], "the stream broke")
         return wire + event("SomeFutureEvent", {"x": 1}) + event("SubscribeToShardEvent", {
             "Records": rest, "MillisBehindLatest": 0, "ChildShards": CHILD_SHARDS})
+
+
+class Endpoints:
+    """The scripted endpoints of one test, all serving ``served``; clients retry by ``retry``."""
+
+    def __init__(self, served: list[Record], retry: RetryPolicy) -> None:
+        self.served, self.retry = served, retry
+        self.made: list[ScriptedEndpoint] = []
+
+    def start(self, **script: list[str]) -> tuple[ScriptedEndpoint, AwsSettings]:
+        """One more endpoint answering by ``script``, and settings for a client of it (us-east-1)."""
+        endpoint = ScriptedEndpoint(self.served, script)
+        self.made.append(endpoint)
+        return endpoint, AwsSettings(region="us-east-1", endpoint_url=endpoint.url, retry=self.retry)
+
+    def close(self) -> None:
+        for endpoint in self.made:
+            endpoint.close()
 
 
 def _read_request(reader: Any) -> tuple[str, dict[str, str]] | None:

@@ -14,7 +14,7 @@ import botocore.session
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
-from scripted_endpoint import SECRET, ScriptedEndpoint, records
+from scripted_endpoint import SECRET, Endpoints, records
 
 from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.async_kinesis import AsyncKinesisClient
@@ -316,16 +316,9 @@ SERVED = records(20)  # a GetRecords body long enough that half of it is no JSON
 @pytest.fixture
 def scripted(dummy_credentials: None):
     """``scripted(**script)``: a scripted endpoint (tests/scripted_endpoint.py) and settings pointing at it."""
-    endpoints: list[ScriptedEndpoint] = []
-
-    def start(**script: list[str]) -> tuple[ScriptedEndpoint, AwsSettings]:
-        endpoint = ScriptedEndpoint(SERVED, script)
-        endpoints.append(endpoint)
-        return endpoint, AwsSettings(region="us-east-1", endpoint_url=endpoint.url, retry=FAST)
-
-    yield start
-    for endpoint in endpoints:
-        endpoint.close()
+    endpoints = Endpoints(SERVED, FAST)
+    yield endpoints.start
+    endpoints.close()
 
 
 SYNC_CALLS = {
