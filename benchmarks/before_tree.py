@@ -37,13 +37,12 @@ def in_turn(round_index: int, pair: Sequence[T]) -> list[T]:
 
 
 def ratio_text(after: Sequence[float | None], before: Sequence[float | None], fmt: str = ".2f") -> str:
-    """``median after / median before = ratio`` and the range of the rounds' own ratios (round i of one
-    side against round i of the other), which shows how much of the ratio is noise. None is a failed
-    round: left out of the medians and of the pairs."""
+    """``median after / median before = ratio``, then each round's own ratio (round i of one side against
+    round i of the other) in round order, which shows how much of the ratio is noise. None is a failed
+    round: left out of the medians, and its round's ratio shows as '-'."""
     good_after, good_before = [x for x in after if x is not None], [x for x in before if x is not None]
     if not good_after or not good_before:
         return "n/a (a side has no successful round)"
     a, b = statistics.median(good_after), statistics.median(good_before)
-    paired = sorted(x / y for x, y in zip(after, before) if x is not None and y)
-    spread = f" (rounds {paired[0]:.2f}-{paired[-1]:.2f}x)" if len(paired) > 1 else ""
-    return f"{a:{fmt}} / {b:{fmt}} = {a / b:.2f}x{spread}"
+    rounds = "/".join("-" if x is None or not y else f"{x / y:.2f}" for x, y in zip(after, before))
+    return f"{a:{fmt}} / {b:{fmt}} = {a / b:.2f}x (rounds {rounds})"
