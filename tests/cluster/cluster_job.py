@@ -9,7 +9,9 @@ done. ``--batch`` counts the stream with ``spark.read`` and prints the count.
 The endpoints come from ``KINESIS_SRC_ENDPOINT_URL`` /
 ``KINESIS_SRC_DYNAMODB_ENDPOINT_URL`` and are passed as options; credentials
 come from the environment of the driver and the workers. The master, the
-zip and the Pythons are spark-submit's business, not this script's.
+zip and the Pythons are spark-submit's business, not this script's. The
+Parquet sink is the one every streaming job of the tests shares
+(tests/parquet_job.py, standard library only at import).
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # tests/ (not the repository: no kinesis_src there)
+from parquet_job import add_job_arguments, kinesis_stream, run_to_parquet
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--stream", required=True)
-    parser.add_argument("--out")
-    parser.add_argument("--application")
+    add_job_arguments(parser, max_records_per_shard="200", required=False)  # --batch needs only --stream
     parser.add_argument("--available-now", action="store_true")
-    parser.add_argument("--max-records-per-shard", default="200")
     parser.add_argument("--batch", action="store_true")
     args = parser.parse_args()
 
@@ -47,23 +50,9 @@ def main() -> int:
     if args.batch:
         print("count", spark.read.format("kinesis").options(**endpoints).load().count(), flush=True)
         return 0
-    writer = (
-        spark.readStream.format("kinesis").options(**endpoints)
-        .option("initialPosition", "trim_horizon")
-        .option("applicationName", args.application)
-        .option("maxRecordsPerShard", args.max_records_per_shard)
-        .option("fetchIntervalMs", "0")
-        .option("idlePollIntervalMs", "300")
-        .load()
-        .writeStream.format("parquet")
-        .option("path", os.path.join(args.out, "data"))
-        .option("checkpointLocation", os.path.join(args.out, "checkpoint"))
-    )
-    writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(processingTime="300 milliseconds")
-    query = writer.start()
-    print("started", flush=True)
-    query.awaitTermination()
-    return 0 if query.exception() is None else 1
+    options = {**endpoints, "idlePollIntervalMs": "300"}
+    trigger = {"availableNow": True} if args.available_now else {"processingTime": "300 milliseconds"}
+    return run_to_parquet(kinesis_stream(spark, args, **options), args.out, **trigger)
 
 
 if __name__ == "__main__":

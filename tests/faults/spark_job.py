@@ -13,68 +13,32 @@ With the processing-time trigger it runs until killed; AvailableNow exits
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # tests/: parquet_job
+from parquet_job import add_job_arguments, kinesis_stream, local_session, run_to_parquet
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--stream", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--application", required=True)
+    add_job_arguments(parser, max_records_per_shard="400")
     parser.add_argument("--trigger", choices=("available-now", "processing"), default="processing")
     parser.add_argument("--interval", default="500 milliseconds")
-    parser.add_argument("--max-records-per-shard", default="400")
     parser.add_argument("--max-records-per-trigger")
     parser.add_argument("--shards-per-task")
     parser.add_argument("--no-preserve-order", action="store_true")
     args = parser.parse_args()
 
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kinesis-src fault campaign job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "768m")
-        .config("spark.sql.streaming.fileSink.log.compactInterval", "100000")
-        .getOrCreate()
-    )
+    spark = local_session("kinesis-src fault campaign job", {"spark.driver.memory": "768m"})
     spark.sparkContext.setLogLevel("ERROR")
-    reader = (
-        spark.readStream.format("kinesis")
-        .option("streamName", args.stream)
-        .option("initialPosition", "trim_horizon")
-        .option("applicationName", args.application)
-        .option("maxRecordsPerShard", args.max_records_per_shard)
-        .option("fetchIntervalMs", "0")
-        .option("idlePollIntervalMs", "300")
-        .option("preserveShardOrder", "false" if args.no_preserve_order else "true")
-    )
+    options = {"idlePollIntervalMs": "300", "preserveShardOrder": "false" if args.no_preserve_order else "true"}
     if args.max_records_per_trigger:
-        reader = reader.option("maxRecordsPerTrigger", args.max_records_per_trigger)
+        options["maxRecordsPerTrigger"] = args.max_records_per_trigger
     if args.shards_per_task:
-        reader = reader.option("shardsPerTask", args.shards_per_task)
-    writer = (
-        reader.load()
-        .writeStream.format("parquet")
-        .option("path", os.path.join(args.out, "data"))
-        .option("checkpointLocation", os.path.join(args.out, "checkpoint"))
-    )
-    if args.trigger == "available-now":
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=args.interval)
-    query = writer.start()
-    print("started", flush=True)
-    try:
-        query.awaitTermination()
-    except Exception as exc:  # noqa: BLE001 - reported on stderr, exit code 1
-        print(f"query failed: {exc}", file=sys.stderr, flush=True)
-        return 1
-    return 0 if query.exception() is None else 1
+        options["shardsPerTask"] = args.shards_per_task
+    trigger = {"availableNow": True} if args.trigger == "available-now" else {"processingTime": args.interval}
+    return run_to_parquet(kinesis_stream(spark, args, **options), args.out, **trigger)
 
 
 if __name__ == "__main__":
