@@ -135,13 +135,13 @@ from pathlib import Path
 from typing import Any
 
 import before_tree
+from bench_setup import REGION, bench_consumer, preload
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "localstack"))
 
-REGION = "us-east-1"
 ASYNC_KINESIS_VENV = Path(os.environ.get("BENCH_ASYNC_KINESIS_VENV", "/tmp/bench-asynckinesis"))
 ASYNC_KINESIS_REQUIREMENT = "async-kinesis[dynamodb]"
 RUN_TIMEOUT_S = 600.0  # async-kinesis reads 400,000 records at ~10k/s, and slower on a busy machine
@@ -233,22 +233,12 @@ class GcTime:
 
 
 async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns: bool = False) -> dict[str, Any]:
-    from kinesis_src.consumer import Consumer, FetchPacing
+    from kinesis_src.consumer import FetchPacing
 
     started = time.perf_counter()
     idle = LoopIdle()
     gc_time = GcTime()
-    consumer = Consumer(
-        args.stream,
-        application_name=f"bench-{uuid.uuid4().hex[:8]}",
-        region=REGION,
-        endpoint_url=args.endpoint,
-        dynamodb_endpoint_url=args.dynamodb,
-        initial_position="trim_horizon",
-        idle_interval_s=0.05,
-        metrics_interval_s=3600,
-        handle_signals=False,
-    )
+    consumer = bench_consumer(args, f"bench-{uuid.uuid4().hex[:8]}", idle_interval_s=0.05)
     if pacing_off:
         consumer.pacing = FetchPacing(idle_interval_s=0.05, min_interval_s=0.0, bytes_per_second=1e12)
     records = nbytes = 0
@@ -337,16 +327,6 @@ def cpu_ticks(pid: int) -> float:
     """utime + stime of a process, in seconds (from /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def preload(kinesis: Any, stream: str, shards: int, per_shard: int, size: int) -> int:
-    kinesis.create_stream(stream, shards)
-    kinesis.wait_active(stream)
-    payload = os.urandom(size)
-    total = shards * per_shard
-    for start in range(0, total, 500):
-        kinesis.put_records(stream, [(f"key-{i}", payload) for i in range(start, min(total, start + 500))])
-    return total
 
 
 def measure(method: str, endpoint: str, dynamodb: str, stream: str, expect: int, server_pid: int,

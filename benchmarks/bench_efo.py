@@ -74,11 +74,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from bench_setup import REGION, bench_consumer, preload
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "localstack"))
 
-REGION = "us-east-1"
 RUN_TIMEOUT_S = 120.0
 
 LABELS = {
@@ -142,25 +143,13 @@ class Tally:
 
 
 async def read_with_consumer(args: argparse.Namespace) -> dict[str, Any]:
-    from kinesis_src import Consumer
-
     extra: dict[str, Any] = {}
     if args.run == "efo":  # deregistered on close (after the measured window): streams keep < 20 consumers
         extra.update(consumer_mode="efo", require_consumer_deregistration=True)
     if args.run == "polling-0.2":
         extra["idle_interval_s"] = 0.2
     started = time.perf_counter()
-    consumer = Consumer(
-        args.stream,
-        application_name=f"bench-{args.run.replace('.', '')}-{uuid.uuid4().hex[:8]}",
-        region=REGION,
-        endpoint_url=args.endpoint,
-        dynamodb_endpoint_url=args.dynamodb,
-        initial_position="trim_horizon",
-        metrics_interval_s=3600,
-        handle_signals=False,
-        **extra,
-    )
+    consumer = bench_consumer(args, f"bench-{args.run.replace('.', '')}-{uuid.uuid4().hex[:8]}", **extra)
     tally = Tally(args)
     async with consumer:
         t0, c0 = time.perf_counter(), time.process_time()
@@ -347,16 +336,6 @@ class Reader:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-
-
-def preload(kinesis: Any, stream: str, shards: int, per_shard: int, size: int) -> int:
-    kinesis.create_stream(stream, shards)
-    kinesis.wait_active(stream)
-    payload = os.urandom(size)
-    total = shards * per_shard
-    for start in range(0, total, 500):
-        kinesis.put_records(stream, [(f"key-{i}", payload) for i in range(start, min(total, start + 500))])
-    return total
 
 
 def measure_throughput(method: str, opts: argparse.Namespace, servers: Any, stream: str,
