@@ -238,9 +238,9 @@ async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns
     started = time.perf_counter()
     idle = LoopIdle()
     gc_time = GcTime()
-    consumer = bench_consumer(args, f"bench-{uuid.uuid4().hex[:8]}", idle_interval_s=0.05)
-    if pacing_off:
-        consumer.pacing = FetchPacing(idle_interval_s=0.05, min_interval_s=0.0, bytes_per_second=1e12)
+    unpaced = {"pacing": FetchPacing(idle_interval_s=0.05, min_interval_s=0.0, bytes_per_second=1e12)}
+    consumer = bench_consumer(args, f"bench-{uuid.uuid4().hex[:8]}", idle_interval_s=0.05,
+                              **(unpaced if pacing_off else {}))
     records = nbytes = 0
     first = None
     waited = {"batch": 0.0, "checkpoint": 0.0}  # the application's view: what it waited for
