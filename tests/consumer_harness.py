@@ -89,10 +89,8 @@ def make_consumer(
     """A Consumer of stream "orders" on the fake's async twin, its coordinator recorded, pacing off."""
     consumer = Consumer("orders", application_name="app", region="us-east-1", worker_id="me",
                         pacing=FetchPacing(idle_interval_s=0, min_interval_s=0), check_retention=check_retention,
-                        **options)
+                        kinesis=kinesis.aio(), **options)
     coordinator = RecordingCoordinator()
-    consumer.loop = asyncio.get_running_loop()
-    consumer.kinesis = kinesis.aio()  # type: ignore[assignment]
     only(consumer).coordinator = coordinator  # type: ignore[assignment]
     return consumer, coordinator
 

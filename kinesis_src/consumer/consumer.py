@@ -28,19 +28,17 @@ from .bridge import SigtermHandler, cancel, on_loop
 from .consumer_config import ConsumerConfig
 from .delivery import deliverable
 from .fetching import FAN_OUT_CONNECTIONS, POLLING_CONNECTIONS
+from .handout import WAKE, Handout
 from .key_range_guard import KeyRangeGuard
 from .metrics import ConsumerMetrics, StreamMetrics
-from .shard_state import HeldShard
 from .stream_reader import StreamReader
 from .unit_readers import UnitReaders
-from .writes import WritesUnderWay
 
 if TYPE_CHECKING:
     from .processing import ProcessingMetrics
 
 log = logging.getLogger(__name__)
 
-_STOP = object()  # queue sentinel: wake __anext__ for a stop or a failure
 
 
 class Consumer:
@@ -64,26 +62,24 @@ class Consumer:
     worker holds the lease next).
     """
 
-    def __init__(self, stream_name: str | Sequence[str] | ConsumerConfig, /, **options: Any) -> None:
+    def __init__(
+        self, stream_name: str | Sequence[str] | ConsumerConfig, /, *, kinesis: AsyncKinesisClient | None = None,
+        **options: Any,
+    ) -> None:
         """``Consumer(config)``, or ``Consumer(stream_name, application_name=..., **options)``: the
-        options are :class:`~.consumer_config.ConsumerConfig`'s fields, checked there."""
+        options are :class:`~.consumer_config.ConsumerConfig`'s fields, checked there. ``kinesis``:
+        an open async Kinesis client to fetch with instead of one of its own (the caller closes it)."""
         self.config = config = ConsumerConfig.of(stream_name, options)
         self.metrics = ConsumerMetrics(self.worker_id)
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.kinesis: AsyncKinesisClient | None = None
-        self.stopping = False
-        self.in_flight: Batch | None = None  # the batch in the application's hands
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._progress = asyncio.Event()  # set whenever the in-flight batch changes or is acknowledged
-        self._failure: BaseException | None = None
+        self.handout = Handout()
+        self.handout.kinesis = kinesis
+        self._owns_kinesis = kinesis is None
         self._housekeeping: asyncio.Task[None] | None = None
         self._sigterm = SigtermHandler(self.worker_id)
-        self.writes = WritesUnderWay(has_work=lambda: not self._queue.empty())  # see .writes
         several = len(config.streams) > 1
         self.stream_metrics = {s: StreamMetrics(self.metrics, s, several) for s in config.streams}
-        self.readers = {s: StreamReader(self, s, self.stream_metrics[s]) for s in config.streams}  # see .unit_readers
-        self._guard = KeyRangeGuard(config, self.fail)
-        self.units = UnitReaders(self)
+        self.units = UnitReaders(config, self.handout, self.stream_metrics)
+        self._guard = KeyRangeGuard(config, self.handout.fail)
 
     @property
     def worker_id(self) -> str:
@@ -109,12 +105,14 @@ class Consumer:
         A missing or recreated stream, a bad table, an overlapping key range:
         each fails here, before any stream is read.
         """
-        config = self.config
-        self.loop = asyncio.get_running_loop()
-        if self.config.handle_signals:  # first: a SIGTERM while starting still ends in a graceful close
-            self._sigterm.install(self.loop, self.stop)
-        connections = FAN_OUT_CONNECTIONS if self.config.consumer_mode is ConsumerMode.EFO else POLLING_CONNECTIONS
-        self.kinesis = await AsyncKinesisClient(self.config.settings, connections, before_decode=self.writes.quiet).__aenter__()
+        config, handout = self.config, self.handout
+        handout.loop = asyncio.get_running_loop()
+        if config.handle_signals:  # first: a SIGTERM while starting still ends in a graceful close
+            self._sigterm.install(handout.loop, self.stop)
+        if self._owns_kinesis:
+            connections = FAN_OUT_CONNECTIONS if config.consumer_mode is ConsumerMode.EFO else POLLING_CONNECTIONS
+            client = AsyncKinesisClient(config.settings, connections, before_decode=handout.writes.quiet)
+            handout.kinesis = await client.__aenter__()
         try:
             await self.units.in_thread(self._new_coordinator)
             for key, reader in list(self.readers.items()):  # one at a time: each unit's heartbeat, then its start
@@ -137,7 +135,7 @@ class Consumer:
     async def _abort_start(self) -> None:
         """Undo a start that failed or was cancelled. A cancellation leaves its thread running (a
         coordinator still starting, a claim being written): wait for it first, then stop what it started."""
-        self.stopping = True
+        self.handout.stopping = True
         self._sigterm.remove()
         await self.units.drain()
         for reader in self.readers.values():
@@ -146,15 +144,14 @@ class Consumer:
             if reader.coordinator is not None and reader.coordinator.running:
                 await asyncio.to_thread(reader.coordinator.stop)
         await asyncio.to_thread(self._guard.release)
-        await self.kinesis.__aexit__(None, None, None)  # type: ignore[union-attr]
+        await self._close_kinesis()
         await asyncio.to_thread(self.units.deregister_fan_outs)  # failures are logged; the start's is raised
 
     async def close(self) -> None:
         """Stop fetching, release every lease (graceful hand-off), deregister, close clients."""
-        self.stopping = True
+        self.handout.stopping = True
         self._sigterm.remove()
-        self.in_flight = None
-        self._progress.set()
+        self.handout.set_in_flight(None)
         await cancel(self._housekeeping)
         await self.units.drain()  # a reader's start or stop under way ends first
         readers = list(self.readers.values())
@@ -164,12 +161,15 @@ class Consumer:
             if reader.coordinator is not None:
                 await asyncio.to_thread(reader.coordinator.stop)
         await asyncio.to_thread(self._guard.release)
-        if self.kinesis is not None:
-            await self.kinesis.__aexit__(None, None, None)
+        await self._close_kinesis()
         failures = await asyncio.to_thread(self.units.deregister_fan_outs)
         log.info("consumer %s stopped: %s", self.worker_id, self.metrics.summary())
         if failures:
             raise failures[0]
+
+    async def _close_kinesis(self) -> None:
+        if self._owns_kinesis and self.handout.kinesis is not None:
+            await self.handout.kinesis.__aexit__(None, None, None)
 
     async def process(self, handler: Callable[[Any], Awaitable[Any]], **options: Any) -> ProcessingMetrics:
         """Process records many at a time, each acknowledged on its own, instead of the ``async for`` loop.
@@ -185,19 +185,17 @@ class Consumer:
 
     def stop(self) -> None:
         """End the iteration after the current batch; safe from any thread and from signal handlers."""
-        loop = self.loop
+        loop = self.handout.loop
         if loop is None:
-            self.stopping = True
+            self.handout.stopping = True
         elif on_loop(loop):
             self._request_stop()
         else:
             loop.call_soon_threadsafe(self._request_stop)
 
     def _request_stop(self) -> None:
-        if not self.stopping:
+        if self.handout.request_stop():
             log.info("consumer %s stopping: finishing the current batch, then releasing leases", self.worker_id)
-        self.stopping = True
-        self._queue.put_nowait(_STOP)
 
     # -- iteration ---------------------------------------------------------------------
 
@@ -205,32 +203,39 @@ class Consumer:
         return self
 
     async def __anext__(self) -> Batch:
-        self._set_in_flight(None)
+        handout = self.handout
+        handout.set_in_flight(None)
         while True:
-            if self._failure is not None:
-                raise self._failure
-            if self.stopping:
+            if handout.failure is not None:
+                raise handout.failure
+            if handout.stopping:
                 raise StopAsyncIteration
-            item = await self._queue.get()
-            if self._queue.empty():
-                self.writes.wake()  # the application will wait for a page next: decoding must not wait for writes
-            if item is _STOP or (found := await deliverable(self, item)) is None:
+            item = await handout.queue.get()
+            if handout.queue.empty():
+                handout.writes.wake()  # the application will wait for a page next: decoding must not wait for writes
+            if item is WAKE or (found := await deliverable(handout, self.units, item)) is None:
                 continue  # a wake-up; or the lease moved on, the shard ended, or its unit was handed over
             reader, shard = found
             shard.slots.release()
             shard.state.hand_out(item.index)
-            self._set_in_flight(item)
+            handout.set_in_flight(item)
             reader.count_delivery(item)
             return item
 
     @property
     def failure(self) -> BaseException | None:
         """What ends the iteration with an error (raised by ``__anext__``), once something failed."""
-        return self._failure
+        return self.handout.failure
 
-    def _set_in_flight(self, batch: Batch | None) -> None:
-        self.in_flight = batch
-        self._progress.set()
+    @property
+    def stopping(self) -> bool:
+        """True once ``stop()`` or ``close()`` began."""
+        return self.handout.stopping
+
+    @property
+    def readers(self) -> dict[str, StreamReader]:
+        """One reader per (stream, unit) read now: :mod:`.unit_readers`."""
+        return self.units.readers
 
     @property
     def fan_out(self) -> FanOutTarget | None:
@@ -240,33 +245,6 @@ class Consumer:
     def held_shards(self) -> list[str]:
         """Shard ids held now; with several streams, ``"<stream>/<shard id>"``."""
         return self.units.held_shards()
-
-    # -- what the stream readers use -------------------------------------------------------
-
-    def enqueue(self, batch: Batch) -> None:
-        self._queue.put_nowait(batch)
-
-    def progressed(self) -> None:
-        """A checkpoint landed or the batch in hand changed: wake a release waiting for it."""
-        self._progress.set()
-
-    async def until_not_in_flight(self, shard: HeldShard, stream: str) -> None:
-        while True:
-            batch = self.in_flight
-            if batch is None or batch.stream != stream or batch.generation != shard.generation or shard.state.terminal:
-                return
-            if batch.index <= shard.state.acknowledged:
-                return
-            self._progress.clear()
-            await self._progress.wait()
-
-    def now(self) -> float:
-        return self.loop.time() if self.loop is not None else asyncio.get_running_loop().time()
-
-    def fail(self, error: BaseException) -> None:
-        if self._failure is None:
-            self._failure = error
-            self._queue.put_nowait(_STOP)
 
     # -- housekeeping -----------------------------------------------------------------------
 
@@ -280,8 +258,8 @@ class Consumer:
             await asyncio.sleep(min(0.5, self.config.metrics_interval_s, self.config.lease_timing.renew_s))
             for reader in list(self.readers.values()):
                 failure = reader.coordinator.failure if reader.coordinator else None
-                if failure is not None and self._failure is None:
-                    self.fail(failure)
+                if failure is not None:
+                    self.handout.fail(failure)
                 reader.acks.watch_ends(loop.time())
             if loop.time() >= next_renewal:
                 next_renewal = loop.time() + self.config.lease_timing.renew_s

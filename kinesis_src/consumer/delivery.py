@@ -22,18 +22,19 @@ from .shard_state import HeldShard
 from .stream_reader import StreamReader
 
 if TYPE_CHECKING:
-    from .consumer import Consumer
+    from .handout import Handout
+    from .unit_readers import UnitReaders
 
 TRUST_POLL_S = 0.05
 
 
-async def deliverable(consumer: Consumer, batch: Batch) -> tuple[StreamReader, HeldShard] | None:
+async def deliverable(handout: Handout, units: UnitReaders, batch: Batch) -> tuple[StreamReader, HeldShard] | None:
     """The reader and holding to hand ``batch`` out from, once trusted; None to drop the batch."""
     while True:
-        if consumer.failure is not None:
-            raise consumer.failure
-        reader, shard = consumer.units.holding_of(batch)
-        if consumer.stopping or reader is None or shard is None or not shard.state.delivering:
+        if handout.failure is not None:
+            raise handout.failure
+        reader, shard = units.holding_of(batch)
+        if handout.stopping or reader is None or shard is None or not shard.state.delivering:
             return None
         if reader.trusted():
             return reader, shard

@@ -47,7 +47,8 @@ from .unit_split import UnitShardSync
 from .units import FULL, UnitMap, scope_of
 
 if TYPE_CHECKING:
-    from .consumer import Consumer
+    from .consumer_config import ConsumerConfig
+    from .handout import Handout
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +58,13 @@ again at most about this much of other ranges' records, and an idle key range co
 
 
 class StreamReader:
-    """Reads one stream for a consumer; batches go to the consumer's queue (``consumer.enqueue``)."""
+    """Reads one stream for a consumer; batches go to the consumer's queue (``handout.enqueue``)."""
 
-    def __init__(self, consumer: Consumer, stream: str, metrics: StreamMetrics, unit: KeyRange | None = None) -> None:
-        self.consumer = consumer
-        self.config = config = consumer.config
+    def __init__(
+        self, config: ConsumerConfig, handout: Handout, stream: str, metrics: StreamMetrics, unit: KeyRange | None = None,
+    ) -> None:
+        self.config = config
+        self.handout = handout
         self.stream = stream
         self.unit = unit or config.key_range or FULL
         self.key_range: KeyRange | None = None if self.unit == FULL else self.unit  # what is filtered
@@ -75,7 +78,7 @@ class StreamReader:
         self.filtered_checkpoint_interval_s = FILTERED_CHECKPOINT_INTERVAL_S
         self.acks = Acknowledger(
             config.worker_id, stream, self.holdings, metrics, lambda: self.coordinator,
-            self._lost, consumer.progressed, config.end_ack_warning_s, consumer.writes,
+            self._lost, handout.progressed, config.end_ack_warning_s, handout.writes,
         )
 
     # -- start and stop (on worker threads) --------------------------------------------------
@@ -99,7 +102,7 @@ class StreamReader:
             preserve_shard_order=c.preserve_shard_order,
             shard_sync=UnitShardSync(ShardSync(kinesis, table, c.initial_position), self.unit, self._read_units),
             listener=LoopListener(
-                lambda: self.consumer.loop, self._acquired, self._lost, self._prepare_release, c.release_wait_s
+                lambda: self.handout.loop, self._acquired, self._lost, self._prepare_release, c.release_wait_s
             ),
         )
 
@@ -120,7 +123,7 @@ class StreamReader:
     # -- leases (on the loop; the listener hops here) -------------------------------------
 
     def _acquired(self, lease: Lease) -> None:
-        if self.consumer.stopping:
+        if self.handout.stopping:
             return  # close() releases it with the rest
         old = self.holdings.get(lease.shard_id)
         if old is not None:  # the coordinator dropped and re-took it; the old holding is over
@@ -133,9 +136,9 @@ class StreamReader:
         if start is None:
             return
         shard = self.holdings.take(lease)
-        shard.filtered_written_at = self.consumer.now()
+        shard.filtered_written_at = self.handout.now()
         fetcher = new_fetcher(
-            self.consumer.kinesis, self._fetch_settings(), self.stream, lease.shard_id, start,
+            self.handout.kinesis, self._fetch_settings(), self.stream, lease.shard_id, start,
             deliver=lambda page, s=shard: self._deliver(s, page),
             on_end=lambda page, s=shard: self._fetched_to_end(s, page),
             on_expired=self._checkpoint_expired if self.config.check_retention else None,
@@ -154,7 +157,7 @@ class StreamReader:
         if coordinator is None:
             return
         try:
-            with self.consumer.writes.writing():
+            with self.handout.writes.writing():
                 await asyncio.to_thread(coordinator.shard_ended, lease.shard_id, ())
         except LeaseLostError:
             return  # the coordinator dropped it; its new owner ends it
@@ -188,7 +191,7 @@ class StreamReader:
             "Records between the two, if there were any, expired before they were read"
         )
         if self.config.fail_on_data_loss:
-            self.consumer.fail(DataLossError(message + " (fail_on_data_loss=True)."))
+            self.handout.fail(DataLossError(message + " (fail_on_data_loss=True)."))
             return
         log.warning("consumer %s: %s.", self.config.worker_id, message)
 
@@ -200,7 +203,7 @@ class StreamReader:
             return  # most likely the coordinator saw our own SHARD_END land; the write's outcome decides
         shard.state.lose()
         self.holdings.forget(shard)
-        if not self.consumer.stopping:
+        if not self.handout.stopping:
             self.metrics.leases_lost += 1
             log.warning("consumer %s lost shard %s of %r: %s", self.config.worker_id, lease.shard_id,
                         self.stream, reason)
@@ -215,11 +218,11 @@ class StreamReader:
         wait_s = self.config.release_wait_s()
         try:  # asyncio.timeout, not wait_for: its 3.11 race can lose a cancel (see .writes)
             async with asyncio.timeout(wait_s):
-                await self.consumer.until_not_in_flight(shard, self.stream)
+                await self.handout.until_not_in_flight(shard, self.stream)
                 async with shard.lock:  # a checkpoint of this shard under way (not the batch in hand) lands first
                     pass
         except TimeoutError:
-            in_hand = self.consumer.in_flight
+            in_hand = self.handout.in_flight
             log.warning(
                 "consumer %s: releasing shard %s of %r while batch %d is still being processed (not "
                 "checkpointed within %.1fs); its records will be delivered again to the next owner",
@@ -244,7 +247,7 @@ class StreamReader:
         except Exception as exc:  # noqa: BLE001 - a fetch no retry can fix: the application must hear of it
             log.error("consumer %s: reading shard %s of %r failed: %s", self.config.worker_id, shard.shard_id,
                       self.stream, exc)
-            self.consumer.fail(exc)
+            self.handout.fail(exc)
 
     def _in_range(self, shard: HeldShard, page: RecordPage) -> RecordPage:
         """The page's records inside the key range (all of them without one, or when it covers the shard).
@@ -268,10 +271,10 @@ class StreamReader:
             await shard.slots.acquire()
             self._enqueue(shard, page, shard.state.produce())
         if shard.filtered is not None and not filtered:
-            await self.acks.checkpoint_filtered(shard, self.consumer.now(), self.filtered_checkpoint_interval_s)
+            await self.acks.checkpoint_filtered(shard, self.handout.now(), self.filtered_checkpoint_interval_s)
 
     def _enqueue(self, shard: HeldShard, page: RecordPage, index: int) -> None:
-        self.consumer.enqueue(
+        self.handout.enqueue(
             Batch(self.stream, shard.shard_id, page, index, shard.generation, self.acks.checkpoint, shard.state)
         )
 
@@ -283,7 +286,7 @@ class StreamReader:
         page = self._in_range(shard, page)
         await self._deliver(shard, page, filtered=True)
         async with shard.lock:  # no checkpoint of this shard is half-way while the end is judged
-            action = shard.state.see_end(page.child_shards, self.consumer.now())
+            action = shard.state.see_end(page.child_shards, self.handout.now())
             if action is EndAction.DELIVER_END_BATCH:
                 await shard.slots.acquire()  # free: every batch of this holding was handed out
                 self._enqueue(shard, page.slice(0), shard.state.produced)

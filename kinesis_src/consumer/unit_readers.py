@@ -40,7 +40,9 @@ from .units import FULL, Split, describe, scope_of
 
 if TYPE_CHECKING:
     from ..leases.coordinator import LeaseCoordinator
-    from .consumer import Consumer
+    from .consumer_config import ConsumerConfig
+    from .handout import Handout
+    from .metrics import StreamMetrics
     from .key_range_guard import KeyRangeGuard
 
 log = logging.getLogger(__name__)
@@ -101,9 +103,11 @@ class SplitLeft(Exception):
 class UnitReaders:
     """The consumer's readers, one per (stream, unit): planned at start, followed at runtime."""
 
-    def __init__(self, consumer: Consumer) -> None:
-        self.consumer = consumer
-        self.config = config = consumer.config
+    def __init__(self, config: ConsumerConfig, handout: Handout, stream_metrics: dict[str, StreamMetrics]) -> None:
+        self.config = config
+        self.handout = handout
+        self.stream_metrics = stream_metrics
+        self.readers = {s: self._reader(s) for s in config.streams}  # key: see key()
         self.default_unit = config.key_range or FULL
         self.watch = {s: ExpiryJudge(config.lease_timing.failover_s, since_boot) for s in config.streams}
         self._claims: dict[str, RangeClaims] = {}
@@ -112,13 +116,16 @@ class UnitReaders:
         self._orphans: list[Split] = []  # splits whose claimer is gone, found by the last _free()
         self._claimed: dict[str, bool] = {}  # per stream: did the last read find a claim or a split?
         # readers whose coordinator is starting: it takes leases and fetches before the start returns,
-        # so their batches must be found (holding_of) before they join consumer.readers
+        # so their batches must be found (holding_of) before they join self.readers
         self._starting: dict[str, StreamReader] = {}
         self.fan_outs = Registrations()  # EFO: every stream consumer this worker registered
 
     def key(self, stream: str, unit: KeyRange) -> str:
-        """The reader's key in ``consumer.readers``: the stream for its usual unit, else ``stream@scope``."""
+        """The reader's key in ``readers``: the stream for its usual unit, else ``stream@scope``."""
         return stream if unit == self.default_unit else f"{stream}@{scope_of(unit)}"
+
+    def _reader(self, stream: str, unit: KeyRange | None = None) -> StreamReader:
+        return StreamReader(self.config, self.handout, stream, self.stream_metrics[stream], unit)
 
     def claims(self, stream: str) -> RangeClaims:
         c = self.config
@@ -129,7 +136,7 @@ class UnitReaders:
 
     def holding_of(self, batch: Batch) -> tuple[StreamReader | None, HeldShard | None]:
         """The reader and holding a batch came from, while it is current (holding numbers are unique)."""
-        for reader in [*self.consumer.readers.values(), *self._starting.values()]:
+        for reader in [*self.readers.values(), *self._starting.values()]:
             if reader.stream == batch.stream and (shard := reader.holdings.of(batch.generation, batch.shard_id)):
                 return reader, shard
         return None, None
@@ -137,7 +144,7 @@ class UnitReaders:
     def held_shards(self) -> list[str]:
         """Shard ids held now, in stream order; with several streams, ``"<stream>/<shard id>"``."""
         streams = self.config.streams
-        held = {(r.stream, shard) for r in list(self.consumer.readers.values()) for shard in r.held_shards()}
+        held = {(r.stream, shard) for r in list(self.readers.values()) for shard in r.held_shards()}
         ordered = sorted(held, key=lambda h: (streams.index(h[0]), h[1]))
         return [shard if len(streams) == 1 else f"{stream}/{shard}" for stream, shard in ordered]
 
@@ -146,20 +153,20 @@ class UnitReaders:
     def prepare(self, guard: KeyRangeGuard) -> None:
         """The table, the stream list, each stream checked (missing: fails naming it; recreated:
         refused), the key range claimed, then one reader per unit read, each with its coordinator."""
-        c, config = self.consumer, self.config
-        tables = {stream: reader.lease_table() for stream, reader in c.readers.items()}
+        config = self.config
+        tables = {stream: reader.lease_table() for stream, reader in self.readers.items()}
         next(iter(tables.values())).ensure_table(create=True)
         note_stream_list(DynamoDBClient(config.settings), config.lease_table_name, config.application_name,
                          config.streams)
-        for stream, reader in c.readers.items():
+        for stream, reader in self.readers.items():
             reader.coordinator = reader.new_coordinator(tables[stream])
         guard.before_start()
         self.plan(guard.claims, guard.beat_if_due)
 
     def plan(self, claimed: dict[str, RangeClaims], beat: Callable[[], object]) -> None:
         """Replace the consumer's readers by one per unit it reads now (reusing a reader whose unit is the same)."""
-        c, config = self.consumer, self.config
-        old, c.readers = c.readers, {}
+        config = self.config
+        old, self.readers = self.readers, {}
         for stream in config.streams:
             if config.key_range is not None:
                 units = settle_claim(claimed[stream], config.key_range, config.worker_id,
@@ -168,12 +175,12 @@ class UnitReaders:
                 units = self._free(stream)
             for unit in units:
                 key = self.key(stream, unit)
-                reader = old.get(key) or StreamReader(c, stream, c.stream_metrics[stream], unit)
+                reader = old.get(key) or self._reader(stream, unit)
                 if reader.coordinator is None:
                     reader.coordinator = reader.new_coordinator(reader.lease_table())
-                c.readers[key] = reader
+                self.readers[key] = reader
         if config.consumer_mode is ConsumerMode.EFO:
-            while_beating(lambda: [self.register_fan_out(r) for r in c.readers.values()], beat,
+            while_beating(lambda: [self.register_fan_out(r) for r in self.readers.values()], beat,
                           config.lease_timing.renew_s)
 
     def start_reader(self, reader: StreamReader) -> bool:
@@ -188,7 +195,7 @@ class UnitReaders:
         try:
             if self.config.key_range is None:
                 coordinator.register()
-                if self.consumer.stopping or reader.unit not in self._free(reader.stream):
+                if self.handout.stopping or reader.unit not in self._free(reader.stream):
                     coordinator.stop(release=False)
                     return False
             coordinator.start()
@@ -242,13 +249,13 @@ class UnitReaders:
         try:
             await self._refresh()
         except Exception as exc:  # noqa: BLE001 - the application must hear of it
-            log.error("consumer %s: following the key-range claims failed: %s", self.consumer.worker_id, exc)
-            self.consumer.fail(exc)
+            log.error("consumer %s: following the key-range claims failed: %s", self.config.worker_id, exc)
+            self.handout.fail(exc)
 
     async def _refresh(self) -> None:
-        c = self.consumer
-        for stream in self.config.streams:
-            if c.stopping:
+        c, handout = self.config, self.handout
+        for stream in c.streams:
+            if handout.stopping:
                 return
             try:
                 free = await self.in_thread(self._free, stream)
@@ -257,33 +264,33 @@ class UnitReaders:
                 continue
             for split in self._orphans:
                 self._finish(stream, split)
-            for key, reader in list(c.readers.items()):
+            for key, reader in list(self.readers.items()):
                 if reader.stream == stream and reader.unit not in free:
                     await self._stop(key, reader)
             for unit in free:
-                if not c.stopping and self.key(stream, unit) not in c.readers:
+                if not handout.stopping and self.key(stream, unit) not in self.readers:
                     await self._start(stream, unit)
 
     async def _stop(self, key: str, reader: StreamReader) -> None:
-        log.info("consumer %s: %s of %r is claimed or being split: handing it over", self.consumer.worker_id,
+        log.info("consumer %s: %s of %r is claimed or being split: handing it over", self.config.worker_id,
                  describe(reader.unit), reader.stream)
         await reader.stop_fetching()
         if reader.coordinator is not None:
             await self.in_thread(reader.coordinator.stop)
-        self.consumer.readers.pop(key, None)
+        self.readers.pop(key, None)
 
     async def _start(self, stream: str, unit: KeyRange) -> None:
-        c = self.consumer
-        reader = StreamReader(c, stream, c.stream_metrics[stream], unit)
+        c = self.config
+        reader = self._reader(stream, unit)
         key = self.key(stream, unit)
         self._starting[key] = reader
         try:
             if await self.in_thread(self._start_in_thread, reader):
                 log.info("consumer %s: reading %s of %r", c.worker_id, describe(unit), stream)
-                c.readers[key] = reader
+                self.readers[key] = reader
         except ConsumerLimitError as exc:  # nobody can read the unit until a consumer slot is freed
             log.error("consumer %s: cannot read unit %s of %r: %s", c.worker_id, unit, stream, exc)
-            c.fail(exc)
+            self.handout.fail(exc)
         except KinesisSourceError as exc:
             log.warning("consumer %s: could not start reading unit %s of %r (next tick retries): %s",
                         c.worker_id, unit, stream, exc)
@@ -295,7 +302,7 @@ class UnitReaders:
         coordinator = reader.coordinator = reader.new_coordinator(reader.lease_table())
         if not self.start_reader(reader):
             return False
-        if self.consumer.stopping:  # close() began meanwhile and will not see this reader
+        if self.handout.stopping:  # close() began meanwhile and will not see this reader
             coordinator.stop(release=True)
             return False
         return True
@@ -306,9 +313,9 @@ class UnitReaders:
         if (stream, split.unit) in self._finishing:
             return
         self._finishing.add((stream, split.unit))
-        c = self.consumer
+        c = self.config
         future = asyncio.ensure_future(asyncio.to_thread(
-            finish_split, self.claims(stream), split, c.worker_id, self.config.lease_timing.failover_s,
+            finish_split, self.claims(stream), split, c.worker_id, c.lease_timing.failover_s,
             self._unless_stopping
         ))
         self._work.add(future)
@@ -329,8 +336,8 @@ class UnitReaders:
     def _unless_stopping(self) -> None:
         """The beat of a background split: it ends the split once close() began (any worker may finish
         it later, every step is idempotent), so nothing of it writes after close() returns."""
-        if self.consumer.stopping:
-            raise SplitLeft(f"consumer {self.consumer.worker_id} is closing")
+        if self.handout.stopping:
+            raise SplitLeft(f"consumer {self.config.worker_id} is closing")
 
     async def in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run on a worker thread; a cancelled caller leaves it running, and close() (or a cancelled

@@ -51,7 +51,7 @@ async def consume(consumer: Consumer, delivered: Delivered, done: Callable[[], b
     async with asyncio.timeout(timeout_s):
         while not done():
             batch = await consumer.__anext__()
-            assert batch.stream in consumer.streams
+            assert batch.stream in consumer.config.streams
             for record in batch.records:
                 assert record.stream == batch.stream and record.shard_id == batch.shard_id
                 key, n = decode(record.data)

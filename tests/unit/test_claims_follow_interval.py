@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 from lineage import KeyRange
 
 from kinesis_src.consumer import unit_readers
-from kinesis_src.consumer.consumer_config import ConsumerConfig
+from kinesis_src.consumer import Consumer, ConsumerConfig
 from kinesis_src.consumer.range_claims import RangeClaim
 from kinesis_src.consumer.units import FULL, Split, UnitMap
 from kinesis_src.leases.timing import LeaseTiming
@@ -33,8 +32,7 @@ class Claims:
 
 def readers(streams: list[str]) -> tuple[unit_readers.UnitReaders, dict[str, Claims]]:
     config = ConsumerConfig(streams, application_name="app", lease_timing=TIMING, region="us-east-1")
-    consumer = SimpleNamespace(config=config)
-    out = unit_readers.UnitReaders(consumer)  # type: ignore[arg-type]
+    out = Consumer(config).units
     claims = {s: Claims() for s in streams}
     out.claims = claims.__getitem__  # type: ignore[method-assign]
     return out, claims

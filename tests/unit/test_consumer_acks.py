@@ -358,7 +358,7 @@ def test_checkpointing_the_last_records_after_the_end_was_seen_ends_the_shard_an
         only(consumer)._acquired(lease())
         last = await consumer.__anext__()
         gate.open()
-        await until(lambda: consumer._queue.qsize() == 1, "the empty end batch to be queued")
+        await until(lambda: consumer.handout.queue.qsize() == 1, "the empty end batch to be queued")
         assert last.ends_shard  # every record of the shard is in this batch or before it
         await last.checkpoint()
         assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")]
@@ -541,7 +541,7 @@ def test_release_waits_for_the_batch_in_hand_to_be_checkpointed_and_drops_the_re
         consumer, coordinator = make_consumer(kinesis, prefetch_batches=2)
         only(consumer)._acquired(lease())
         batch = await consumer.__anext__()
-        await until(lambda: consumer._queue.qsize() == 1, "the second batch to be queued")
+        await until(lambda: consumer.handout.queue.qsize() == 1, "the second batch to be queued")
         release = asyncio.create_task(only(consumer)._prepare_release(SHARD))
         for _ in range(20):
             await asyncio.sleep(0)
@@ -568,7 +568,7 @@ def test_release_lets_a_checkpoint_write_under_way_land_first() -> None:
         first = await consumer.__anext__()
         coordinator.checkpoint_gate = threading.Event()
         write = asyncio.create_task(first.checkpoint())
-        await until(lambda: consumer.writes.count == 1, "the write to be under way")
+        await until(lambda: consumer.handout.writes.count == 1, "the write to be under way")
         await consumer.__anext__()  # the other shard's batch is now the one in hand
         release = asyncio.create_task(only(consumer)._prepare_release(first.shard_id))
         for _ in range(20):
@@ -590,7 +590,7 @@ def test_a_checkpoint_write_that_outlasts_the_release_wait_still_returns() -> No
         first = await consumer.__anext__()
         coordinator.checkpoint_gate = threading.Event()
         write = asyncio.create_task(first.checkpoint())
-        await until(lambda: consumer.writes.count == 1, "the write to be under way")
+        await until(lambda: consumer.handout.writes.count == 1, "the write to be under way")
         await consumer.__anext__()
         await asyncio.wait_for(only(consumer)._prepare_release(first.shard_id), 5)  # gave up waiting: released
         coordinator.checkpoint_gate.set()
@@ -618,7 +618,7 @@ def test_nothing_is_delivered_while_the_worker_cannot_trust_its_own_leases() -> 
         consumer, coordinator = make_consumer(scripted({SHARD: [[1], [2]]}), prefetch_batches=2)
         coordinator.live = False  # heartbeat overdue: others may have declared this worker dead
         only(consumer)._acquired(lease())
-        await until(lambda: consumer._queue.qsize() == 2, "both batches to be queued")
+        await until(lambda: consumer.handout.queue.qsize() == 2, "both batches to be queued")
         waiting = asyncio.create_task(consumer.__anext__())
         for _ in range(20):
             await asyncio.sleep(0)
@@ -646,7 +646,7 @@ def test_nothing_is_delivered_from_a_stale_view_of_the_table() -> None:
         consumer, coordinator = make_consumer(scripted({SHARD: [[1], [2]]}), prefetch_batches=2)
         coordinator.fresh = False
         only(consumer)._acquired(lease())
-        await until(lambda: consumer._queue.qsize() == 2, "both batches to be queued")
+        await until(lambda: consumer.handout.queue.qsize() == 2, "both batches to be queued")
         waiting = asyncio.create_task(consumer.__anext__())
         for _ in range(20):
             await asyncio.sleep(0)

@@ -39,19 +39,19 @@ def stream_of_both_halves() -> FakeKinesis:
 def two_units(consumer: Consumer, lower_trusted: bool) -> tuple[StreamReader, StreamReader]:
     """Readers of LOWER and UPPER replace the consumer's one; LOWER's view is stale unless ``lower_trusted``."""
     metrics = consumer.stream_metrics["orders"]
-    lower, upper = (StreamReader(consumer, "orders", metrics, unit) for unit in (LOWER, UPPER))
+    lower, upper = (StreamReader(consumer.config, consumer.handout, "orders", metrics, unit) for unit in (LOWER, UPPER))
     lower.coordinator = RecordingCoordinator(fresh=lower_trusted)  # type: ignore[assignment]
     upper.coordinator = RecordingCoordinator()  # type: ignore[assignment]
-    consumer.readers = {f"orders@{LOWER}": lower, f"orders@{UPPER}": upper}
+    consumer.units.readers = {f"orders@{LOWER}": lower, f"orders@{UPPER}": upper}
     return lower, upper
 
 
 async def waiting_on_lower(consumer: Consumer, lower: StreamReader) -> asyncio.Task:
     """__anext__ took LOWER's batch off the queue and waits for LOWER to be trusted."""
     lower._acquired(make_lease(SHARD))
-    await until(lambda: not consumer._queue.empty(), "LOWER's batch")
+    await until(lambda: not consumer.handout.queue.empty(), "LOWER's batch")
     task = asyncio.create_task(consumer.__anext__())
-    await until(lambda: consumer._queue.empty(), "__anext__ to take LOWER's batch")
+    await until(lambda: consumer.handout.queue.empty(), "__anext__ to take LOWER's batch")
     assert not task.done()
     return task
 
@@ -67,7 +67,7 @@ def test_a_batch_of_a_unit_handed_over_while_it_waited_is_dropped_and_other_unit
             batch = await asyncio.wait_for(task, WAIT_S)
         except TimeoutError:
             raise AssertionError(f"__anext__ still waits on the handed-over unit after {WAIT_S}s") from None
-        assert consumer.in_flight is batch
+        assert consumer.handout.in_flight is batch
         return [r.partition_key for r in batch.records]
 
     keys = run(scenario)
@@ -79,7 +79,7 @@ def test_a_failure_ends_the_wait_for_an_untrusted_reader() -> None:
         consumer, _ = make_consumer(stream_of_both_halves())
         lower, _ = two_units(consumer, lower_trusted=False)
         task = await waiting_on_lower(consumer, lower)
-        consumer.fail(KinesisSourceError("the lease coordinator of orders failed"))
+        consumer.handout.fail(KinesisSourceError("the lease coordinator of orders failed"))
         try:
             await asyncio.wait_for(task, WAIT_S)
         except TimeoutError:

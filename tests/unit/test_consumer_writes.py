@@ -109,12 +109,12 @@ def test_the_consumer_holds_decoding_back_only_while_batches_are_queued() -> Non
         fake.shard("orders", SHARD).page_sizes = [1, 1]
         consumer, _ = make_consumer(fake, prefetch_batches=2)
         only(consumer)._acquired(make_lease(SHARD, hash_range=RANGE))
-        await until(lambda: consumer._queue.qsize() == 2, "both batches to be queued")
-        assert consumer.writes.has_work()
+        await until(lambda: consumer.handout.queue.qsize() == 2, "both batches to be queued")
+        assert consumer.handout.writes.has_work()
         await consumer.__anext__()
-        assert consumer.writes.has_work()
+        assert consumer.handout.writes.has_work()
         await consumer.__anext__()
-        assert not consumer.writes.has_work()
+        assert not consumer.handout.writes.has_work()
 
     run(scenario)
 
@@ -146,10 +146,10 @@ def test_a_checkpoint_write_counts_as_under_way_while_it_runs() -> None:
         batch = await consumer.__anext__()
         coordinator.checkpoint_gate = threading.Event()
         checkpoint = asyncio.create_task(batch.checkpoint())
-        await until(lambda: consumer.writes.count == 1, "the checkpoint write to be under way")
+        await until(lambda: consumer.handout.writes.count == 1, "the checkpoint write to be under way")
         coordinator.checkpoint_gate.set()
         await checkpoint
-        assert consumer.writes.count == 0 and coordinator.writes == [(SHARD, "00001")]
+        assert consumer.handout.writes.count == 0 and coordinator.writes == [(SHARD, "00001")]
 
     run(scenario)
 
@@ -162,10 +162,10 @@ def test_a_shard_end_write_counts_as_under_way_while_it_runs() -> None:
         await until(lambda: batch.ends_shard, "the fetcher to see the end")
         coordinator.end_gate = threading.Event()
         checkpoint = asyncio.create_task(batch.checkpoint())
-        await until(lambda: consumer.writes.count == 1, "the SHARD_END write to be under way")
+        await until(lambda: consumer.handout.writes.count == 1, "the SHARD_END write to be under way")
         coordinator.end_gate.set()
         await checkpoint
-        assert consumer.writes.count == 0 and coordinator.writes[-1][1].startswith("SHARD_END")
+        assert consumer.handout.writes.count == 0 and coordinator.writes[-1][1].startswith("SHARD_END")
 
     run(scenario)
 

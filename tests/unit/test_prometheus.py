@@ -386,7 +386,8 @@ def test_two_key_range_units_of_one_shard_are_two_series_labelled_by_range() -> 
 
     consumer = _consumer()
     for index, records in ((0, 5), (1, 6)):
-        reader = StreamReader(consumer, "orders", consumer.stream_metrics["orders"], KeyRange.slice(index, 2))
+        reader = StreamReader(consumer.config, consumer.handout, "orders", consumer.stream_metrics["orders"],
+                              KeyRange.slice(index, 2))
         reader.metrics.shards["shardId-000000000000"] = ShardMetrics("shardId-000000000000", records=records)
     records = {key: value for key, value in _scrape(consumer).items() if key[0] == P + "shard_records_total"}
     halves = [f"{r.start}-{r.end}" for r in (KeyRange.slice(0, 2), KeyRange.slice(1, 2))]

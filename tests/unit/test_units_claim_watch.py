@@ -6,19 +6,16 @@ set never synced again (unit_split.UnitShardSync)."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import pytest
 
-from kinesis_src.consumer.consumer_config import ConsumerConfig
+from kinesis_src.consumer import Consumer, ConsumerConfig
 from kinesis_src.consumer.range_claims import RangeClaim, live_and_dead, observe_live
-from kinesis_src.consumer.unit_readers import UnitReaders
 from kinesis_src.consumer.unit_split import UnitShardSync, wait_until_unread
 from kinesis_src.consumer.units import FULL, UnitMap
 from kinesis_src.errors import KinesisSourceError
 from kinesis_src.leases.expiry import ExpiryJudge
 from kinesis_src.leases.model import WorkerHeartbeat
-from kinesis_src.leases.timing import LeaseTiming
 from lineage import KeyRange
 
 
@@ -107,13 +104,10 @@ class _UnreadableRegistry:
 
 
 def test_a_registry_that_cannot_be_read_fails_the_consumer_instead_of_ending_its_housekeeping() -> None:
-    failures: list[BaseException] = []
-    config = ConsumerConfig("orders", application_name="app", worker_id="w", region="us-east-1")
-    consumer = SimpleNamespace(config=config, worker_id="w", stopping=False, readers={}, fail=failures.append)
-    units = UnitReaders(consumer)  # type: ignore[arg-type]
-    units._claims["orders"] = _UnreadableRegistry()  # type: ignore[assignment]
-    asyncio.run(units.refresh())
-    assert [type(f) for f in failures] == [ValueError]
+    consumer = Consumer(ConsumerConfig("orders", application_name="app", worker_id="w", region="us-east-1"))
+    consumer.units._claims["orders"] = _UnreadableRegistry()  # type: ignore[assignment]
+    asyncio.run(consumer.units.refresh())
+    assert type(consumer.failure) is ValueError
 
 
 class _Script:
