@@ -136,10 +136,6 @@ class DataLossError(KinesisSourceError):
     """Records between two positions are gone (trimmed past retention)."""
 
 
-class LineageOrderError(KinesisSourceError):
-    """Someone asked to read a child shard before its parents were drained."""
-
-
 class LineageListingError(KinesisSourceError):
     """The stream's listing is not a consistent shard lineage (gap, overlap, conflict).
 

@@ -51,9 +51,6 @@ class TransactOutcome:
     reasons: tuple[str, ...] = ()
     items: tuple[Item | None, ...] = ()
 
-    def failed_at(self) -> tuple[int, ...]:
-        return tuple(i for i, code in enumerate(self.reasons) if code not in ("None", ""))
-
 
 @dataclass(frozen=True)
 class ConditionFailed:

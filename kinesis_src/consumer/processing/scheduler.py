@@ -58,10 +58,6 @@ class Entry:
     def nbytes(self) -> int:
         return len(self.record.data)
 
-    @property
-    def next_delivery_count(self) -> int:
-        return self.base_count + self.attempts + 1
-
 
 def lane_of(ordering: Ordering, entry: Entry) -> Hashable:
     if ordering is Ordering.KEY:
