@@ -50,22 +50,26 @@ def unit_table(dynamodb: DynamoDBClient, table_name: str, application: str, stre
 
 
 def wait_until_unread(table: LeaseTable, failover_s: float, except_workers: Collection[str] = (),
-                      beat: Callable[[], object] | None = None, clock: Callable[[], float] = since_boot) -> None:
+                      beat: Callable[[], object] | None = None, clock: Callable[[], float] = since_boot,
+                      sleep: Callable[[float], object] = time.sleep) -> None:
     """Return once no live worker (other than ``except_workers``) has a heartbeat in ``table``'s set.
 
     A worker that leaves removes its heartbeat; one that died stops moving it.
-    Raises KinesisSourceError naming them if they are still there after
-    ``READERS_WAIT_FAILOVERS`` failover times (a worker of an older version,
-    which does not know units, never leaves).
+    Each round watches the readers from the reading that found them, so a
+    beat right after it is a sign of life. Raises KinesisSourceError naming
+    them if they are still there after ``READERS_WAIT_FAILOVERS`` failover
+    times (a worker of an older version, which does not know units, never
+    leaves). ``sleep`` waits on ``clock``: pass both, or neither.
     """
+    def heartbeats() -> dict[str, tuple[str, int]]:
+        return {w.worker_id: (w.session, w.heartbeat) for w in table.list_workers().values()
+                if w.worker_id not in except_workers}
+
     deadline = clock() + READERS_WAIT_FAILOVERS * failover_s
     while True:
-        def heartbeats() -> dict[str, tuple[str, int]]:
-            return {w.worker_id: (w.session, w.heartbeat) for w in table.list_workers().values()
-                    if w.worker_id not in except_workers}
-
         readers = heartbeats()
-        if not readers or not observe_live({w: w for w in readers}, heartbeats, failover_s, clock, beat=beat):
+        if not readers or not observe_live({w: w for w in readers}, heartbeats, failover_s, clock, beat=beat,
+                                           sleep=sleep, found=readers):
             return
         if clock() >= deadline:
             raise KinesisSourceError(
@@ -73,7 +77,7 @@ def wait_until_unread(table: LeaseTable, failover_s: float, except_workers: Coll
                 f"is still read by {', '.join(map(repr, sorted(readers)))} after {READERS_WAIT_FAILOVERS} failover "
                 "times; workers of a version without units never hand it over: upgrade or stop them"
             )
-        time.sleep(min(0.2, failover_s / 10))
+        sleep(min(0.2, failover_s / 10))
 
 
 def split_unit(dynamodb: DynamoDBClient, table_name: str, application: str, stream: str, split: Split,

@@ -69,7 +69,7 @@ def test_a_split_gives_up_naming_a_reader_that_never_hands_the_unit_over() -> No
         return now[0]
 
     with pytest.raises(KinesisSourceError, match=r"the whole hash space is still read by 'old' after 10 failover"):
-        wait_until_unread(_ReadUnit(), 0.5, clock=clock)  # type: ignore[arg-type]
+        wait_until_unread(_ReadUnit(), 0.5, clock=clock, sleep=lambda _s: None)  # type: ignore[arg-type]
     assert now[0] >= 10 * 0.5
 
 
