@@ -3,9 +3,8 @@
 from .batch import Batch
 from .blocking import BlockingBatch, BlockingConsumer
 from .consumer import Consumer
-from .consumer_config import ConsumerConfig
+from .consumer_config import ConsumerConfig, default_worker_id, parse_initial_position
 from .metrics import ConsumerMetrics, ShardMetrics
-from .options import default_worker_id, parse_initial_position
 from ..retrieval.pacing import FetchPacing
 
 __all__ = [

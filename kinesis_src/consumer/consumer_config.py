@@ -10,6 +10,9 @@ Consumer. Input forms are normalized here (a stream name becomes a tuple,
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -18,21 +21,15 @@ from typing import Any
 from lineage import KeyRange
 
 from ..config import AwsSettings, CredentialSource
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, InvalidPositionError
 from ..leases.timing import LeaseTiming
 from ..names import default_table_name, validate_name
-from ..positions import Position
+from ..positions import Position, PositionForm, PositionKind
 from ..retrieval.pacing import FetchPacing
 from ..retrieval.polling import MAX_RECORDS_PER_FETCH
 from ..retrieval.registration import ConsumerMode, parse_consumer_mode
 from ..retrieval.registration import consumer_name as consumer_name_of
 from ..retry import RetryPolicy
-from .options import (
-    default_worker_id,
-    parse_initial_position,
-    parse_key_range,
-    parse_streams,
-)
 
 END_ACK_WARNING_S = 60.0  # default of end_ack_warning_s
 _DEFAULT_IDLE_S = 1.0
@@ -168,3 +165,64 @@ class ConsumerConfig:
             )
         if self.consumer_mode is ConsumerMode.EFO:
             put(self, "consumer_name", consumer_name_of(self.consumer_name, self.application_name, "consumer_name"))
+
+
+# -- the parsers of the options' input forms --------------------------------------------------------
+
+
+def parse_streams(value: str | Sequence[str]) -> tuple[str, ...]:
+    """One stream name, or a non-empty list of distinct ones (each read with its own leases)."""
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, Sequence) or isinstance(names, (bytes, bytearray)):
+        raise ConfigurationError(
+            f"stream_name must be a stream name or a list of them, got {type(value).__name__}"
+        )
+    streams = tuple(validate_name(name, "stream_name") for name in names)
+    if not streams:
+        raise ConfigurationError("stream_name is an empty list: name at least one stream")
+    repeated = sorted({name for name in streams if streams.count(name) > 1})
+    if repeated:
+        raise ConfigurationError(
+            f"stream_name lists {', '.join(map(repr, repeated))} more than once: name each stream once"
+        )
+    return streams
+
+
+def parse_key_range(value: KeyRange | str | None) -> KeyRange | None:
+    """``key_range``: a :class:`KeyRange`, its text (``"START-END"`` or ``"i/n"``), or None (every key)."""
+    if value is None or isinstance(value, KeyRange):
+        return value
+    if isinstance(value, str):
+        return KeyRange.parse(value, "key_range")  # KeyRangeError names the option and the forms
+    raise ConfigurationError(
+        f"key_range must be a kinesis_src.KeyRange (e.g. KeyRange.slice(0, 4)), 'START-END' or 'i/n', "
+        f"got {type(value).__name__}"
+    )
+
+
+_INITIAL_FORMS = frozenset(
+    {PositionForm.KEYWORD, PositionForm.TIMESTAMP, PositionForm.DATETIME, PositionForm.POSITION}
+)
+
+
+def parse_initial_position(value: str | datetime | Position) -> Position:
+    """``"trim_horizon"``/``"earliest"``, ``"latest"``, a datetime / ISO-8601 text (AT_TIMESTAMP), or a Position."""
+    if not isinstance(value, (str, datetime, Position)):
+        raise ConfigurationError(f"initial_position must be a string, datetime or Position, got {type(value).__name__}")
+    try:
+        position = Position.parse(value, forms=_INITIAL_FORMS)
+    except InvalidPositionError as exc:
+        if not isinstance(value, str):
+            raise
+        raise ConfigurationError(
+            f"initial_position {value!r} is not valid: use 'trim_horizon', 'latest', or an ISO-8601 "
+            "timestamp / datetime (AT_TIMESTAMP)"
+        ) from exc
+    if position.kind in (PositionKind.AT_SEQUENCE_NUMBER, PositionKind.AFTER_SEQUENCE_NUMBER):
+        raise ConfigurationError("initial_position is where a new application starts: trim_horizon, latest or a timestamp")
+    return position
+
+
+def default_worker_id() -> str:
+    """Unique per process, readable in the lease table: host, pid, and a random suffix."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

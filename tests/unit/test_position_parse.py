@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kinesis_src.cli import app
-from kinesis_src.consumer.options import parse_initial_position
+from kinesis_src.consumer.consumer_config import parse_initial_position
 from kinesis_src.errors import ConfigurationError, InvalidPositionError
 from kinesis_src.positions import Position, PositionKind, parse_timestamp
 from kinesis_src.spark.options import parse_options
