@@ -10,7 +10,9 @@ it as a live worker. A second query that finds the claim watches it with the
 coordinator's :class:`~.expiry.ExpiryJudge`: if the heartbeat moves, the
 owner is alive and the second query fails naming the option; if it stays
 unchanged for the failover time (the owner crashed, e.g. a killed driver
-being restarted), the claim is taken over.
+being restarted), the claim is taken over. The claim is registered only
+if absent: of two queries that find it gone at once, the second fails at
+once with the same error.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class QueryClaim:
         if existing is not None:
             self._wait_out(existing)
         self._claim = self.table.register_claim(QUERY_WORKER_ID)
+        if self._claim is None:  # another query found it gone too, and registered first
+            raise self._in_use()
         threading.Thread(target=self._renew, name="kinesis-src-query-claim", daemon=True).start()
 
     def _wait_out(self, seen: WorkerHeartbeat) -> None:

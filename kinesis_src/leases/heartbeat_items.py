@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..names import validate_worker_id
 from .model import HeartbeatStatus, WorkerHeartbeat
-from .schema.keys import TTL_ATTRIBUTE, claim_key, worker_key
+from .schema.keys import HASH_KEY, TTL_ATTRIBUTE, claim_key, worker_key
 from .schema.lease_items import (
     HEARTBEAT,
     HEARTBEAT_TTL_S,
@@ -60,8 +60,20 @@ class HeartbeatItems:
         item = self.dynamodb.get_item(self.table_name, self._claim_key())
         return None if item is None else self.codec.claim(item)
 
-    def register_claim(self, holder: str) -> WorkerHeartbeat:
-        return self._register(self._claim_key(), holder)
+    def register_claim(self, holder: str) -> WorkerHeartbeat | None:
+        """Write the query claim if there is none; None if another query registered it first.
+
+        A query registers only after finding the claim gone (absent, released
+        or taken over), and two can find that at once: the put is conditional
+        on the item not existing, so the second learns it at once instead of
+        at its next renewal. A retry of our own put that landed finds our
+        session stored: registered.
+        """
+        claim = self._new_session(holder)
+        item = self.codec.heartbeat_item(self._claim_key(), claim, self._ttl_s())
+        result = self.dynamodb.put_item(self.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY})
+        ours = result.item is not None and self.codec.session(result.item) == claim.session
+        return claim if result.ok or ours else None
 
     def renew_claim(self, claim: WorkerHeartbeat) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
         return self._beat(self._claim_key(), claim)
@@ -74,9 +86,12 @@ class HeartbeatItems:
         return self._delete_heartbeat(self._claim_key(), claim, check_heartbeat=False)
 
     def _register(self, key: Item, worker_id: str) -> WorkerHeartbeat:
-        worker = WorkerHeartbeat(worker_id, uuid.uuid4().hex[:12], 0, self.now_ms())
+        worker = self._new_session(worker_id)
         self.dynamodb.put_item(self.table_name, self.codec.heartbeat_item(key, worker, self._ttl_s()))
         return worker
+
+    def _new_session(self, worker_id: str) -> WorkerHeartbeat:
+        return WorkerHeartbeat(worker_id, uuid.uuid4().hex[:12], 0, self.now_ms())
 
     def _beat(self, key: Item, worker: WorkerHeartbeat, changed: bool = False,
               notify: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
