@@ -88,7 +88,7 @@ from kinesis_src.aws.dynamodb import DynamoDBClient  # noqa: E402
 from kinesis_src.config import ENV_DYNAMODB_ENDPOINT_URL, AwsSettings  # noqa: E402
 from kinesis_src.leases.coordinator import LeaseCoordinator  # noqa: E402
 from kinesis_src.leases.model import Checkpoint, Lease  # noqa: E402
-from kinesis_src.leases.progress import ProgressStore, ShardProgress  # noqa: E402
+from kinesis_src.leases.progress_store import ProgressStore, ShardProgress  # noqa: E402
 from kinesis_src.leases.table import LeaseTable  # noqa: E402
 from kinesis_src.leases.timing import LeaseTiming  # noqa: E402
 from kinesis_src.positions import Position  # noqa: E402

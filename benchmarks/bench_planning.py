@@ -273,7 +273,7 @@ def bench_batches(open_target: int, ancestors: int, repeat: int) -> None:
 
     from kinesis_src.aws.dynamodb import DynamoDBClient
     from kinesis_src.config import AwsSettings
-    from kinesis_src.leases.progress import ProgressStore, ShardProgress
+    from kinesis_src.leases.progress_store import ProgressStore, ShardProgress
     from kinesis_src.leases.table import LeaseTable
     from kinesis_src.spark.options import parse_options
     from kinesis_src.spark.plan_store import PlanBook, PlanStore

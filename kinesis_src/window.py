@@ -30,7 +30,7 @@ from .drain import DrainState, drain_stream
 from .errors import ConfigurationError, InvalidPositionError
 from .ordered_reads import DEFAULT_WORKERS
 from .positions import Position, PositionForm, PositionKind, format_timestamp
-from .progress import RecordProgress, record_progress
+from .record_progress import RecordProgress, record_progress
 
 if TYPE_CHECKING:
     import pyarrow as pa

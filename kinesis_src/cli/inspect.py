@@ -18,7 +18,7 @@ from ..errors import ConfigurationError, KinesisSourceError, ResourceNotFoundErr
 from ..leases.model import Lease
 from ..leases.table import LeaseTable
 from ..names import default_table_name
-from ..progress import record_progress
+from ..record_progress import record_progress
 from ..retrieval.polling import ShardReader
 from . import leases_view, lineage_view, status_view
 from .output import Screen

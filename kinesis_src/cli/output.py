@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from ..errors import ConfigurationError
-from ..progress import RICH_EXTRA
+from ..record_progress import RICH_EXTRA
 
 
 class Screen:

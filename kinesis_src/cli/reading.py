@@ -15,7 +15,7 @@ from ..aws import KinesisClient
 from ..drain import drain_stream
 from ..errors import ConfigurationError
 from ..positions import Position, format_timestamp
-from ..progress import record_progress
+from ..record_progress import record_progress
 from ..records import Record
 from ..table_rows import record_of_row
 from ..window import read_table

@@ -11,7 +11,7 @@
   on its own schedule), :mod:`.view` (what a cycle reads), :mod:`.ownership` (take, steal, release),
   :mod:`.cycle_report`;
 * :mod:`.shard_sync` -- the table follows the stream's lineage;
-* :mod:`.progress` -- the Spark source's per-batch ends;
+* :mod:`.progress_store` -- the Spark source's per-batch ends;
 * :mod:`.claim` -- one running Spark query per application;
 * :mod:`.kcl_import` -- start an application from a stopped KCL application's lease table
   (:mod:`.kcl_items` reads its items, :mod:`.kcl_checks` refuses what cannot be imported).
@@ -29,7 +29,7 @@ from .kcl_items import (
 )
 from .listener import LeaseListener
 from .model import Checkpoint, CheckpointKind, HeartbeatStatus, Lease, WorkerHeartbeat
-from .progress import ProgressStore, ShardProgress
+from .progress_store import ProgressStore, ShardProgress
 from .shard_sync import ShardSync
 from .table import LeaseTable
 from .timing import LeaseTiming

@@ -1,7 +1,7 @@
 """The Spark source's view of per-batch progress: planner ``BatchEnd`` <-> lease-table items.
 
 The store itself (item layout, first-writer-wins writes, one-Query reads) is
-:mod:`kinesis_src.leases.progress`; this module translates, and caches one
+:mod:`kinesis_src.leases.progress_store`; this module translates, and caches one
 store per endpoint and table in each process (Python workers are reused
 across tasks).
 """
@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from ..aws.dynamodb import DynamoDBClient
 from ..config import AwsSettings
-from ..leases.progress import ProgressStore, ShardProgress
+from ..leases.progress_store import ProgressStore, ShardProgress
 from ..leases.table import LeaseTable
 from .planner import BatchEnd
 

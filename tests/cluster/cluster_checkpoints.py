@@ -3,7 +3,7 @@
 Spark batch ``k`` reads the plan in ``checkpoint/offsets/k`` (our source's
 offset: start position and record budget per shard) and is done when
 ``checkpoint/commits/k`` exists; its tasks record where each shard ended in
-the lease table (:class:`~kinesis_src.leases.progress.ProgressStore`), first
+the lease table (:class:`~kinesis_src.leases.progress_store.ProgressStore`), first
 writer wins. So what a batch must hold, on its first run or any re-run, is
 every record from each shard's start up to its recorded end.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kinesis_src.aws import KinesisClient
 from kinesis_src.errors import LeaseTableNotFoundError
-from kinesis_src.leases.progress import ProgressStore, ShardProgress
+from kinesis_src.leases.progress_store import ProgressStore, ShardProgress
 from kinesis_src.records import Record
 from kinesis_src.retrieval.polling import ShardReader
 from kinesis_src.spark.offsets import Plan

@@ -50,7 +50,7 @@ from waiting import wait_for
 from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
-from kinesis_src.leases.progress import ProgressStore
+from kinesis_src.leases.progress_store import ProgressStore
 from kinesis_src.testing import EXACTLY_ONCE, KeyedProducer, Resharder, verify_delivery
 
 pytestmark = pytest.mark.integration

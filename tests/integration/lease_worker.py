@@ -49,7 +49,7 @@ from kinesis_src.config import AwsSettings  # noqa: E402
 from kinesis_src.errors import KinesisSourceError  # noqa: E402
 from kinesis_src.leases.coordinator import CycleReport, LeaseCoordinator  # noqa: E402
 from kinesis_src.leases.model import Checkpoint, Lease  # noqa: E402
-from kinesis_src.leases.progress import ProgressStore, ShardProgress  # noqa: E402
+from kinesis_src.leases.progress_store import ProgressStore, ShardProgress  # noqa: E402
 from kinesis_src.leases.shard_sync import ShardSync  # noqa: E402
 from kinesis_src.leases.table import LeaseTable  # noqa: E402
 from kinesis_src.leases.timing import LeaseTiming  # noqa: E402

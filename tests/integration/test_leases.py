@@ -34,7 +34,7 @@ from worker_process import WorkerProcess, spawned  # tests/worker_process.py
 
 from kinesis_src.errors import LeaseTableNotFoundError
 from kinesis_src.leases.model import Checkpoint
-from kinesis_src.leases.progress import ProgressStore
+from kinesis_src.leases.progress_store import ProgressStore
 from kinesis_src.leases.table import LeaseTable
 
 pytestmark = pytest.mark.integration

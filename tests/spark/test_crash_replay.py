@@ -23,7 +23,7 @@ from kinesis_src.aws import KinesisClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import LeaseTableNotFoundError
-from kinesis_src.leases.progress import ProgressStore
+from kinesis_src.leases.progress_store import ProgressStore
 from kinesis_src.retrieval.polling import ShardReader
 from kinesis_src.spark.offsets import Plan
 from kinesis_src.testing import KeyedProducer, check_order, read_file_sink

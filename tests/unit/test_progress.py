@@ -10,7 +10,7 @@ from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.errors import ConfigurationError, CorruptLeaseError, LeaseLostError
 from kinesis_src.leases.model import Checkpoint, Lease
-from kinesis_src.leases.progress import ProgressStore, ShardProgress
+from kinesis_src.leases.progress_store import ProgressStore, ShardProgress
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.positions import Position
 from kinesis_src.retry import RetryPolicy
@@ -154,7 +154,7 @@ def test_stop_reason_and_lag_round_trip(dummy_credentials) -> None:
 
     from kinesis_src.aws.dynamodb import DynamoDBClient
     from kinesis_src.config import AwsSettings
-    from kinesis_src.leases.progress import ProgressStore, ShardProgress
+    from kinesis_src.leases.progress_store import ProgressStore, ShardProgress
     from kinesis_src.leases.table import LeaseTable
     from kinesis_src.positions import Position
 
@@ -174,7 +174,7 @@ def test_stop_reason_and_lag_round_trip(dummy_credentials) -> None:
 
 
 def spark_task_log(leases: LeaseTable):  # -> ProgressLog (the Spark modules are imported lazily here)
-    from kinesis_src.leases.progress import ProgressStore
+    from kinesis_src.leases.progress_store import ProgressStore
     from kinesis_src.spark.progress_log import ProgressLog
 
     return ProgressLog(ProgressStore(leases.dynamodb, leases.table_name, leases.application, leases.stream))

@@ -22,7 +22,7 @@ from kinesis_src.consumer.units import FULL, Split, UnitMap
 from kinesis_src.identity import StreamIdentity
 from kinesis_src.leases.layout_records import LayoutRecords
 from kinesis_src.leases.model import Checkpoint, Lease, Throughput, WorkerHeartbeat
-from kinesis_src.leases.progress import ProgressStore, ShardProgress
+from kinesis_src.leases.progress_store import ProgressStore, ShardProgress
 from kinesis_src.leases.schema import batch_items, consumer_items, keys
 from kinesis_src.leases.schema.keys import claim_key, identity_key, lease_partition, worker_key
 from kinesis_src.leases.schema.lease_items import LeaseCodec, identity_item, layout_item

@@ -23,7 +23,7 @@ from kinesis_src import read_table
 from kinesis_src.cli.inspect import lineage_command
 from kinesis_src.cli.output import Screen, plain_table
 from kinesis_src.errors import ConfigurationError
-from kinesis_src.progress import record_progress
+from kinesis_src.record_progress import record_progress
 
 HEADERS = ["shard", "state", "records"]
 ROWS = [["shardId-000000000000", "closed", "11"], ["├─ shardId-000000000002", "open", "1,204"]]
@@ -116,7 +116,7 @@ def test_json_output_is_the_same_without_rich(monkeypatch: pytest.MonkeyPatch) -
 def test_asking_for_a_rich_table_without_rich_names_the_extra(no_rich: None) -> None:
     with pytest.raises(ConfigurationError, match=r"needs rich.*pip install 'kinesis-src\[rich\]'"):
         Screen(io.StringIO(), rich=True).table(HEADERS, ROWS)
-    from kinesis_src.progress import RICH_EXTRA
+    from kinesis_src.record_progress import RICH_EXTRA
 
     assert RICH_EXTRA == "pip install 'kinesis-src[rich]'"
 
@@ -170,7 +170,7 @@ class NoRich:
 sys.meta_path.insert(0, NoRich())
 import kinesis_src.cli, kinesis_src.cli.app, kinesis_src.window
 from kinesis_src.cli.output import Screen
-from kinesis_src.progress import record_progress
+from kinesis_src.record_progress import record_progress
 class Terminal(io.StringIO):
     def isatty(self):
         return True
