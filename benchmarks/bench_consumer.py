@@ -271,7 +271,7 @@ async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns
     return {"records": records, "bytes": nbytes, "seconds": seconds, "cpu_s": cpu, "start_s": t0 - started,
             "first_record_s": first, "checkpoints": checkpoints,
             "wait_batch_s": round(waited["batch"], 3), "wait_checkpoint_s": round(waited["checkpoint"], 3),
-            "loop_idle_s": round(loop_idle, 3), "loop_cpu_s": round(loop_cpu, 3), "decodes_held": consumer.writes.held_back,
+            "loop_idle_s": round(loop_idle, 3), "loop_cpu_s": round(loop_cpu, 3), "decodes_held": consumer.handout.writes.held_back,
             **gc_used}
 
 

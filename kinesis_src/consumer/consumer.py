@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Self
 
 from ..aws.async_kinesis import AsyncKinesisClient
+from ..errors import ConfigurationError
 from ..retrieval.registration import ConsumerMode, FanOutTarget
 from .batch import Batch
 from .bridge import SigtermHandler, cancel, on_loop
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from .processing import ProcessingMetrics
 
 log = logging.getLogger(__name__)
+
+_OPTIONS = frozenset(f.name for f in fields(ConsumerConfig)) | {"pacing", "timing", "limit", "streams"}
 
 
 
@@ -62,6 +66,9 @@ class Consumer:
     worker holds the lease next).
     """
 
+    __slots__ = ("_guard", "_housekeeping", "_owns_kinesis", "_sigterm", "config", "handout", "metrics", "stream_metrics",
+                 "units")
+
     def __init__(
         self, stream_name: str | Sequence[str] | ConsumerConfig, /, *, kinesis: AsyncKinesisClient | None = None,
         **options: Any,
@@ -80,6 +87,15 @@ class Consumer:
         self.stream_metrics = {s: StreamMetrics(self.metrics, s, several) for s in config.streams}
         self.units = UnitReaders(config, self.handout, self.stream_metrics)
         self._guard = KeyRangeGuard(config, self.handout.fail)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        """An option set on a built consumer would be ignored: refuse it, naming where it goes."""
+        if name in _OPTIONS:
+            raise ConfigurationError(
+                f"{name} is an option: pass it when the consumer is built (Consumer(..., {name}=...), or a "
+                "ConsumerConfig); consumer.config holds the options in use"
+            )
+        super().__setattr__(name, value)
 
     @property
     def worker_id(self) -> str:

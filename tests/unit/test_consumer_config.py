@@ -75,3 +75,13 @@ def test_pacing_is_either_the_idle_interval_or_a_whole_pacing() -> None:
 def test_a_wrong_value_fails_naming_the_option(options: dict[str, object], named: str) -> None:
     with pytest.raises(ConfigurationError, match=named):
         config(**options)
+
+
+def test_an_option_set_on_a_built_consumer_is_refused_not_ignored(dummy_credentials: None) -> None:
+    consumer = Consumer(config())
+    with pytest.raises(ConfigurationError, match=r"pacing is an option.*Consumer\(\.\.\., pacing=\.\.\.\)"):
+        consumer.pacing = FetchPacing(0, 0)  # type: ignore[attr-defined]
+    with pytest.raises(ConfigurationError, match="prefetch_batches is an option"):
+        consumer.prefetch_batches = 4  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        consumer.anything_else = 1  # type: ignore[attr-defined]
