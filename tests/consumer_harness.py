@@ -1,7 +1,7 @@
 """The Consumer without servers: a recording lease coordinator and a consumer wired to the fake Kinesis.
 
 Shared by tests/unit/test_consumer_acks.py (polling) and tests/unit/test_consumer_efo.py
-(enhanced fan-out): leases are handed to ``consumer._acquired`` directly, and every write
+(enhanced fan-out): leases are handed to the reader's listener methods (``on_acquired``, ``on_lost``) directly, and every write
 the consumer asks of the coordinator is recorded.
 """
 

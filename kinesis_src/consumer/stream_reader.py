@@ -78,7 +78,7 @@ class StreamReader:
         self.filtered_checkpoint_interval_s = FILTERED_CHECKPOINT_INTERVAL_S
         self.acks = Acknowledger(
             config.worker_id, stream, self.holdings, metrics, lambda: self.coordinator,
-            self._lost, handout.progressed, config.end_ack_warning_s, handout.writes,
+            self.on_lost, handout.progressed, config.end_ack_warning_s, handout.writes,
         )
 
     # -- start and stop (on worker threads) --------------------------------------------------
@@ -102,7 +102,7 @@ class StreamReader:
             preserve_shard_order=c.preserve_shard_order,
             shard_sync=UnitShardSync(ShardSync(kinesis, table, c.initial_position), self.unit, self._read_units),
             listener=LoopListener(
-                lambda: self.handout.loop, self._acquired, self._lost, self._prepare_release, c.release_wait_s
+                lambda: self.handout.loop, self.on_acquired, self.on_lost, self.prepare_release, c.release_wait_s
             ),
         )
 
@@ -120,9 +120,9 @@ class StreamReader:
     def held_shards(self) -> list[str]:
         return self.holdings.shard_ids()
 
-    # -- leases (on the loop; the listener hops here) -------------------------------------
+    # -- the coordinator's listener (on the loop: bridge.LoopListener hops here) ---------------------
 
-    def _acquired(self, lease: Lease) -> None:
+    def on_acquired(self, lease: Lease) -> None:
         if self.handout.stopping:
             return  # close() releases it with the rest
         old = self.holdings.get(lease.shard_id)
@@ -195,7 +195,7 @@ class StreamReader:
             return
         log.warning("consumer %s: %s.", self.config.worker_id, message)
 
-    def _lost(self, lease: Lease, reason: str) -> None:
+    def on_lost(self, lease: Lease, reason: str) -> None:
         shard = self.holdings.get(lease.shard_id)
         if shard is None or shard.lease.counter > lease.counter:
             return
@@ -208,7 +208,7 @@ class StreamReader:
             log.warning("consumer %s lost shard %s of %r: %s", self.config.worker_id, lease.shard_id,
                         self.stream, reason)
 
-    async def _prepare_release(self, shard_id: str) -> None:
+    async def prepare_release(self, shard_id: str) -> None:
         """Graceful hand-off: stop fetching, then let the application finish the batch it holds."""
         shard = self.holdings.get(shard_id)
         if shard is None:

@@ -59,7 +59,7 @@ def test_event_stream_failures_by_code_and_resubscribes_are_counted_and_exported
     async def scenario() -> Consumer:
         fake, seqs = failing_stream()
         consumer = efo_consumer(fake)
-        only(consumer)._acquired(make_lease(SHARD))
+        only(consumer).on_acquired(make_lease(SHARD))
         seen: list[str] = []
         while len(seen) < len(seqs):
             batch = await consumer.__anext__()

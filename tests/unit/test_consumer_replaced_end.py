@@ -59,10 +59,10 @@ class ToReader:
         self.reader = reader
 
     def on_acquired(self, lease: Lease) -> None:
-        self.reader._acquired(lease)
+        self.reader.on_acquired(lease)
 
     def on_lost(self, lease: Lease, reason: str) -> None:
-        self.reader._lost(lease, reason)
+        self.reader.on_lost(lease, reason)
 
     def before_release(self, lease: Lease) -> None:
         return None
@@ -136,14 +136,14 @@ def test_a_replaced_holding_whose_shard_end_ran_out_of_retries_does_not_give_the
     async def scenario() -> None:
         consumer, coordinator = make_consumer(closed_shard([1]))
         reader = only(consumer)
-        reader._acquired(make_lease(SHARD, counter=1, hash_range=HashRange(0, 100)))
+        reader.on_acquired(make_lease(SHARD, counter=1, hash_range=HashRange(0, 100)))
         last = await consumer.__anext__()
         assert last.ends_shard
         coordinator.end_gate = threading.Event()
         coordinator.end_errors[SHARD] = RetriesExhaustedError("SHARD_END: retries ran out", ThrottledError("throttled"))
         checkpoint = asyncio.create_task(last.checkpoint())
         await until(lambda: reader.holdings.get(SHARD).state.phase is ShardPhase.ENDING, "the SHARD_END write")
-        reader._acquired(make_lease(SHARD, counter=3, hash_range=HashRange(0, 100)))  # re-taken meanwhile
+        reader.on_acquired(make_lease(SHARD, counter=3, hash_range=HashRange(0, 100)))  # re-taken meanwhile
         new = reader.holdings.get(SHARD)
         coordinator.end_gate.set()
         with pytest.raises(LeaseLostError):

@@ -48,7 +48,7 @@ def two_units(consumer: Consumer, lower_trusted: bool) -> tuple[StreamReader, St
 
 async def waiting_on_lower(consumer: Consumer, lower: StreamReader) -> asyncio.Task:
     """__anext__ took LOWER's batch off the queue and waits for LOWER to be trusted."""
-    lower._acquired(make_lease(SHARD))
+    lower.on_acquired(make_lease(SHARD))
     await until(lambda: not consumer.handout.queue.empty(), "LOWER's batch")
     task = asyncio.create_task(consumer.__anext__())
     await until(lambda: consumer.handout.queue.empty(), "__anext__ to take LOWER's batch")
@@ -62,7 +62,7 @@ def test_a_batch_of_a_unit_handed_over_while_it_waited_is_dropped_and_other_unit
         lower, upper = two_units(consumer, lower_trusted=False)
         task = await waiting_on_lower(consumer, lower)
         await consumer.units._stop(f"orders@{LOWER}", lower)  # claimed by a sticky worker: handed over
-        upper._acquired(make_lease(SHARD))
+        upper.on_acquired(make_lease(SHARD))
         try:
             batch = await asyncio.wait_for(task, WAIT_S)
         except TimeoutError:
@@ -99,7 +99,7 @@ def test_a_batch_of_a_trusted_reader_still_waits_for_nothing() -> None:
     async def scenario() -> list[str]:
         consumer, _ = make_consumer(stream_of_both_halves())
         lower, _ = two_units(consumer, lower_trusted=True)
-        lower._acquired(make_lease(SHARD))
+        lower.on_acquired(make_lease(SHARD))
         batch = await asyncio.wait_for(consumer.__anext__(), WAIT_S)
         return [r.partition_key for r in batch.records]
 

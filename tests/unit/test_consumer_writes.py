@@ -108,7 +108,7 @@ def test_the_consumer_holds_decoding_back_only_while_batches_are_queued() -> Non
             fake.put_record("orders", "k", b"x", shard_id=SHARD, sequence_number=f"{seq:05d}")
         fake.shard("orders", SHARD).page_sizes = [1, 1]
         consumer, _ = make_consumer(fake, prefetch_batches=2)
-        only(consumer)._acquired(make_lease(SHARD, hash_range=RANGE))
+        only(consumer).on_acquired(make_lease(SHARD, hash_range=RANGE))
         await until(lambda: consumer.handout.queue.qsize() == 2, "both batches to be queued")
         assert consumer.handout.writes.has_work()
         await consumer.__anext__()
@@ -142,7 +142,7 @@ def one_record_stream(*, closed: bool) -> FakeKinesis:
 def test_a_checkpoint_write_counts_as_under_way_while_it_runs() -> None:
     async def scenario() -> None:
         consumer, coordinator = make_consumer(one_record_stream(closed=False))
-        only(consumer)._acquired(make_lease(SHARD, hash_range=RANGE))
+        only(consumer).on_acquired(make_lease(SHARD, hash_range=RANGE))
         batch = await consumer.__anext__()
         coordinator.checkpoint_gate = threading.Event()
         checkpoint = asyncio.create_task(batch.checkpoint())
@@ -157,7 +157,7 @@ def test_a_checkpoint_write_counts_as_under_way_while_it_runs() -> None:
 def test_a_shard_end_write_counts_as_under_way_while_it_runs() -> None:
     async def scenario() -> None:
         consumer, coordinator = make_consumer(one_record_stream(closed=True))
-        only(consumer)._acquired(make_lease(SHARD, hash_range=RANGE))
+        only(consumer).on_acquired(make_lease(SHARD, hash_range=RANGE))
         batch = await consumer.__anext__()
         await until(lambda: batch.ends_shard, "the fetcher to see the end")
         coordinator.end_gate = threading.Event()
