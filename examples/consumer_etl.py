@@ -16,9 +16,10 @@ What it does:
    batch, checkpoints, releases its leases and exits;
 5. prints who read what, and a per-key order check. Exits 1 if it fails.
 
-Each worker is this loop (see ``worker()`` below)::
+Each worker is this loop (see ``worker()`` below; ``Consumer(stream,
+application_name=...)`` is the same as passing a ``ConsumerConfig``)::
 
-    async with Consumer(stream, application_name="orders-etl") as consumer:
+    async with Consumer(ConsumerConfig(stream, application_name="orders-etl")) as consumer:
         async for batch in consumer:
             for record in batch.records:
                 out.write(...)
@@ -39,7 +40,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from kinesis_src import AwsSettings, Consumer, LeaseTiming, Record
+from kinesis_src import AwsSettings, Consumer, ConsumerConfig, LeaseTiming, Record
 from kinesis_src.aws import KinesisClient
 from kinesis_src.testing import KeyedProducer, check_order
 
@@ -47,12 +48,17 @@ HERE = Path(__file__).resolve()
 TIMING = LeaseTiming(failover_s=6, renew_interval_s=2, scan_interval_s=0.5)
 
 
-async def worker(stream: str, worker_id: str) -> None:
-    """One worker process: print each processed record as a JSON line, checkpoint every batch."""
-    async with Consumer(
+def etl_config(stream: str, worker_id: str) -> ConsumerConfig:
+    """The job's options in one frozen value, checked here: a wrong one fails before anything is read."""
+    return ConsumerConfig(
         stream, application_name="orders-etl", worker_id=worker_id, lease_timing=TIMING,
         idle_interval_s=0.25, metrics_interval_s=5,
-    ) as consumer:
+    )
+
+
+async def worker(stream: str, worker_id: str) -> None:
+    """One worker process: print each processed record as a JSON line, checkpoint every batch."""
+    async with Consumer(etl_config(stream, worker_id)) as consumer:
         async for batch in consumer:
             for r in batch.records:
                 row = {"t": time.monotonic(), "shard": r.shard_id, "seq": r.sequence_number, "data": r.data.decode()}
