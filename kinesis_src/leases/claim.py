@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..clock import since_boot
-from ..errors import ApplicationInUseError
+from ..errors import ApplicationInUseError, KinesisSourceError
 from .expiry import ExpiryJudge
 from .model import HeartbeatStatus, WorkerHeartbeat
 from .table import LeaseTable
@@ -44,12 +44,21 @@ class QueryClaim:
     lost: bool = False
     _claim: WorkerHeartbeat | None = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def acquire(self) -> None:
+        """Claim the name, waiting out a claim whose query may have crashed; a release() meanwhile
+        (from another thread) ends the wait with an error and claims nothing."""
         existing = self.table.read_claim()
         if existing is not None:
             self._wait_out(existing)
-        self._claim = self.table.register_claim(QUERY_WORKER_ID)
+        with self._lock:  # a release() either comes first (nothing is claimed) or sees the claim
+            if self._stop.is_set():
+                raise KinesisSourceError(
+                    f"the claim of applicationName {self.table.application!r} on stream {self.table.stream!r} "
+                    "was released while the query was starting: nothing was claimed"
+                )
+            self._claim = self.table.register_claim(QUERY_WORKER_ID)
         if self._claim is None:  # another query found it gone too, and registered first
             raise self._in_use()
         threading.Thread(target=self._renew, name="kinesis-src-query-claim", daemon=True).start()
@@ -94,9 +103,11 @@ class QueryClaim:
 
     def _renew(self) -> None:
         while not self._stop.wait(self.renew_s):
-            assert self._claim is not None
+            claim = self._claim
+            if claim is None:  # released meanwhile
+                return
             try:
-                status, self._claim = self.table.renew_claim(self._claim)
+                status, self._claim = self.table.renew_claim(claim)
             except Exception as exc:  # keep renewing through transient failures; the next beat retries
                 log.warning("could not renew the query claim on %r: %s", self.table.application, exc)
                 continue
@@ -109,10 +120,11 @@ class QueryClaim:
                 return
 
     def release(self) -> None:
-        self._stop.set()
-        if self._claim is not None:
-            self.table.release_claim(self._claim)
-            self._claim = None
+        with self._lock:
+            self._stop.set()
+            claim, self._claim = self._claim, None
+        if claim is not None:
+            self.table.release_claim(claim)
 
 
 def _beat(claim: WorkerHeartbeat) -> tuple[str, int]:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from kinesis_src.errors import ApplicationInUseError
+from kinesis_src.errors import ApplicationInUseError, KinesisSourceError
 from kinesis_src.leases.claim import QUERY_WORKER_ID, QueryClaim
 from kinesis_src.leases.model import HeartbeatStatus, WorkerHeartbeat
 
@@ -86,3 +86,15 @@ def test_a_claim_that_beats_while_watched_refuses_the_second_query() -> None:
     with pytest.raises(ApplicationInUseError, match="applicationName 'etl' is in use"):
         query(table, fake).acquire()
     assert 10.0 <= fake.now < 11.0 and table.taken_over == []
+
+
+def test_a_release_while_waiting_out_another_claim_registers_nothing() -> None:
+    """stop() of a query still starting: its acquire() must not register a claim after the release,
+    or the claim is left unrenewed and the next query waits a failover time for nothing."""
+    crashed = WorkerHeartbeat(QUERY_WORKER_ID, "crashed", 7)
+    table, fake = ClaimTable(crashed), FakeTime()
+    claim = query(table, fake)
+    fake.on_sleep = lambda: claim.release() if fake.now >= 5.0 else None
+    with pytest.raises(KinesisSourceError, match="released while the query was starting"):
+        claim.acquire()
+    assert table.claim == crashed and table.taken_over == []
