@@ -103,11 +103,11 @@ class QueryClaim:
 
     def _renew(self) -> None:
         while not self._stop.wait(self.renew_s):
-            claim = self._claim
-            if claim is None:  # released meanwhile
-                return
             try:
-                status, self._claim = self.table.renew_claim(claim)
+                with self._lock:  # a release() waits for a renewal under way, then releases what it wrote
+                    if self._claim is None:  # released meanwhile
+                        return
+                    status, self._claim = self.table.renew_claim(self._claim)
             except Exception as exc:  # keep renewing through transient failures; the next beat retries
                 log.warning("could not renew the query claim on %r: %s", self.table.application, exc)
                 continue
