@@ -35,10 +35,10 @@ def validate_consumer_name(value: str, option: str = "consumerName") -> str:
     return value
 
 
-def validate_table_name(value: str) -> str:
+def validate_table_name(value: str, option: str = "leaseTableName") -> str:
     if not isinstance(value, str) or not _TABLE_NAME.fullmatch(value):
         raise ConfigurationError(
-            f"leaseTableName {value!r} is not a DynamoDB table name: use 3-255 characters from "
+            f"{option} {value!r} is not a DynamoDB table name: use 3-255 characters from "
             "A-Z a-z 0-9 _ . -"
         )
     return value

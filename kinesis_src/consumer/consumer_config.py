@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from numbers import Integral, Real
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -23,7 +24,7 @@ from lineage import KeyRange
 from ..config import AwsSettings, CredentialSource
 from ..errors import ConfigurationError, InvalidPositionError
 from ..leases.timing import LeaseTiming
-from ..names import default_table_name, validate_name
+from ..names import default_table_name, validate_name, validate_table_name, validate_worker_id
 from ..positions import Position, PositionForm, PositionKind
 from ..retrieval.pacing import FetchPacing
 from ..retrieval.polling import MAX_RECORDS_PER_FETCH
@@ -77,15 +78,18 @@ class ConsumerConfig:
     settings: AwsSettings = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        _check_types(self)
         put = object.__setattr__
+        put(self, "lease_timing", self.lease_timing or LeaseTiming())
         put(self, "stream_name", parse_streams(self.stream_name))
         put(self, "application_name", validate_name(self.application_name, "application_name"))
         put(self, "initial_position", parse_initial_position(self.initial_position))
         put(self, "key_range", parse_key_range(self.key_range))
         self._check_numbers()
         put(self, "pacing", self._pacing())
-        put(self, "worker_id", self.worker_id or default_worker_id())
-        put(self, "lease_table_name", self.lease_table_name or default_table_name(self.application_name))
+        put(self, "worker_id", validate_worker_id(self.worker_id or default_worker_id()))
+        table = self.lease_table_name or default_table_name(self.application_name)
+        put(self, "lease_table_name", validate_table_name(table, "lease_table_name"))
         self._check_fan_out()
         extra: dict[str, Any] = {"retry": self.retry} if self.retry is not None else {}
         if self.credentials is not None:
@@ -134,10 +138,6 @@ class ConsumerConfig:
             raise ConfigurationError(f"prefetch_batches must be >= 1, got {self.prefetch_batches}")
         if self.release_timeout_s < 0 or self.metrics_interval_s <= 0 or self.end_ack_warning_s <= 0:
             raise ConfigurationError("release_timeout_s must be >= 0, metrics_interval_s and end_ack_warning_s > 0")
-        if not isinstance(self.lease_timing, LeaseTiming):
-            raise ConfigurationError(
-                f"lease_timing must be a kinesis_src.LeaseTiming, got {type(self.lease_timing).__name__}"
-            )
 
     def _pacing(self) -> FetchPacing:
         if self.pacing is None:
@@ -165,6 +165,33 @@ class ConsumerConfig:
             )
         if self.consumer_mode is ConsumerMode.EFO:
             put(self, "consumer_name", consumer_name_of(self.consumer_name, self.application_name, "consumer_name"))
+
+
+_INTS = ("max_records_per_fetch", "prefetch_batches")
+_NUMBERS = ("idle_interval_s", "release_timeout_s", "metrics_interval_s", "end_ack_warning_s")
+_FLAGS = ("preserve_shard_order", "fail_on_data_loss", "strict_aggregation", "require_consumer_deregistration",
+          "handle_signals", "check_retention")
+_TEXTS = ("region", "endpoint_url", "dynamodb_endpoint_url", "worker_id", "lease_table_name", "consumer_name")
+_OBJECTS: dict[str, type] = {"lease_timing": LeaseTiming, "pacing": FetchPacing, "retry": RetryPolicy,
+                             "credentials": CredentialSource}
+
+
+def _check_types(config: ConsumerConfig) -> None:
+    """Every option of a plain type has that type (a bool is not a number, ``"no"`` is not False)."""
+    for name in (*_INTS, *_NUMBERS, *_FLAGS, *_TEXTS, *_OBJECTS):
+        value = getattr(config, name)
+        if name in _INTS:
+            ok, want = isinstance(value, Integral) and not isinstance(value, bool), "an int"
+        elif name in _NUMBERS:
+            ok, want = isinstance(value, Real) and not isinstance(value, bool), "a number"
+        elif name in _FLAGS:
+            ok, want = isinstance(value, bool), "True or False"
+        elif name in _TEXTS:
+            ok, want = value is None or isinstance(value, str), "a string (or None)"
+        else:
+            ok, want = value is None or isinstance(value, _OBJECTS[name]), f"a {_OBJECTS[name].__name__} (or None)"
+        if not ok:
+            raise ConfigurationError(f"{name} must be {want}, got {value!r} ({type(value).__name__})")
 
 
 # -- the parsers of the options' input forms --------------------------------------------------------

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from kinesis_src import Consumer, ConsumerConfig, KeyRange, Position
+from kinesis_src import Consumer, ConsumerConfig, KeyRange, LeaseTiming, Position
 from kinesis_src.consumer import FetchPacing
 from kinesis_src.errors import ConfigurationError
 from kinesis_src.retrieval.registration import ConsumerMode
@@ -85,3 +85,24 @@ def test_an_option_set_on_a_built_consumer_is_refused_not_ignored(dummy_credenti
         consumer.prefetch_batches = 4  # type: ignore[attr-defined]
     with pytest.raises(AttributeError):
         consumer.anything_else = 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"prefetch_batches": "3"}, "prefetch_batches must be an int, got '3'"),
+    ({"max_records_per_fetch": 2.5}, "max_records_per_fetch must be an int"),
+    ({"release_timeout_s": None}, "release_timeout_s must be a number, got None"),
+    ({"idle_interval_s": True}, "idle_interval_s must be a number"),
+    ({"handle_signals": "no"}, "handle_signals must be True or False, got 'no'"),
+    ({"worker_id": 5}, "worker_id must be a string"),
+    ({"retry": "x"}, "retry must be a RetryPolicy"),
+    ({"lease_table_name": "ab"}, "lease_table_name 'ab' is not a DynamoDB table name"),
+    ({"worker_id": "tab\there"}, "worker id"),
+])
+def test_an_option_of_the_wrong_type_fails_naming_it_and_the_type(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        config(**options)
+
+
+def test_none_means_the_default_for_lease_timing_and_numbers_may_be_ints() -> None:
+    made = config(lease_timing=None, idle_interval_s=1, release_timeout_s=0)
+    assert made.lease_timing == LeaseTiming() and made.pacing == FetchPacing(idle_interval_s=1)
