@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from numbers import Integral, Real
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
+from numbers import Integral, Real
 from typing import Any
 
 from lineage import KeyRange
@@ -24,7 +24,12 @@ from lineage import KeyRange
 from ..config import AwsSettings, CredentialSource
 from ..errors import ConfigurationError, InvalidPositionError
 from ..leases.timing import LeaseTiming
-from ..names import default_table_name, validate_name, validate_table_name, validate_worker_id
+from ..names import (
+    default_table_name,
+    validate_name,
+    validate_table_name,
+    validate_worker_id,
+)
 from ..positions import Position, PositionForm, PositionKind
 from ..retrieval.pacing import FetchPacing
 from ..retrieval.polling import MAX_RECORDS_PER_FETCH
