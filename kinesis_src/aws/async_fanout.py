@@ -9,11 +9,10 @@ only the awaiting differs.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 from ..errors import ResourceNotFoundError
 from ..positions import Position
-from .async_kinesis import AsyncKinesisClient
 from .boundary import acall
 from .fanout_calls import ActiveWait, Call, adrive, listing_plan, register_plan
 from .fanout_errors import event_stream, mapped_errors
@@ -25,6 +24,9 @@ from .fanout_model import (
     subscribe_policy,
     subscribe_request,
 )
+
+if TYPE_CHECKING:
+    from .async_kinesis import AsyncKinesisClient
 
 T = TypeVar("T")
 

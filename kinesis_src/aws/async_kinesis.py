@@ -160,7 +160,7 @@ class AsyncKinesisClient:
 
     def fan_out(self) -> AsyncFanOut:
         """:meth:`KinesisClient.fan_out`, async: on this open client."""
-        from .async_fanout import AsyncFanOut  # noqa: PLC0415  (async_fanout imports this module)
+        from .async_fanout import AsyncFanOut  # noqa: PLC0415  (on use: most callers never fan out)
 
         return AsyncFanOut(self)
 

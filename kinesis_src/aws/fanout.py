@@ -19,7 +19,7 @@ retry policy).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 from ..errors import ResourceNotFoundError
 from ..positions import Position
@@ -41,7 +41,9 @@ from .fanout_model import (
     subscribe_policy,
     subscribe_request,
 )
-from .kinesis import KinesisClient
+
+if TYPE_CHECKING:
+    from .kinesis import KinesisClient
 
 T = TypeVar("T")
 
