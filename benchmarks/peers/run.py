@@ -40,19 +40,13 @@ for path in (HERE, ROOT / "benchmarks", ROOT / "localstack", ROOT):
 import report  # noqa: E402
 from measure import run_single  # noqa: E402
 from peers import PEERS, Peer, setup  # noqa: E402
+from scenario import kinesis_client  # noqa: E402
 
 RESULTS = HERE / "out" / "results.json"
 OURS = "kinesis-src"
 UNPACED = "kinesis-src, 2 MB/s/shard pacing off"
 DOC = ROOT / "docs" / "peers.md"
 WORKLOADS = ("listing", "startup", "speed", "steady", "scale", "torture")
-
-
-def kinesis_client(endpoint: str):  # noqa: ANN201
-    from kinesis_src.aws import KinesisClient
-    from kinesis_src.config import AwsSettings
-
-    return KinesisClient(AwsSettings(region="us-east-1", endpoint_url=endpoint))
 
 
 def log(message: str) -> None:

@@ -19,6 +19,14 @@ from peers import Peer
 KEYS = 50  # partition keys of the producer: a round is one record each
 
 
+def kinesis_client(endpoint: str):  # noqa: ANN201
+    """The project's Kinesis client on the run's endpoint (imported on use: the peers' venvs lack it)."""
+    from kinesis_src.aws import KinesisClient
+    from kinesis_src.config import AwsSettings
+
+    return KinesisClient(AwsSettings(region="us-east-1", endpoint_url=endpoint))
+
+
 @dataclass(frozen=True)
 class FreshStream:
     """A new ACTIVE stream with one round already put, an application name, and an empty sink directory."""
@@ -44,7 +52,6 @@ def fresh_stream(kinesis: Any, name: str, shards: int, keep: Path | None) -> Fre
 def each_peer(name: str, run_one: Callable[..., Any], peers: list[Peer], emulators: Any, opts: Any,
               log: Callable[[str], None]) -> dict[str, dict]:
     """``run_one`` for every peer, one at a time on one Kinesis client; each result as a dict by peer name."""
-    from run import kinesis_client
 
     kinesis = kinesis_client(emulators.kinesis_endpoint)
     out = {}

@@ -321,7 +321,7 @@ def sleep_until(moment: float) -> None:
 
 def run_all(peers: list[Peer], emulators, opts, log) -> dict:  # noqa: ANN001
     """Every peer in plain mode; a peer that did not finish, again in each gentler mode until one finishes."""
-    from run import kinesis_client
+    from scenario import kinesis_client
 
     kinesis = kinesis_client(emulators.kinesis_endpoint)
     out: dict = {}

@@ -9,7 +9,7 @@ only the awaiting differs.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 from ..errors import ResourceNotFoundError
 from ..positions import Position
@@ -20,13 +20,11 @@ from .fanout_events import astream_events
 from .fanout_model import (
     ConsumerDescription,
     FanOutEvent,
+    KinesisCalls,
     consumer_from,
     subscribe_policy,
     subscribe_request,
 )
-
-if TYPE_CHECKING:
-    from .async_kinesis import AsyncKinesisClient
 
 T = TypeVar("T")
 
@@ -34,7 +32,7 @@ T = TypeVar("T")
 class AsyncFanOut:
     """:class:`FanOut` on an open :class:`AsyncKinesisClient` (``async with`` it first)."""
 
-    def __init__(self, kinesis: AsyncKinesisClient) -> None:
+    def __init__(self, kinesis: KinesisCalls) -> None:
         self._kinesis = kinesis
         self.endpoint = kinesis.endpoint
 

@@ -19,7 +19,7 @@ retry policy).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from ..errors import ResourceNotFoundError
 from ..positions import Position
@@ -31,6 +31,7 @@ from .fanout_model import (
     CONSUMER_LIMIT,
     ConsumerDescription,
     FanOutEvent,
+    KinesisCalls,
     check_consumer_stream,
     consumer_from,
     consumer_stream_arn,
@@ -42,16 +43,13 @@ from .fanout_model import (
     subscribe_request,
 )
 
-if TYPE_CHECKING:
-    from .kinesis import KinesisClient
-
 T = TypeVar("T")
 
 
 class FanOut:
     """EFO calls on a :class:`KinesisClient`'s botocore client (same endpoint, retry policy, parser)."""
 
-    def __init__(self, kinesis: KinesisClient) -> None:
+    def __init__(self, kinesis: KinesisCalls) -> None:
         self._kinesis = kinesis
         self.endpoint = kinesis.endpoint
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConfigurationError, ConsumerStreamMismatchError
 from ..positions import Position
@@ -21,8 +21,21 @@ from ..retry import RetryPolicy
 from .body_decode import decode_subscribe_event
 from .page_dicts import CONTINUATION, page_from_botocore
 
+if TYPE_CHECKING:
+    from ..config import AwsSettings
+
 CONSUMER_LIMIT = 20
 """Enhanced fan-out consumers AWS allows per stream."""
+
+
+class KinesisCalls(Protocol):
+    """What the fan-out calls use of a Kinesis client (sync or async): its botocore client and settings."""
+
+    endpoint: str
+    settings: AwsSettings
+
+    @property
+    def botocore_client(self) -> Any: ...
 
 
 @dataclass(frozen=True)
