@@ -296,6 +296,16 @@ def _access_denied(what: str, code: str, message: str) -> AccessDeniedError:
     )
 
 
+def interceptor_active() -> bool:
+    """A ``before-send`` handler in botocore's built-in list is on (moto registers one on import and
+    sets its ``enabled`` while a mock runs): requests must then go through botocore's own client, where
+    it answers them, and never over a connection of ours or aiobotocore's."""
+    return any(
+        str(entry[0]).startswith("before-send") and getattr(entry[1], "enabled", True)
+        for entry in botocore.handlers.BUILTIN_HANDLERS
+    )
+
+
 def call(what: str, endpoint: str, policy: RetryPolicy, fn: Callable[[], T]) -> T:
     """Run one AWS call with translation and the retry policy."""
 

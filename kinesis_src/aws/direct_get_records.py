@@ -23,7 +23,6 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
 import aiohttp
-import botocore.handlers
 import botocore.httpsession
 from botocore import parsers
 from botocore.exceptions import (
@@ -37,6 +36,7 @@ from botocore.exceptions import (
 from ..config import AwsSettings
 from ..errors import TruncatedResponseError
 from .body_decode import from_parser
+from .boundary import interceptor_active
 from .sigv4 import JsonPostSigner, Keys
 
 TARGET = "Kinesis_20131202.GetRecords"
@@ -56,10 +56,7 @@ def wanted(settings: AwsSettings, endpoint_url: str) -> bool:
     """
     if not settings.direct_get_records or urlsplit(endpoint_url).path not in ("", "/"):
         return False
-    return not any(
-        str(entry[0]).startswith("before-send") and getattr(entry[1], "enabled", True)
-        for entry in botocore.handlers.BUILTIN_HANDLERS
-    )
+    return not interceptor_active()
 
 
 class DirectGetRecords:

@@ -125,24 +125,13 @@ class DynamoDBClient(TableAdmin):
             return sum(self.requests.values())
 
     def _call(self, operation: str, table: str, fn: Callable[[], T]) -> T:
-        what = f"DynamoDB {operation} on table {table!r}"
         try:
-            return call(what, self.endpoint, self.settings.retry, fn)
-        except AccessDeniedError as exc:
-            raise AccessDeniedError(
-                f"not allowed to call dynamodb:{operation} on table {table!r} at {self.endpoint}: "
-                f"{exc}. Grant dynamodb:{operation} on this table to these credentials."
-            ) from exc
-        except ResourceNotFoundError as exc:
-            raise self.table_missing(table, operation) from exc
+            return call(f"DynamoDB {operation} on table {table!r}", self.endpoint, self.settings.retry, fn)
+        except (AccessDeniedError, ResourceNotFoundError) as exc:
+            raise named(exc, operation, table, self.endpoint, self.settings.region) from exc
 
     def table_missing(self, table: str, operation: str) -> LeaseTableNotFoundError:
-        return LeaseTableNotFoundError(
-            f"DynamoDB table {table!r} does not exist at {self.endpoint} (region "
-            f"{self.settings.region}; seen by {operation}). Create it by starting a worker with table "
-            "creation enabled (LeaseTable.ensure_table), or check leaseTableName, region and "
-            "dynamodbEndpointUrl."
-        )
+        return table_missing(table, operation, self.endpoint, self.settings.region)
 
     # -- items ---------------------------------------------------------------------
 
@@ -266,3 +255,22 @@ class DynamoDBClient(TableAdmin):
             f"DynamoDB BatchWriteItem on table {table!r}: {len(pending.get(table, ()))} request(s) "
             f"still unprocessed after {max_rounds} rounds"
         )
+
+
+def named(error: AccessDeniedError | ResourceNotFoundError, operation: str, table: str, endpoint: str,
+          region: str) -> AccessDeniedError | LeaseTableNotFoundError:
+    """A denied call or a missing table, told with the operation, the table and the fix."""
+    if isinstance(error, AccessDeniedError):
+        return AccessDeniedError(
+            f"not allowed to call dynamodb:{operation} on table {table!r} at {endpoint}: "
+            f"{error}. Grant dynamodb:{operation} on this table to these credentials."
+        )
+    return table_missing(table, operation, endpoint, region)
+
+
+def table_missing(table: str, operation: str, endpoint: str, region: str) -> LeaseTableNotFoundError:
+    return LeaseTableNotFoundError(
+        f"DynamoDB table {table!r} does not exist at {endpoint} (region {region}; seen by {operation}). "
+        "Create it by starting a worker with table creation enabled (LeaseTable.ensure_table), or check "
+        "leaseTableName, region and dynamodbEndpointUrl."
+    )

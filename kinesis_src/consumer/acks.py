@@ -29,9 +29,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from ..errors import ConfigurationError, KinesisSourceError, LeaseLostError, RetriesExhaustedError
+from ..errors import (
+    ConfigurationError,
+    KinesisSourceError,
+    LeaseLostError,
+    RetriesExhaustedError,
+)
 from ..leases.coordinator import LeaseCoordinator
 from ..leases.model import Checkpoint, Lease
 from ..records import Record
@@ -39,6 +44,9 @@ from .batch import Batch
 from .metrics import ConsumerMetrics
 from .shard_state import HeldShard, Holdings, ShardPhase
 from .writes import WritesUnderWay
+
+if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDBClient
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +57,10 @@ class Acknowledger:
     ``coordinator`` is asked for the coordinator at each use (the consumer
     creates it in ``start()``); ``on_lost`` is the consumer's handler of a
     lease lost under a checkpoint; ``on_progress`` wakes a release waiting
-    for the batch in the application's hands. ``writes`` counts the lease
-    writes under way (decoding waits for them: :mod:`.writes`).
+    for the batch in the application's hands. ``dynamodb`` is asked for the
+    open async DynamoDB client: with one, checkpoints are written on the loop;
+    without, on a worker thread, and ``writes`` counts those under way
+    (decoding waits for them: :mod:`.writes`).
     """
 
     def __init__(
@@ -64,6 +74,7 @@ class Acknowledger:
         on_progress: Callable[[], None],
         warn_after_s: float,
         writes: WritesUnderWay | None = None,
+        dynamodb: Callable[[], AsyncDynamoDBClient | None] = lambda: None,
     ) -> None:
         self.worker_id = worker_id
         self.stream = stream
@@ -74,6 +85,7 @@ class Acknowledger:
         self.on_progress = on_progress
         self.warn_after_s = warn_after_s
         self.writes = writes or WritesUnderWay()
+        self.dynamodb = dynamodb
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -122,9 +134,7 @@ class Acknowledger:
     async def _write(self, shard: HeldShard, checkpoint: Checkpoint) -> None:
         try:
             began = time.perf_counter()
-            with self.writes.writing():
-                lease = await asyncio.to_thread(
-                    self._coordinator().checkpoint, shard.shard_id, checkpoint, shard.lease.counter)
+            lease = await self._checkpoint(shard, checkpoint)
         except LeaseLostError:
             self.on_lost(shard.lease, "checkpoint rejected: lease taken over")
             raise
@@ -134,6 +144,13 @@ class Acknowledger:
         metrics = self.metrics.shards.get(lease.shard_id)
         if metrics is not None:
             metrics.checkpoint = str(checkpoint)
+
+    async def _checkpoint(self, shard: HeldShard, checkpoint: Checkpoint) -> Lease:
+        coordinator, dynamodb = self._coordinator(), self.dynamodb()
+        if dynamodb is not None:
+            return await coordinator.acheckpoint(dynamodb, shard.shard_id, checkpoint, shard.lease.counter)
+        with self.writes.writing():
+            return await asyncio.to_thread(coordinator.checkpoint, shard.shard_id, checkpoint, shard.lease.counter)
 
     async def checkpoint_filtered(self, shard: HeldShard, now: float, interval_s: float) -> None:
         """Checkpoint past records a key range filtered out, when due (:meth:`HeldShard.filtered_due`):

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Self
 
+from ..aws.async_dynamodb import AsyncDynamoDBClient, usable
 from ..aws.async_kinesis import AsyncKinesisClient
 from ..errors import ConfigurationError
 from ..retrieval.registration import ConsumerMode, FanOutTarget
@@ -130,6 +131,8 @@ class Consumer:
             client = AsyncKinesisClient(config.settings, connections, before_decode=handout.writes.quiet)
             handout.kinesis = await client.__aenter__()
         try:
+            if usable(config.settings):
+                handout.dynamodb = await AsyncDynamoDBClient(config.settings).__aenter__()
             await self.units.in_thread(self._new_coordinator)
             for key, reader in list(self.readers.items()):  # one at a time: each unit's heartbeat, then its start
                 if not await self.units.in_thread(self.units.start_reader, reader):
@@ -184,6 +187,10 @@ class Consumer:
             raise failures[0]
 
     async def _close_kinesis(self) -> None:
+        """The async clients, once nothing writes or fetches: the Kinesis one only if it opened it."""
+        dynamodb, self.handout.dynamodb = self.handout.dynamodb, None
+        if dynamodb is not None:
+            await dynamodb.__aexit__(None, None, None)
         if self._owns_kinesis and self.handout.kinesis is not None:
             await self.handout.kinesis.__aexit__(None, None, None)
 

@@ -2,8 +2,9 @@
 
 The stream readers put batches here; ``Consumer.__anext__`` takes them. It
 also holds the batch in the application's hands (a hand-off waits for it),
-the stop flag, the first failure (raised to the application), and the open
-async Kinesis client the readers fetch with. The parts receive this object
+the stop flag, the first failure (raised to the application), the open
+async Kinesis client the readers fetch with, and the open async DynamoDB
+client their checkpoints are written with. The parts receive this object
 and the frozen :class:`~.consumer_config.ConsumerConfig`, not the Consumer.
 """
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .writes import WritesUnderWay
 
 if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDBClient
     from ..aws.async_kinesis import AsyncKinesisClient
     from .batch import Batch
     from .shard_state import HeldShard
@@ -33,6 +35,7 @@ class Handout:
         self.failure: BaseException | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.kinesis: AsyncKinesisClient | None = None  # open between start() and close()
+        self.dynamodb: AsyncDynamoDBClient | None = None  # the checkpoints' writer, where usable (open likewise)
         self.writes = WritesUnderWay(has_work=lambda: not self.queue.empty())  # see .writes
         self._progress = asyncio.Event()  # set whenever the in-flight batch changes or is acknowledged
 

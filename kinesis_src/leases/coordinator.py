@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from lineage import shard_sort_key
 
@@ -43,6 +43,7 @@ from .model import (
     Checkpoint,
     HeartbeatStatus,
     Lease,
+    Throughput,
 )
 from .ownership import OwnershipSteps
 from .renewal import HeartbeatRenewal, RenewalMode
@@ -52,6 +53,9 @@ from .table import LeaseTable
 from .throughput import RateMeter
 from .timing import LeaseTiming
 from .view import ViewReader
+
+if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDBClient
 
 log = logging.getLogger(__name__)
 
@@ -236,22 +240,44 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
     def checkpoint(self, shard_id: str, checkpoint: Checkpoint | Position, counter: int | None = None) -> Lease:
         """Record progress on a held shard, with its throughput estimate; LeaseLostError if the lease was taken,
         or if ``counter`` (the holding the checkpoint comes from) is not the counter held now."""
+        lease, checkpoint, estimate = self._checkpoint_of(shard_id, checkpoint, counter)
+        try:
+            updated = self.table.checkpoint(lease, checkpoint, estimate)
+        except LeaseLostError:
+            self._checkpoint_rejected(lease)
+            raise
+        return self._checkpointed(updated)
+
+    async def acheckpoint(self, dynamodb: AsyncDynamoDBClient, shard_id: str, checkpoint: Checkpoint | Position,
+                          counter: int | None = None) -> Lease:
+        """:meth:`checkpoint` written by ``dynamodb`` on the caller's event loop: no thread hop."""
+        lease, checkpoint, estimate = self._checkpoint_of(shard_id, checkpoint, counter)
+        try:
+            updated = await self.table.acheckpoint(dynamodb, lease, checkpoint, estimate)
+        except LeaseLostError:
+            self._checkpoint_rejected(lease)
+            raise
+        return self._checkpointed(updated)
+
+    def _checkpoint_of(self, shard_id: str, checkpoint: Checkpoint | Position, counter: int | None,
+                       ) -> tuple[Lease, Checkpoint, Throughput | None]:
+        """The lease to fence on (LeaseLostError if ``counter`` is not held), the checkpoint, the estimate."""
         if isinstance(checkpoint, Position):
             checkpoint = Checkpoint.from_position(checkpoint)
         lease = self.held_at(shard_id, counter, "a checkpoint")
         with self._lock:
             meter = self._meters.get(shard_id)
-        estimate = None if meter is None else meter.rate(self.clock(), self.table.now_ms())
-        try:
-            updated = self.table.checkpoint(lease, checkpoint, estimate)
-        except LeaseLostError:
-            self._drop(lease, "checkpoint rejected: lease taken over")
-            self._views.invalidate()  # the table changed unannounced (or unseen yet): read it again
-            raise
+        return lease, checkpoint, None if meter is None else meter.rate(self.clock(), self.table.now_ms())
+
+    def _checkpoint_rejected(self, lease: Lease) -> None:
+        self._drop(lease, "checkpoint rejected: lease taken over")
+        self._views.invalidate()  # the table changed unannounced (or unseen yet): read it again
+
+    def _checkpointed(self, updated: Lease) -> Lease:
         with self._lock:
-            current = self._held.get(shard_id)
+            current = self._held.get(updated.shard_id)
             if current is not None and current.counter == updated.counter:  # not released meanwhile
-                self._held[shard_id] = updated
+                self._held[updated.shard_id] = updated
         return updated
 
     def release(self, shard_id: str) -> bool:

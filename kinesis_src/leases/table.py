@@ -15,7 +15,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..aws.dynamodb import DynamoDBClient, Item, WriteResult
 from ..errors import (
@@ -64,6 +64,9 @@ from .schema.lease_items import (
 )
 from .schema.values import number_value, string_value
 from .shard_end import ShardEndWrites
+
+if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDBClient
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +231,22 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
     def checkpoint(self, lease: Lease, checkpoint: Checkpoint, throughput: Throughput | None = None) -> Lease:
         """Record progress (and the shard's throughput estimate, in the same write); only the holder
         at the lease's counter may. Raises LeaseLostError."""
+        update, values = self._progress_update(checkpoint, throughput)
+        result = self._update_held(lease, update, values=values)
+        return self._lease_or_lost(lease, result, f"checkpoint {checkpoint}")
+
+    async def acheckpoint(self, dynamodb: AsyncDynamoDBClient, lease: Lease, checkpoint: Checkpoint,
+                          throughput: Throughput | None = None) -> Lease:
+        """:meth:`checkpoint`, the same request, written by an async client on the caller's loop."""
+        update, values = self._progress_update(checkpoint, throughput)
+        request = self._held_request(lease, update, values, self.now_ms())
+        result = await dynamodb.update_item(
+            self.table_name, request["Key"], update, request["ConditionExpression"],
+            names=request["ExpressionAttributeNames"], values=request["ExpressionAttributeValues"],
+        )
+        return self._lease_or_lost(lease, result, f"checkpoint {checkpoint}")
+
+    def _progress_update(self, checkpoint: Checkpoint, throughput: Throughput | None) -> tuple[str, dict[str, Any]]:
         if checkpoint.is_shard_end:
             raise InvalidPositionError("SHARD_END is recorded with mark_shard_end(), which also creates the children")
         update, values = self._checkpoint_update(checkpoint)
@@ -235,8 +254,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         if throughput is not None:
             update += ", #tr = :tr, #tb = :tb, #tat = :tat"
             values.update(throughput_values(throughput, ":tr", ":tb", ":tat"))
-        result = self._update_held(lease, update, values=values)
-        return self._lease_or_lost(lease, result, f"checkpoint {checkpoint}")
+        return update, values
 
     def delete_lease(self, lease: Lease, only_if_shard_end: bool) -> bool:
         """Delete a drained (or trimmed) lease, unless it changed since ``lease`` was read."""

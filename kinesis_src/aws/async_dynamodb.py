@@ -1,0 +1,93 @@
+"""The lease writes a Consumer makes on its event loop: conditional UpdateItem on aiobotocore.
+
+The same request, retry policy, error translation and :class:`WriteResult` as
+:meth:`.dynamodb.DynamoDBClient.update_item`: a failed condition is an answer
+(``ok=False`` with the item as it stood), never retried. It lets a checkpoint
+be written without a hop to a worker thread (docs/architecture.md). Not used
+while a request interceptor runs (:func:`.boundary.interceptor_active`: a
+moto mock answers only botocore's own client), nor for an endpoint URL with a
+path; the synchronous client writes then.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+from urllib.parse import urlsplit
+
+from botocore.exceptions import ClientError
+
+from ..config import AwsSettings
+from ..errors import AccessDeniedError, ResourceNotFoundError
+from .async_kinesis import aio_client_config, new_aio_session
+from .boundary import acall, interceptor_active
+from .dynamodb import named
+from .dynamodb_results import (
+    CONDITION_FAILED,
+    ConditionFailed,
+    Item,
+    WriteResult,
+    error_code,
+    expression_args,
+    write_result,
+)
+
+CONNECTIONS = 16  # lease writes in flight at once: one per shard checkpointing now
+
+
+def usable(settings: AwsSettings) -> bool:
+    """Whether lease writes may go over aiobotocore here (see the module docstring)."""
+    url = settings.effective_dynamodb_endpoint_url
+    return not interceptor_active() and (url is None or urlsplit(url).path in ("", "/"))
+
+
+class AsyncDynamoDBClient:
+    """``async with AsyncDynamoDBClient(settings) as dynamodb:``; ``requests`` counts calls by operation."""
+
+    def __init__(self, settings: AwsSettings) -> None:
+        self.settings = settings
+        url = settings.effective_dynamodb_endpoint_url
+        self.endpoint = url or f"DynamoDB in {settings.region}"
+        self.requests: Counter[str] = Counter()
+        self._context: Any = None
+        self._client: Any = None
+
+    async def __aenter__(self) -> AsyncDynamoDBClient:
+        session = new_aio_session(None, self.settings)
+        self._context = session.create_client(
+            "dynamodb", region_name=self.settings.region, endpoint_url=self.settings.effective_dynamodb_endpoint_url,
+            config=aio_client_config(self.settings, CONNECTIONS),
+        )
+        self._client = await self._context.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        context, self._context, self._client = self._context, None, None
+        if context is not None:
+            await context.__aexit__(None, None, None)
+
+    async def update_item(
+        self, table: str, key: Item, update: str, condition: str | None = None, **expr: Any
+    ) -> WriteResult:
+        """UpdateItem returning the item after the update (ALL_NEW)."""
+        if self._client is None:
+            raise RuntimeError("AsyncDynamoDBClient is not open: use `async with AsyncDynamoDBClient(...)`")
+        args: dict[str, Any] = {
+            "TableName": table, "Key": key, "UpdateExpression": update, "ReturnValues": "ALL_NEW",
+            **expression_args(condition, **expr),
+        }
+
+        async def attempt() -> dict[str, Any] | ConditionFailed:
+            self.requests["UpdateItem"] += 1
+            try:
+                return await self._client.update_item(**args)
+            except ClientError as exc:
+                if error_code(exc) == CONDITION_FAILED:
+                    return ConditionFailed(exc.response.get("Item"))
+                raise
+
+        try:
+            out = await acall(f"DynamoDB UpdateItem on table {table!r}", self.endpoint, self.settings.retry, attempt)
+        except (AccessDeniedError, ResourceNotFoundError) as exc:
+            raise named(exc, "UpdateItem", table, self.endpoint, self.settings.region) from exc
+        return write_result(out, "Attributes")

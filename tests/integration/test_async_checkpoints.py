@@ -1,0 +1,108 @@
+"""Checkpoints written on the Consumer's event loop by the async DynamoDB client (DynamoDB Local).
+
+The async write must be the synchronous one's twin: the same fenced item, the
+same answer to a lost lease, the same error for a missing table; and a running
+Consumer must write its checkpoints through it, not on a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from lease_fixtures import dynamodb_fixture, make_stream, table_name_fixture  # noqa: F401  (fixtures)
+
+from kinesis_src import Consumer, LeaseTiming
+from kinesis_src.aws import KinesisClient
+from kinesis_src.aws.async_dynamodb import AsyncDynamoDBClient, usable
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.errors import LeaseLostError, LeaseTableNotFoundError
+from kinesis_src.leases.model import Checkpoint, Lease
+from kinesis_src.leases.table import LeaseTable
+from lineage import MAX_HASH_KEY, HashRange
+
+WHOLE = HashRange(0, MAX_HASH_KEY)
+
+
+def held_lease(table: LeaseTable, shard_id: str, owner: str) -> Lease:
+    assert table.create_lease(Lease(shard_id, Checkpoint.trim_horizon(), WHOLE))
+    taken = table.take_lease(table.get_lease(shard_id), owner)  # type: ignore[arg-type]
+    assert taken is not None
+    return taken
+
+
+def test_the_async_checkpoint_writes_what_the_sync_one_writes(dynamodb: DynamoDBClient, table_name: str) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    sync_lease, async_lease = held_lease(table, "shard-a", "w1"), held_lease(table, "shard-b", "w1")
+    checkpoint = Checkpoint.sequence("49590338271490256608559692538361571095921575989136588898", 3)
+
+    async def write() -> Lease:
+        async with AsyncDynamoDBClient(dynamodb.settings) as client:
+            lease = await table.acheckpoint(client, async_lease, checkpoint)
+            assert client.requests["UpdateItem"] == 1
+            return lease
+
+    by_sync, by_async = table.checkpoint(sync_lease, checkpoint), asyncio.run(write())
+    assert by_async.checkpoint == by_sync.checkpoint == checkpoint
+    assert (by_async.owner, by_async.counter) == (by_sync.owner, by_sync.counter) == ("w1", sync_lease.counter)
+    by_async_item, by_sync_item = (stored(dynamodb, table, shard) for shard in ("shard-b", "shard-a"))
+    assert by_async_item == by_sync_item and "checkpoint" in by_sync_item
+
+
+def stored(dynamodb: DynamoDBClient, table: LeaseTable, shard_id: str) -> dict[str, object]:
+    """The lease item as stored, less what differs between two shards' leases by design."""
+    item = dynamodb.get_item(table.table_name, table._lease_key(shard_id)) or {}
+    return {k: v for k, v in item.items() if k not in ("sk", "shardId", "lastUpdated")}
+
+
+def test_an_async_checkpoint_of_a_lost_lease_is_refused_naming_the_new_owner(
+    dynamodb: DynamoDBClient, table_name: str,
+) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    mine = held_lease(table, "shard-a", "w1")
+    assert table.take_lease(mine, "w2") is not None  # stolen
+
+    async def write() -> None:
+        async with AsyncDynamoDBClient(dynamodb.settings) as client:
+            await table.acheckpoint(client, mine, Checkpoint.sequence("1"))
+
+    with pytest.raises(LeaseLostError, match="w2"):
+        asyncio.run(write())
+    assert table.get_lease("shard-a").checkpoint == Checkpoint.trim_horizon()  # type: ignore[union-attr]
+
+
+def test_an_async_write_to_a_missing_table_names_it(dynamodb: DynamoDBClient) -> None:
+    async def write() -> None:
+        async with AsyncDynamoDBClient(dynamodb.settings) as client:
+            await client.update_item("no-such-table", {"pk": {"S": "x"}, "sk": {"S": "y"}}, "SET a = :a",
+                                     values={":a": {"S": "b"}})
+
+    with pytest.raises(LeaseTableNotFoundError, match="'no-such-table' does not exist"):
+        asyncio.run(write())
+
+
+def test_a_consumer_writes_its_checkpoints_on_its_loop(dynamodb: DynamoDBClient) -> None:
+    assert usable(dynamodb.settings)
+    stream = f"async-cp-{uuid.uuid4().hex[:6]}"
+    kinesis = KinesisClient(dynamodb.settings)
+    make_stream(kinesis, stream, 1)
+    kinesis.put_records(stream, [(f"k{i}", b"x") for i in range(20)])
+
+    async def consume() -> tuple[int, int]:
+        async with Consumer(stream, application_name=stream, idle_interval_s=0.05, handle_signals=False,
+                            lease_timing=LeaseTiming(failover_s=3, renew_interval_s=1)) as consumer:
+            seen = checkpoints = 0
+            async with asyncio.timeout(30):
+                while seen < 20:
+                    batch = await consumer.__anext__()
+                    seen += len(batch.records)
+                    await batch.checkpoint()
+                    checkpoints += 1
+            assert consumer.handout.dynamodb is not None
+            return checkpoints, consumer.handout.dynamodb.requests["UpdateItem"]
+
+    checkpoints, written_on_loop = asyncio.run(consume())
+    assert checkpoints >= 1 and written_on_loop == checkpoints
