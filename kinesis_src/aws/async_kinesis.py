@@ -27,7 +27,7 @@ from ..config import AwsSettings
 from ..errors import ResourceNotFoundError, StreamNotFoundError
 from ..positions import Position
 from ..records import RecordPage
-from .boundary import acall, millisecond_timestamps
+from .boundary import acall, millisecond_timestamps, new_session
 from .credentials import configure_aio
 from .decode import check_complete, decode_get_records, fast_parse, is_get_records, page_of, succeeded
 from .direct_get_records import DirectGetRecords, wanted
@@ -84,10 +84,14 @@ class AioFastResponseParserFactory(AioResponseParserFactory):
 
 
 def new_aio_session(before_decode: BeforeDecode | None = None, settings: AwsSettings | None = None) -> AioSession:
-    """An aiobotocore session with the fast GetRecords parser and the settings' profile and role."""
+    """An aiobotocore session with the fast GetRecords parser and the settings' profile and role.
+
+    It reads the service models through the process's botocore session's loader (:func:`.boundary.new_session`),
+    so a model the synchronous clients loaded is not read and parsed again."""
     session = millisecond_timestamps(get_session())
     session.register_component("response_parser_factory", AioFastResponseParserFactory(before_decode))
     if settings is not None:
+        session.register_component("data_loader", new_session(settings).get_component("data_loader"))
         configure_aio(session, settings.credentials, settings.region)
     return session
 

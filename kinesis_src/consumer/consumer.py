@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from ..aws.async_dynamodb import AsyncDynamoDBClient, usable
 from ..aws.async_kinesis import AsyncKinesisClient
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .processing import ProcessingMetrics
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _OPTIONS = frozenset(f.name for f in fields(ConsumerConfig)) | {"pacing", "timing", "limit", "streams"}
 
@@ -130,14 +131,16 @@ class Consumer:
             connections = FAN_OUT_CONNECTIONS if config.consumer_mode is ConsumerMode.EFO else POLLING_CONNECTIONS
             client = AsyncKinesisClient(config.settings, connections, before_decode=handout.writes.quiet)
             handout.kinesis = await client.__aenter__()
+        opening = asyncio.ensure_future(self._open_dynamodb())  # on the loop while the thread prepares
         try:
-            if usable(config.settings):
-                handout.dynamodb = await AsyncDynamoDBClient(config.settings).__aenter__()
             await self.units.in_thread(self._new_coordinator)
+            handout.dynamodb = await opening
             for key, reader in list(self.readers.items()):  # one at a time: each unit's heartbeat, then its start
                 if not await self.units.in_thread(self.units.start_reader, reader):
                     del self.readers[key]  # claimed meanwhile
         except BaseException:
+            if handout.dynamodb is None:
+                handout.dynamodb = await _result_or_none(opening)
             await self._abort_start()
             raise
         self._housekeeping = asyncio.create_task(self._housekeep(), name=f"consumer-{self.worker_id}")
@@ -146,6 +149,12 @@ class Consumer:
             self.worker_id, ", ".join(map(repr, config.streams)), config.application_name, config.lease_table_name,
             "" if config.key_range is None else f", key range {config.key_range}",
         )
+
+    async def _open_dynamodb(self) -> AsyncDynamoDBClient | None:
+        """The checkpoints' async writer (:mod:`kinesis_src.aws.async_dynamodb`), where usable."""
+        if not usable(self.config.settings):
+            return None
+        return await AsyncDynamoDBClient(self.config.settings).__aenter__()
 
     def _new_coordinator(self) -> None:
         """Every reader's lease coordinator, on a worker thread (:meth:`.unit_readers.UnitReaders.prepare`)."""
@@ -293,3 +302,11 @@ class Consumer:
             if loop.time() >= next_log:
                 next_log += self.config.metrics_interval_s
                 log.info("%s", self.metrics.summary())
+
+
+async def _result_or_none(future: asyncio.Future[T]) -> T | None:
+    """A start's side task, once it ended: its result, or None if it failed or was cancelled."""
+    try:
+        return await asyncio.shield(future)
+    except BaseException:  # noqa: BLE001 - the start's own error is the one raised
+        return None
