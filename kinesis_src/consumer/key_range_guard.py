@@ -16,7 +16,6 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable
 
-from ..aws import DynamoDBClient
 from ..errors import KeyRangeClaimLostError, KinesisSourceError
 from .range_claims import RangeClaims
 
@@ -36,9 +35,7 @@ class KeyRangeGuard:
         self._beaten_at = 0.0
 
     def _claims_of(self, stream: str) -> RangeClaims:
-        c = self.config
-        return RangeClaims(DynamoDBClient(c.settings), c.lease_table_name, c.application_name, stream,
-                           c.lease_timing.failover_s)
+        return RangeClaims.of(self.config, stream)
 
     # -- on worker threads, during start() and close() -------------------------------------------
 

@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
 from lineage import KeyRange
 
@@ -37,6 +37,9 @@ from ..leases.schema.keys import TTL_ATTRIBUTE as TTL
 from ..leases.schema.keys import range_claim_key, range_version_key, ranges_partition
 from . import unit_registry
 from .units import UnitMap
+
+if TYPE_CHECKING:
+    from .consumer_config import ConsumerConfig
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,12 @@ class RangeClaims:
         self.sleep = sleep  # waits on ``clock`` while rival claims are watched
         self.partition = ranges_partition(application, stream)
         self.mine: RangeClaim | None = None
+
+    @classmethod
+    def of(cls, config: ConsumerConfig, stream: str) -> RangeClaims:
+        """The claims of ``stream`` in a consumer's lease table."""
+        return cls(DynamoDBClient(config.settings), config.lease_table_name, config.application_name,  # type: ignore[arg-type]
+                   stream, config.lease_timing.failover_s)
 
     # -- reading --------------------------------------------------------------------------
 

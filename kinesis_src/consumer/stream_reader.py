@@ -107,9 +107,7 @@ class StreamReader:
         )
 
     def _read_units(self) -> UnitMap:
-        c = self.config
-        return RangeClaims(DynamoDBClient(c.settings), c.lease_table_name, c.application_name, self.stream,
-                           c.lease_timing.failover_s).read_all()[1]
+        return RangeClaims.of(self.config, self.stream).read_all()[1]
 
     async def stop_fetching(self) -> None:
         """close(): deliver nothing more, stop every fetcher (the coordinator releases the leases)."""

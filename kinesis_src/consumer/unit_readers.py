@@ -128,10 +128,8 @@ class UnitReaders:
         return StreamReader(self.config, self.handout, stream, self.stream_metrics[stream], unit)
 
     def claims(self, stream: str) -> RangeClaims:
-        c = self.config
         if stream not in self._claims:
-            self._claims[stream] = RangeClaims(DynamoDBClient(c.settings), c.lease_table_name, c.application_name,
-                                               stream, c.lease_timing.failover_s)
+            self._claims[stream] = RangeClaims.of(self.config, stream)
         return self._claims[stream]
 
     def holding_of(self, batch: Batch) -> tuple[StreamReader | None, HeldShard | None]:
