@@ -15,22 +15,12 @@ from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
-from botocore.exceptions import ClientError
-
 from ..config import AwsSettings
 from ..errors import AccessDeniedError, ResourceNotFoundError
 from .async_kinesis import aio_client_config, new_aio_session
 from .boundary import acall, interceptor_active
 from .dynamodb import named
-from .dynamodb_results import (
-    CONDITION_FAILED,
-    ConditionFailed,
-    Item,
-    WriteResult,
-    error_code,
-    expression_args,
-    write_result,
-)
+from .dynamodb_results import Item, WriteResult, aconditional, update_args, write_result
 
 CONNECTIONS = 16  # lease writes in flight at once: one per shard checkpointing now
 
@@ -72,22 +62,15 @@ class AsyncDynamoDBClient:
         """UpdateItem returning the item after the update (ALL_NEW)."""
         if self._client is None:
             raise RuntimeError("AsyncDynamoDBClient is not open: use `async with AsyncDynamoDBClient(...)`")
-        args: dict[str, Any] = {
-            "TableName": table, "Key": key, "UpdateExpression": update, "ReturnValues": "ALL_NEW",
-            **expression_args(condition, **expr),
-        }
+        args = update_args(table, key, update, condition, **expr)
 
-        async def attempt() -> dict[str, Any] | ConditionFailed:
+        async def call() -> dict[str, Any]:
             self.requests["UpdateItem"] += 1
-            try:
-                return await self._client.update_item(**args)
-            except ClientError as exc:
-                if error_code(exc) == CONDITION_FAILED:
-                    return ConditionFailed(exc.response.get("Item"))
-                raise
+            return await self._client.update_item(**args)
 
         try:
-            out = await acall(f"DynamoDB UpdateItem on table {table!r}", self.endpoint, self.settings.retry, attempt)
+            out = await acall(f"DynamoDB UpdateItem on table {table!r}", self.endpoint, self.settings.retry,
+                              aconditional(call))
         except (AccessDeniedError, ResourceNotFoundError) as exc:
             raise named(exc, "UpdateItem", table, self.endpoint, self.settings.region) from exc
         return write_result(out, "Attributes")

@@ -56,6 +56,7 @@ from .dynamodb_results import (
     conditional,
     error_code,
     expression_args,
+    update_args,
     write_result,
 )
 from .dynamodb_tables import TableAdmin
@@ -150,13 +151,7 @@ class DynamoDBClient(TableAdmin):
         self, table: str, key: Item, update: str, condition: str | None = None, **expr: Any
     ) -> WriteResult:
         """UpdateItem returning the item after the update (ALL_NEW)."""
-        args: dict[str, Any] = {
-            "TableName": table,
-            "Key": key,
-            "UpdateExpression": update,
-            "ReturnValues": "ALL_NEW",
-            **expression_args(condition, **expr),
-        }
+        args = update_args(table, key, update, condition, **expr)
         out = self._call("UpdateItem", table, conditional(lambda: self._client.update_item(**args)))
         return write_result(out, "Attributes")
 

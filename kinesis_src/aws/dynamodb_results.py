@@ -4,7 +4,7 @@ turn botocore's requests and exceptions into them, for :class:`~.dynamodb.Dynamo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 from botocore.exceptions import ClientError
 
@@ -80,6 +80,17 @@ def expression_args(condition: str | None, names: Mapping[str, str] | None = Non
     return args
 
 
+def update_args(table: str, key: Item, update: str, condition: str | None = None, **expr: Any) -> dict[str, Any]:
+    """UpdateItem's arguments, returning the item after the update (ALL_NEW)."""
+    return {"TableName": table, "Key": key, "UpdateExpression": update, "ReturnValues": "ALL_NEW",
+            **expression_args(condition, **expr)}
+
+
+def condition_failed(error: ClientError) -> ConditionFailed | None:
+    """A failed condition as a value (the item as it stood); None for any other error."""
+    return ConditionFailed(error.response.get("Item")) if error_code(error) == CONDITION_FAILED else None
+
+
 def conditional(fn: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any] | ConditionFailed]:
     """Turn ConditionalCheckFailedException into a value before the boundary translates it."""
 
@@ -87,8 +98,24 @@ def conditional(fn: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]
         try:
             return fn()
         except ClientError as exc:
-            if error_code(exc) == CONDITION_FAILED:
-                return ConditionFailed(exc.response.get("Item"))
+            if (failed := condition_failed(exc)) is not None:
+                return failed
+            raise
+
+    return attempt
+
+
+def aconditional(
+    fn: Callable[[], Awaitable[dict[str, Any]]],
+) -> Callable[[], Awaitable[dict[str, Any] | ConditionFailed]]:
+    """:func:`conditional` for an aiobotocore call."""
+
+    async def attempt() -> dict[str, Any] | ConditionFailed:
+        try:
+            return await fn()
+        except ClientError as exc:
+            if (failed := condition_failed(exc)) is not None:
+                return failed
             raise
 
     return attempt

@@ -239,11 +239,8 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
                           throughput: Throughput | None = None) -> Lease:
         """:meth:`checkpoint`, the same request, written by an async client on the caller's loop."""
         update, values = self._progress_update(checkpoint, throughput)
-        request = self._held_request(lease, update, values, self.now_ms())
-        result = await dynamodb.update_item(
-            self.table_name, request["Key"], update, request["ConditionExpression"],
-            names=request["ExpressionAttributeNames"], values=request["ExpressionAttributeValues"],
-        )
+        args, expr = self._held_update(lease, update, values)
+        result = await dynamodb.update_item(*args, **expr)
         return self._lease_or_lost(lease, result, f"checkpoint {checkpoint}")
 
     def _progress_update(self, checkpoint: Checkpoint, throughput: Throughput | None) -> tuple[str, dict[str, Any]]:
@@ -274,15 +271,15 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
 
     def _update_held(self, lease: Lease, update: str, values: Mapping[str, Any] | None = None) -> WriteResult:
         """A conditional update on the expected owner and counter (the fencing condition)."""
-        request = self._held_request(lease, update, values or {}, self.now_ms())
-        return self.dynamodb.update_item(
-            self.table_name,
-            request["Key"],
-            update,
-            request["ConditionExpression"],
-            names=request["ExpressionAttributeNames"],
-            values=request["ExpressionAttributeValues"],
-        )
+        args, expr = self._held_update(lease, update, values or {})
+        return self.dynamodb.update_item(*args, **expr)
+
+    def _held_update(self, lease: Lease, update: str, values: Mapping[str, Any],
+                     ) -> tuple[tuple[str, Item, str, str], dict[str, Any]]:
+        """:meth:`_held_request` as the arguments of a client's ``update_item`` (sync or async)."""
+        request = self._held_request(lease, update, values, self.now_ms())
+        args = (self.table_name, request["Key"], update, request["ConditionExpression"])
+        return args, {"names": request["ExpressionAttributeNames"], "values": request["ExpressionAttributeValues"]}
 
     def _held_request(self, lease: Lease, update: str, values: Mapping[str, Any], now: int) -> dict[str, Any]:
         """UpdateItem arguments (also a TransactWriteItems Update) fenced on owner and counter."""
