@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_OPTIONS = frozenset(f.name for f in fields(ConsumerConfig)) | {"pacing", "timing", "limit", "streams"}
+_OPTIONS = frozenset(f.name for f in fields(ConsumerConfig)) | {"timing", "limit", "streams"}  # + names before ConsumerConfig
 
 
 
@@ -80,8 +80,7 @@ class Consumer:
         an open async Kinesis client to fetch with instead of one of its own (the caller closes it)."""
         self.config = config = ConsumerConfig.of(stream_name, options)
         self.metrics = ConsumerMetrics(self.worker_id)
-        self.handout = Handout()
-        self.handout.kinesis = kinesis
+        self.handout = Handout(kinesis)
         self._owns_kinesis = kinesis is None
         self._housekeeping: asyncio.Task[None] | None = None
         self._sigterm = SigtermHandler(self.worker_id)
@@ -172,7 +171,7 @@ class Consumer:
             if reader.coordinator is not None and reader.coordinator.running:
                 await asyncio.to_thread(reader.coordinator.stop)
         await asyncio.to_thread(self._guard.release)
-        await self._close_kinesis()
+        await self._close_clients()
         await asyncio.to_thread(self.units.deregister_fan_outs)  # failures are logged; the start's is raised
 
     async def close(self) -> None:
@@ -189,13 +188,13 @@ class Consumer:
             if reader.coordinator is not None:
                 await asyncio.to_thread(reader.coordinator.stop)
         await asyncio.to_thread(self._guard.release)
-        await self._close_kinesis()
+        await self._close_clients()
         failures = await asyncio.to_thread(self.units.deregister_fan_outs)
         log.info("consumer %s stopped: %s", self.worker_id, self.metrics.summary())
         if failures:
             raise failures[0]
 
-    async def _close_kinesis(self) -> None:
+    async def _close_clients(self) -> None:
         """The async clients, once nothing writes or fetches: the Kinesis one only if it opened it."""
         dynamodb, self.handout.dynamodb = self.handout.dynamodb, None
         if dynamodb is not None:

@@ -28,13 +28,13 @@ WAKE = object()
 class Handout:
     """The consumer's shared running state; used on its event loop only (``request_stop`` hops there)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kinesis: AsyncKinesisClient | None = None) -> None:
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.in_flight: Batch | None = None  # the batch in the application's hands
         self.stopping = False
         self.failure: BaseException | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.kinesis: AsyncKinesisClient | None = None  # open between start() and close()
+        self.kinesis = kinesis  # open between start() and close(), or given by the caller
         self.dynamodb: AsyncDynamoDBClient | None = None  # the checkpoints' writer, where usable (open likewise)
         self.writes = WritesUnderWay(has_work=lambda: not self.queue.empty())  # see .writes
         self._progress = asyncio.Event()  # set whenever the in-flight batch changes or is acknowledged
