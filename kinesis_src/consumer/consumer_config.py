@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, Callable
 
 from lineage import KeyRange
 
@@ -172,31 +172,40 @@ class ConsumerConfig:
             put(self, "consumer_name", consumer_name_of(self.consumer_name, self.application_name, "consumer_name"))
 
 
-_INTS = ("max_records_per_fetch", "prefetch_batches")
-_NUMBERS = ("idle_interval_s", "release_timeout_s", "metrics_interval_s", "end_ack_warning_s")
-_FLAGS = ("preserve_shard_order", "fail_on_data_loss", "strict_aggregation", "require_consumer_deregistration",
-          "handle_signals", "check_retention")
-_TEXTS = ("region", "endpoint_url", "dynamodb_endpoint_url", "worker_id", "lease_table_name", "consumer_name")
+def _is_int(value: object) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+_PLAIN_TYPES: tuple[tuple[tuple[str, ...], Callable[[object], bool], str], ...] = (
+    (("max_records_per_fetch", "prefetch_batches"), _is_int, "an int"),
+    (("idle_interval_s", "release_timeout_s", "metrics_interval_s", "end_ack_warning_s"), _is_number, "a number"),
+    (("preserve_shard_order", "fail_on_data_loss", "strict_aggregation", "require_consumer_deregistration",
+      "handle_signals", "check_retention"), lambda v: isinstance(v, bool), "True or False"),
+    (("region", "endpoint_url", "dynamodb_endpoint_url", "worker_id", "lease_table_name", "consumer_name"),
+     lambda v: v is None or isinstance(v, str), "a string (or None)"),
+)
 _OBJECTS: dict[str, type] = {"lease_timing": LeaseTiming, "pacing": FetchPacing, "retry": RetryPolicy,
                              "credentials": CredentialSource}
 
 
 def _check_types(config: ConsumerConfig) -> None:
     """Every option of a plain type has that type (a bool is not a number, ``"no"`` is not False)."""
-    for name in (*_INTS, *_NUMBERS, *_FLAGS, *_TEXTS, *_OBJECTS):
+    for names, ok, want in _PLAIN_TYPES:
+        for name in names:
+            _check_type(config, name, ok(getattr(config, name)), want)
+    for name, kind in _OBJECTS.items():
         value = getattr(config, name)
-        if name in _INTS:
-            ok, want = isinstance(value, Integral) and not isinstance(value, bool), "an int"
-        elif name in _NUMBERS:
-            ok, want = isinstance(value, Real) and not isinstance(value, bool), "a number"
-        elif name in _FLAGS:
-            ok, want = isinstance(value, bool), "True or False"
-        elif name in _TEXTS:
-            ok, want = value is None or isinstance(value, str), "a string (or None)"
-        else:
-            ok, want = value is None or isinstance(value, _OBJECTS[name]), f"a {_OBJECTS[name].__name__} (or None)"
-        if not ok:
-            raise ConfigurationError(f"{name} must be {want}, got {value!r} ({type(value).__name__})")
+        _check_type(config, name, value is None or isinstance(value, kind), f"a {kind.__name__} (or None)")
+
+
+def _check_type(config: ConsumerConfig, name: str, ok: bool, want: str) -> None:
+    if not ok:
+        value = getattr(config, name)
+        raise ConfigurationError(f"{name} must be {want}, got {value!r} ({type(value).__name__})")
 
 
 # -- the parsers of the options' input forms --------------------------------------------------------
