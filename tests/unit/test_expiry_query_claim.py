@@ -98,3 +98,41 @@ def test_a_release_while_waiting_out_another_claim_registers_nothing() -> None:
     with pytest.raises(KinesisSourceError, match="released while the query was starting"):
         claim.acquire()
     assert table.claim == crashed and table.taken_over == []
+
+
+def test_a_release_during_a_renewal_waits_for_it_and_releases_the_claim_it_wrote() -> None:
+    """stop() while the renewal thread writes a heartbeat: the release must not delete the claim under the
+    write (the renewal then found its claim gone and reported it taken by another query), and must remove
+    the claim as the renewal left it."""
+    import threading
+
+    class SlowRenewals(ClaimTable):
+        def __init__(self) -> None:
+            super().__init__(None)
+            self.renewing, self.go_on = threading.Event(), threading.Event()
+            self.released: list[WorkerHeartbeat] = []
+
+        def renew_claim(self, claim: WorkerHeartbeat) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+            self.renewing.set()
+            assert self.go_on.wait(5), "the test never let the renewal finish"
+            if self.claim is None or self.claim.session != claim.session:
+                return HeartbeatStatus.DECLARED_DEAD, claim  # the item went away under the write
+            self.claim = replace(claim, heartbeat=claim.heartbeat + 1)
+            return HeartbeatStatus.RENEWED, self.claim
+
+        def release_claim(self, claim: WorkerHeartbeat) -> bool:
+            self.released.append(claim)
+            return super().release_claim(claim)
+
+    table = SlowRenewals()
+    claim = QueryClaim(table, failover_s=30.0, renew_s=0.01)  # type: ignore[arg-type]
+    claim.acquire()
+    assert table.renewing.wait(5), "no renewal started"
+    releasing = threading.Thread(target=claim.release)
+    releasing.start()
+    releasing.join(0.2)
+    assert releasing.is_alive(), "release() did not wait for the renewal under way"
+    table.go_on.set()
+    releasing.join(5)
+    assert not releasing.is_alive() and not claim.lost
+    assert [c.heartbeat for c in table.released] == [1] and table.claim is None
