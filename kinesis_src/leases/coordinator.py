@@ -22,6 +22,7 @@ and releases: :mod:`.ownership`; the renewal loop: :mod:`.renewal_loop`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -50,9 +51,11 @@ from .renewal import HeartbeatRenewal, RenewalMode
 from .renewal_loop import RenewalLoop
 from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook
 from .table import LeaseTable
+from .table_calls import TableCalls, run_sync
 from .throughput import RateMeter
 from .timing import LeaseTiming
 from .view import ViewReader
+from .wakeup import Wakeup
 
 if TYPE_CHECKING:
     from ..aws.async_dynamodb import AsyncDynamoDBClient
@@ -68,10 +71,12 @@ _FATAL_NOTE = "the lease coordinator stopped; fix the cause and restart the work
 class LeaseCoordinator(OwnershipSteps, RenewalLoop):
     """Keeps this worker's share of an application's leases on one stream.
 
-    ``start()`` runs a background thread; ``run_once()`` is the same cycle,
-    callable directly (tests, benchmarks, callers with their own loop).
-    Thread-safe: the consumer's threads call :meth:`checkpoint`,
-    :meth:`shard_ended` and :meth:`held` while the cycle runs.
+    Its steps are coroutines (:mod:`.table_calls`). ``astart()`` runs the
+    cycle and the heartbeat as two tasks on the caller's event loop (the
+    Consumer: no locks or hops between it and the readers); ``start()`` runs
+    them on two threads; ``run_once()`` is one cycle, run in place (tests,
+    benchmarks, the lease simulation). Thread-safe: other threads may call
+    :meth:`checkpoint`, :meth:`shard_ended` and :meth:`held` while it runs.
     """
 
     def __init__(
@@ -85,8 +90,10 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         listener: LeaseListener | None = None,
         on_cycle: Callable[[CycleReport], None] | None = None,
         clock: Callable[[], float] = since_boot,
+        calls: TableCalls | None = None,
     ) -> None:
         self.table = table
+        self.calls = calls or TableCalls(table)
         self.worker_id = validate_worker_id(worker_id)
         self.timing = timing
         self.preserve_shard_order = preserve_shard_order
@@ -99,21 +106,23 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         self._meters: dict[str, RateMeter] = {}  # per held shard: what the consumer delivered
         self._acquired_at: dict[str, float] = {}  # per held shard: when this worker took it (local clock)
         self._incarnation = 0  # + 1 when this worker learns it was declared dead: takes sent before are not held
-        self.renewal = HeartbeatRenewal(table, self.worker_id, timing, clock, self._declared_dead, self._where)
+        self.renewal = HeartbeatRenewal(self.calls, self.worker_id, timing, clock, self._declared_dead, self._where)
         self._cycle_report: CycleReport | None = None  # the cycle running now (in-cycle renewals report to it)
         self._next_sync = float("-inf")
         self._judge = ExpiryJudge(timing.failover_s, clock)
         self._steal_wanted_since: float | None = None
         self._need_announced_at = float("-inf")  # when this worker last announced that it starves
         self._steal_book = StealBook()  # this worker's open steal requests
-        self._views = ViewReader(table, timing, clock, table.known_partitions, self.worker_id)
+        self._views = ViewReader(self.calls, timing, clock, table.known_partitions, self.worker_id)
         self._last_scan = float("-inf")
         self._stop = threading.Event()
         self._renewal_stop = threading.Event()  # set by stop() only after its releases: see stop()
-        self._wake = threading.Event()
-        self._renewal_wake = threading.Event()
+        self._wake = Wakeup()
+        self._renewal_wake = Wakeup()
         self._thread: threading.Thread | None = None
         self._renewal_thread: threading.Thread | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._renewal_task: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
         self.cycles = 0
 
@@ -125,7 +134,7 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
 
     def start(self, sync_now: bool = True) -> LeaseCoordinator:
         """Register, sync shards once (repairs a table the stream outgrew), cycle once, then loop:
-        the cycle on one thread, the heartbeat renewal on another (:mod:`.renewal`)."""
+        the cycle on one thread, the heartbeat renewal on another (:mod:`.renewal_loop`)."""
         self.register()
         self.renew_on_own_schedule(self._renewal_wake.set)
         self._renewal_thread = threading.Thread(
@@ -133,9 +142,7 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         )
         self._renewal_thread.start()
         try:
-            if sync_now and self.shard_sync is not None:
-                self._sync()
-            self.run_once()
+            run_sync(self._first_cycle(sync_now))
         except BaseException:
             # nobody will call stop() on a coordinator whose start() raised: end the renewal here,
             # or it heartbeats (and holds whatever the cycle took) for the rest of the process
@@ -144,6 +151,28 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         self._thread = threading.Thread(target=self._loop, name=f"leases-{self.worker_id}", daemon=True)
         self._thread.start()
         return self
+
+    async def astart(self, sync_now: bool = True) -> LeaseCoordinator:
+        """:meth:`start` on the running event loop: the cycle and the renewal are two tasks there.
+        Its steps must then be awaited on that loop (``arun_once``, ``ashard_ended``, ``arelease``)."""
+        loop = asyncio.get_running_loop()
+        self._wake.bind(loop)
+        self._renewal_wake.bind(loop)
+        await self.renewal.aregister()
+        self.renew_on_own_schedule(self._renewal_wake.set)
+        self._renewal_task = loop.create_task(self._arenewal_loop(), name=f"lease-renewal-{self.worker_id}")
+        try:
+            await self._first_cycle(sync_now)
+        except BaseException:
+            await asyncio.shield(self.astop(release=True))
+            raise
+        self._task = loop.create_task(self._aloop(), name=f"leases-{self.worker_id}")
+        return self
+
+    async def _first_cycle(self, sync_now: bool) -> None:
+        if sync_now and self.shard_sync is not None:
+            await self._sync()
+        await self.arun_once()
 
     def stop(self, release: bool = True, timeout_s: float = 30.0) -> None:
         """Stop the cycle; release held leases (graceful hand-off); then stop renewing and remove the heartbeat.
@@ -156,16 +185,33 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         self._stop.set()
         self._wake.set()
         self._join(self._thread, timeout_s)
-        if release:
-            for lease in list(self._snapshot().values()):
-                self._renew_while_stopping()
-                self._release(lease, "worker stopping")
+        run_sync(self._release_all(release))
         self._renewal_stop.set()
         self._renewal_wake.set()
         self._join(self._renewal_thread, timeout_s)
+        run_sync(self._deregister())
+
+    async def astop(self, release: bool = True, timeout_s: float = 30.0) -> None:
+        """:meth:`stop` for a coordinator started with :meth:`astart`, on its loop."""
+        self._stop.set()
+        self._wake.set()
+        await _finish(self._task, timeout_s)
+        await self._release_all(release)
+        self._renewal_stop.set()
+        self._renewal_wake.set()
+        await _finish(self._renewal_task, timeout_s)
+        await self._deregister()
+
+    async def _release_all(self, release: bool) -> None:
+        if release:
+            for lease in list(self._snapshot().values()):
+                await self._renew_while_stopping()
+                await self._release(lease, "worker stopping")
+
+    async def _deregister(self) -> None:
         self.renewal.stop()
         try:
-            self.renewal.deregister()
+            await self.renewal.aderegister()
         except KinesisSourceError as exc:
             log.warning("worker %s: could not remove its heartbeat item: %s", self.worker_id, exc)
 
@@ -181,6 +227,8 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
 
     @property
     def running(self) -> bool:
+        if self._task is not None:
+            return not self._task.done()
         return self._thread is not None and self._thread.is_alive()
 
     def wake(self) -> None:
@@ -281,31 +329,37 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         return updated
 
     def release(self, shard_id: str) -> bool:
+        return run_sync(self.arelease(shard_id))
+
+    async def arelease(self, shard_id: str) -> bool:
         """Give one held lease up now (the caller has checkpointed)."""
-        return self._release(self.lease(shard_id), "released by the consumer", notify=False)
+        return await self._release(self.lease(shard_id), "released by the consumer", notify=False)
 
     # -- the cycle ------------------------------------------------------------------------
 
     def run_once(self) -> CycleReport:
+        return run_sync(self.arun_once())
+
+    async def arun_once(self) -> CycleReport:
         """Heartbeat (if due), scan, reconcile, sync (if leader and due), balance."""
         report = self._cycle_report = CycleReport()
         self._last_scan = self.clock()
         in_cycle = self.renewal.mode is RenewalMode.IN_CYCLE
         if in_cycle:
-            report.heartbeat = self.renewal.renew_if_due()
-        view, report.read_leases = self._views.read()
-        view = self._honour_requests(view, report)  # first: a thief may force once this view goes stale
-        live = self._judge_workers(view, report)
-        self._reconcile(view, report)
+            report.heartbeat = await self.renewal.arenew_if_due()
+        view, report.read_leases = await self._views.aread()
+        view = await self._honour_requests(view, report)  # first: a thief may force once this view goes stale
+        live = await self._judge_workers(view, report)
+        await self._reconcile(view, report)
         if self._sync_due(live):
-            view, report.read_leases = self._views.read(force=True)  # sync reads leases before listing
-            report.synced = self._sync(view.leases.values())
+            view, report.read_leases = await self._views.aread(force=True)  # sync reads leases before listing
+            report.synced = await self._sync(view.leases.values())
             if self.renewal.change_pending:
-                view, _ = self._views.read(force=True)
-            self._reconcile(view, report)
-        self._balance(view, live, report)
+                view, _ = await self._views.aread(force=True)
+            await self._reconcile(view, report)
+        await self._balance(view, live, report)
         if in_cycle and self.renewal.change_pending:
-            report.announced = self.renewal.renew() is HeartbeatStatus.RENEWED
+            report.announced = await self.renewal.arenew() is HeartbeatStatus.RENEWED
         elif not in_cycle:
             report.heartbeat = self.renewal.take_status()
         self._cycle_report = None
@@ -318,18 +372,29 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
 
     def _loop(self) -> None:
         while not self._stop.is_set() and self.failure is None:
-            try:
-                self.run_once()
-            except KinesisSourceError as exc:
-                if not _transient(exc):
-                    self._fail(exc)
-                    return
-                log.warning("worker %s: lease cycle failed, retrying next cycle: %s", self.worker_id, exc)
-            except Exception as exc:  # a bug: stop loudly rather than hold leases without renewing
-                self._fail(exc)
+            if not run_sync(self._cycle_survived()):
                 return
             self._wake.wait(max(0.01, self._next_wake() - self.clock()))
-            self._wake.clear()
+
+    async def _aloop(self) -> None:
+        while not self._stop.is_set() and self.failure is None:
+            if not await self._cycle_survived():
+                return
+            await self._wake.until(max(0.01, self._next_wake() - self.clock()))
+
+    async def _cycle_survived(self) -> bool:
+        """One cycle; False once it failed in a way no further cycle can fix (the coordinator stops)."""
+        try:
+            await self.arun_once()
+        except KinesisSourceError as exc:
+            if not _transient(exc):
+                self._fail(exc)
+                return False
+            log.warning("worker %s: lease cycle failed, retrying next cycle: %s", self.worker_id, exc)
+        except Exception as exc:  # a bug: stop loudly rather than hold leases without renewing
+            self._fail(exc)
+            return False
+        return True
 
     def _fail(self, error: BaseException) -> None:
         self.failure = error
@@ -358,10 +423,10 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
             return False
         return min(live) == self.worker_id
 
-    def _sync(self, leases: Iterable[Lease] | None = None) -> object | None:
+    async def _sync(self, leases: Iterable[Lease] | None = None) -> object | None:
         self._next_sync = self.clock() + self.timing.sync_interval_s
         try:
-            report = self.shard_sync.run(leases)  # type: ignore[union-attr]
+            report = await self.calls.sync_shards(self.shard_sync, leases)  # type: ignore[arg-type]
             if getattr(report, "changed", True):
                 self._note_change()  # created or deleted leases: announced like any ownership change
             return report
@@ -381,3 +446,9 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
     def _where(self) -> str:
         t = self.table
         return f"stream {t.stream!r} (application {t.application!r}, table {t.table_name!r})"
+
+
+async def _finish(task: asyncio.Task[None] | None, timeout_s: float) -> None:
+    """Wait for a coordinator task to end by itself (it was told to stop); never the calling task."""
+    if task is not None and task is not asyncio.current_task() and not task.done():
+        await asyncio.wait({task}, timeout=timeout_s)

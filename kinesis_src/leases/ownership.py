@@ -15,9 +15,10 @@ Rules and hysteresis: docs/leases.md, "Assignment".
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Sequence
 
 from lineage import shard_sort_key
 
@@ -30,6 +31,7 @@ from .listener import LeaseListener, SyncsShards
 from .model import Lease, ShardEndResult, TableView, WorkerHeartbeat
 from .renewal import HeartbeatRenewal
 from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook, StealSteps  # noqa: F401 (re-exported)
+from .table_calls import TableCalls, run_sync
 from .throughput import RateMeter, lease_weights
 from .timing import LeaseTiming
 
@@ -46,6 +48,7 @@ class OwnershipSteps(StealSteps):
     """The cycle's steps that change who holds what (mixed into the coordinator)."""
 
     table: LeaseTable
+    calls: TableCalls
     worker_id: str
     timing: LeaseTiming
     preserve_shard_order: bool
@@ -64,6 +67,8 @@ class OwnershipSteps(StealSteps):
     _need_announced_at: float
     _steal_book: StealBook
     shard_sync: SyncsShards | None
+    _sync: Callable[..., Awaitable[object | None]]
+    wake: Callable[[], None]
 
     def held_at(self, shard_id: str, counter: int | None, what: str) -> Lease:
         """The lease held on ``shard_id``; LeaseLostError, nothing written, if ``counter`` (the holding a
@@ -81,6 +86,10 @@ class OwnershipSteps(StealSteps):
 
     def shard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease], counter: int | None = None,
                     ) -> ShardEndResult:
+        return run_sync(self.ashard_ended(shard_id, children, counter))
+
+    async def ashard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease], counter: int | None = None,
+                           ) -> ShardEndResult:
         """The shard was read to its end: create child leases, mark it SHARD_END, give it up.
 
         ``counter``: the lease counter of the holding that read the shard to
@@ -90,9 +99,9 @@ class OwnershipSteps(StealSteps):
         """
         lease = self.held_at(shard_id, counter, "SHARD_END")
         child_leases = [c if isinstance(c, Lease) else Lease.for_child(c) for c in children]
-        self._lease_co_parents(shard_id, child_leases)
+        await self._lease_co_parents(shard_id, child_leases)
         try:
-            result = self.table.mark_shard_end(lease, child_leases)
+            result = await self.calls.mark_shard_end(lease, child_leases)
         except LeaseLostError:
             self._drop(lease, "SHARD_END rejected: lease taken over")
             self._views.invalidate()  # the table changed unannounced (or unseen yet): read it again
@@ -109,7 +118,7 @@ class OwnershipSteps(StealSteps):
         self.wake()
         return result
 
-    def _lease_co_parents(self, shard_id: str, children: Sequence[Lease]) -> None:
+    async def _lease_co_parents(self, shard_id: str, children: Sequence[Lease]) -> None:
         """Before a merge child gets its lease, its other parent must have one.
 
         :func:`~.assignment.is_assignable` counts a parent without a lease as
@@ -122,11 +131,11 @@ class OwnershipSteps(StealSteps):
         co_parents = {p for child in children for p in child.parent_shard_ids if p != shard_id}
         if not co_parents or self.shard_sync is None:
             return
-        leases = self.table.list_leases()
+        leases = await self.calls.list_leases()
         if co_parents <= {l.shard_id for l in leases}:
             return
-        self._sync(leases)
-        still = sorted(co_parents - {l.shard_id for l in self.table.list_leases()}, key=shard_sort_key)
+        await self._sync(leases)
+        still = sorted(co_parents - {l.shard_id for l in await self.calls.list_leases()}, key=shard_sort_key)
         if still:
             log.warning(
                 "worker %s: shard %s ends, but merge parent(s) %s of its child have no lease (shard sync "
@@ -134,18 +143,18 @@ class OwnershipSteps(StealSteps):
                 ", ".join(still),
             )
 
-    def _judge_workers(self, view: TableView, report: CycleReport) -> set[str]:
+    async def _judge_workers(self, view: TableView, report: CycleReport) -> set[str]:
         """Live workers by the one judge (this worker is); expired ones are declared dead (a conditional delete)."""
         others = {w: (b.session, b.heartbeat) for w, b in view.workers.items() if w != self.worker_id}
         live = {self.worker_id}
         for worker_id, seen in self._judge.observe_all(others).items():
-            if not seen.expired or not self._declare_dead(view.workers[worker_id], seen, report):
+            if not seen.expired or not await self._declare_dead(view.workers[worker_id], seen, report):
                 live.add(worker_id)
         return live
 
-    def _declare_dead(self, beat: WorkerHeartbeat, seen: Observation, report: CycleReport) -> bool:
+    async def _declare_dead(self, beat: WorkerHeartbeat, seen: Observation, report: CycleReport) -> bool:
         """Delete the expired heartbeat ``beat``; False if it was renewed after our scan (the worker is live)."""
-        if not self.table.declare_worker_dead(beat):
+        if not await self.calls.declare_worker_dead(beat):
             return False
         log.info(
             "worker %s declared worker %s dead: heartbeat %d unchanged for %.1fs",
@@ -155,7 +164,7 @@ class OwnershipSteps(StealSteps):
         self._judge.forget(beat.worker_id)
         return True
 
-    def _reconcile(self, view: TableView, report: CycleReport) -> None:
+    async def _reconcile(self, view: TableView, report: CycleReport) -> None:
         """Make the held set agree with the table: drop what others own, adopt what names us."""
         for shard_id, lease in list(self._snapshot().items()):
             current = view.leases.get(shard_id)
@@ -170,7 +179,7 @@ class OwnershipSteps(StealSteps):
         held = self._snapshot()
         for shard_id, lease in view.leases.items():
             if lease.owner == self.worker_id and shard_id not in held and not lease.is_shard_end:
-                if not self._acquire(lease, "adopted (owned by this worker id)", report) and not self.is_live():
+                if not await self._acquire(lease, "adopted (owned by this worker id)", report) and not self.is_live():
                     return
 
     def _older_than_mine(self, current: Lease | None, held: Lease, view: TableView) -> bool:
@@ -189,7 +198,7 @@ class OwnershipSteps(StealSteps):
             acquired = self._acquired_at.get(held.shard_id, float("-inf"))
         return self._views.read_at <= acquired
 
-    def _balance(self, view: TableView, live: set[str], report: CycleReport) -> None:
+    async def _balance(self, view: TableView, live: set[str], report: CycleReport) -> None:
         if not self.is_live():
             log.debug("worker %s: heartbeat overdue or deleted: takes, steals and sheds nothing", self.worker_id)
             return
@@ -205,20 +214,20 @@ class OwnershipSteps(StealSteps):
             taker = hand_to.get(lease.shard_id)
             why = f"shedding: above fair share of {plan.assignable} over {plan.workers}" if taker is None \
                 else f"handed over to starving worker {taker}"
-            if self._release(lease, why, taker=taker):
+            if await self._release(lease, why, taker=taker):
                 report.released.append(lease.shard_id)
         lost_in_a_row = 0
         for lease in plan.take:
             if not self.is_live():  # the takes outlasted the heartbeat (throttled writes): stop here
                 return
             how = "unowned" if lease.owner is None else f"from dead worker {lease.owner}"
-            lost_in_a_row = 0 if self._acquire(lease, how, report) else lost_in_a_row + 1
+            lost_in_a_row = 0 if await self._acquire(lease, how, report) else lost_in_a_row + 1
             if lost_in_a_row >= STALE_AFTER_LOST_RACES:  # others took what this view shows free:
                 self._views.invalidate()  # stop, and plan again next cycle on a fresh read
                 return
-        self._steal(plan.steal, view, progressed=bool(report.acquired), report=report)
+        await self._steal(plan.steal, view, progressed=bool(report.acquired), report=report)
 
-    def _acquire(self, lease: Lease, how: str, report: CycleReport, victim: str | None = None,
+    async def _acquire(self, lease: Lease, how: str, report: CycleReport, victim: str | None = None,
                  incarnation: int | None = None) -> bool:
         """Take ``lease`` (conditional on its owner and counter) and hold it; only while this worker is live.
 
@@ -237,7 +246,7 @@ class OwnershipSteps(StealSteps):
         with self._lock:  # checked after is_live(): a worker live again after its death has a new one
             if incarnation != self._incarnation:
                 return False
-        taken = self.table.take_lease(lease, self.worker_id)
+        taken = await self.calls.take_lease(lease, self.worker_id)
         if taken is None:
             log.debug("worker %s lost the race for %s", self.worker_id, lease.shard_id)
             report.lost_races.append(lease.shard_id)
@@ -258,12 +267,14 @@ class OwnershipSteps(StealSteps):
         self.listener.on_acquired(taken)
         return True
 
-    def _release(self, lease: Lease, why: str, notify: bool = True, taker: str | None = None) -> bool:
+    async def _release(self, lease: Lease, why: str, notify: bool = True, taker: str | None = None) -> bool:
         """Give a held lease up (after the listener's checkpoint, with ``notify``); ``taker``: the starving
         worker it is handed to, named in the announcement so that it reads the leases at once."""
         if notify:
             try:
-                self.listener.before_release(lease)
+                prepared = self.listener.before_release(lease)
+                if inspect.isawaitable(prepared):
+                    await prepared
             except Exception as exc:  # the release still happens: its checkpoint is simply older
                 log.warning("worker %s: before_release(%s) failed: %s", self.worker_id, lease.shard_id, exc)
         current = self._snapshot().get(lease.shard_id, lease)
@@ -272,7 +283,7 @@ class OwnershipSteps(StealSteps):
             self._meters.pop(lease.shard_id, None)
             self._acquired_at.pop(lease.shard_id, None)
         try:
-            released = self.table.release_lease(current)
+            released = await self.calls.release_lease(current)
         except KinesisSourceError as exc:
             log.warning("worker %s: release of %s failed (%s); it will expire", self.worker_id, lease.shard_id, exc)
             return False

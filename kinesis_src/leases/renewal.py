@@ -2,8 +2,8 @@
 
 A worker's leases live as long as its heartbeat item keeps changing
 (:mod:`.coordinator`), so a renewal must wait behind nothing but its own
-write: a running coordinator renews on a thread of its own
-(:attr:`RenewalMode.OWN_SCHEDULE`); ``run_once()`` callers without a thread
+write: a running coordinator renews in a task of its own
+(:attr:`RenewalMode.OWN_SCHEDULE`); ``run_once()`` callers without one
 renew inside the cycle (:attr:`RenewalMode.IN_CYCLE`). Announcements
 (``leaseChanges`` + 1, :mod:`.view`) are sent by whoever renews, so one
 thread alone writes the heartbeat item. Why: docs/leases.md, "Expiry and fencing".
@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 
 from ..errors import WorkerIdInUseError
 from .model import HeartbeatStatus, WorkerHeartbeat
-from .table import LeaseTable
+from .table_calls import TableCalls, run_sync
 from .timing import LeaseTiming
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class HeartbeatRenewal:
     consumer's threads ask :meth:`is_live` and mark changes.
     """
 
-    def __init__(self, table: LeaseTable, worker_id: str, timing: LeaseTiming, clock: Callable[[], float],
+    def __init__(self, table: TableCalls, worker_id: str, timing: LeaseTiming, clock: Callable[[], float],
                  on_declared_dead: Callable[[], None], where: Callable[[], str]) -> None:
         self.table = table
         self.worker_id = worker_id
@@ -74,9 +74,12 @@ class HeartbeatRenewal:
     # -- registration ------------------------------------------------------------------
 
     def register(self) -> WorkerHeartbeat:
+        return run_sync(self.aregister())
+
+    async def aregister(self) -> WorkerHeartbeat:
         """Write a new heartbeat item (a new session); a previous process with this id loses."""
         sent = self.clock()
-        self.me = self.table.register_worker(self.worker_id)
+        self.me = await self.table.register_worker(self.worker_id)
         with self._lock:
             self.renewed_at, self.next_due = sent, sent + self.timing.renew_s
         log.info("worker %s registered (session %s) for %s", self.worker_id, self.me.session, self._where())
@@ -125,16 +128,19 @@ class HeartbeatRenewal:
         return 0.0 if self.change_pending else max(0.0, self.next_due - self.clock())
 
     def renew(self) -> HeartbeatStatus:
+        return run_sync(self.arenew())
+
+    async def arenew(self) -> HeartbeatStatus:
         """Send one heartbeat, announcing a pending change; react to being declared dead or replaced."""
         if self.me is None:
-            self.register()
+            await self.aregister()
         now = self.clock()
         with self._lock:
             changed, self._changed = self._changed, False
             notify, self._notify = self._notify, set()
             ticket = self._noted
         try:
-            status, me = self.table.heartbeat(self.me, changed, tuple(sorted(notify)))  # type: ignore[arg-type]
+            status, me = await self.table.heartbeat(self.me, changed, tuple(sorted(notify)))  # type: ignore[arg-type]
         except BaseException:
             self._unsent(changed, notify)
             raise
@@ -161,7 +167,7 @@ class HeartbeatRenewal:
             with self._lock:
                 self.renewed_at = float("-inf")  # not live until registered anew: the cycle takes nothing
             self._on_declared_dead()
-            self.register()
+            await self.aregister()
         return status
 
     def _unsent(self, changed: bool, notify: set[str]) -> None:
@@ -172,12 +178,15 @@ class HeartbeatRenewal:
                 self._notify |= notify
 
     def renew_if_due(self) -> HeartbeatStatus | None:
-        return self.renew() if self.due() else None
+        return run_sync(self.arenew_if_due())
+
+    async def arenew_if_due(self) -> HeartbeatStatus | None:
+        return await self.arenew() if self.due() else None
 
     def _note(self, status: HeartbeatStatus) -> None:
         with self._lock:
             if _RANK[status] > _RANK[self._status]:
                 self._status = status
 
-    def deregister(self) -> bool:
-        return self.me is not None and self.table.deregister_worker(self.me)
+    async def aderegister(self) -> bool:
+        return self.me is not None and await self.table.deregister_worker(self.me)

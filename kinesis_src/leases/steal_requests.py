@@ -23,7 +23,7 @@ import enum
 import logging
 import threading
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Mapping
 
 from .cycle_report import CycleReport
 from .model import Lease, TableView
@@ -32,6 +32,7 @@ from .timing import LeaseTiming
 
 if TYPE_CHECKING:
     from .table import LeaseTable
+    from .table_calls import TableCalls
     from .view import ViewReader
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ class StealSteps:
     Mixed into :class:`~.ownership.OwnershipSteps` (the coordinator's state)."""
 
     table: LeaseTable
+    calls: TableCalls
     worker_id: str
     timing: LeaseTiming
     clock: Callable[[], float]
@@ -130,11 +132,11 @@ class StealSteps:
     _steal_wanted_since: float | None
     _need_announced_at: float
     _steal_book: StealBook
-    _acquire: Callable[..., bool]
-    _release: Callable[..., bool]
+    _acquire: Callable[..., Awaitable[bool]]
+    _release: Callable[..., Awaitable[bool]]
     _snapshot: Callable[[], dict[str, Lease]]
 
-    def _steal(self, wanted: tuple[Lease, ...], view: TableView, progressed: bool, report: CycleReport) -> None:
+    async def _steal(self, wanted: tuple[Lease, ...], view: TableView, progressed: bool, report: CycleReport) -> None:
         """Act on the plan's wish to steal: force requests that are due, or request, once patient."""
         book = self._steal_book
         with self._lock:
@@ -148,15 +150,15 @@ class StealSteps:
         for request in book.due(self.clock(), self.timing.failover_s):
             victim = request.lease.owner
             why = f"stolen from {victim}, which did not release it within {self.timing.failover_s:g}s of the request"
-            if self._acquire(request.lease, why, report, victim=victim, incarnation=book.incarnation):
+            if await self._acquire(request.lease, why, report, victim=victim, incarnation=book.incarnation):
                 report.stolen.append(request.lease.shard_id)
         if book.open:
             return  # the holders release at their next cycle, or are forced once due
         for lease in self._patient(wanted, progressed):
-            self._request(lease, report)
+            await self._request(lease, report)
 
-    def _request(self, lease: Lease, report: CycleReport) -> None:
-        requested = self.table.request_steal(lease, self.worker_id)
+    async def _request(self, lease: Lease, report: CycleReport) -> None:
+        requested = await self.calls.request_steal(lease, self.worker_id)
         if requested is None:
             log.debug("worker %s: %s changed before its steal request", self.worker_id, lease.shard_id)
             report.lost_races.append(lease.shard_id)
@@ -166,7 +168,7 @@ class StealSteps:
         report.requested.append(lease.shard_id)
         log.info("worker %s asked %s to release %s", self.worker_id, lease.owner, lease.shard_id)
 
-    def _honour_requests(self, view: TableView, report: CycleReport) -> TableView:
+    async def _honour_requests(self, view: TableView, report: CycleReport) -> TableView:
         """Release, gracefully, the held leases that starving workers asked for; the view as if they
         had taken them (so this cycle neither plans them nor hands them over again)."""
         asked = requested_of(self.worker_id, self._snapshot(), view)
@@ -174,7 +176,7 @@ class StealSteps:
             return view
         moved = {}
         for lease, thief in asked:
-            if self._release(lease, f"its release was requested by starving worker {thief}", taker=thief):
+            if await self._release(lease, f"its release was requested by starving worker {thief}", taker=thief):
                 report.released.append(lease.shard_id)
             moved[lease.shard_id] = replace(view.leases[lease.shard_id], owner=thief, steal_requested_by=None)
         return TableView({**view.leases, **moved}, view.workers)

@@ -21,7 +21,7 @@ import threading
 from typing import Callable, Mapping
 
 from .model import Lease, TableView, WorkerHeartbeat
-from .table import LeaseTable
+from .table_calls import TableCalls, run_sync
 from .timing import LeaseTiming
 
 Fingerprint = frozenset[tuple[str, str, int]]
@@ -43,7 +43,7 @@ class ViewReader:
     Not thread-safe: the coordinator's cycle is its only caller.
     """
 
-    def __init__(self, table: LeaseTable, timing: LeaseTiming, clock: Callable[[], float],
+    def __init__(self, table: TableCalls, timing: LeaseTiming, clock: Callable[[], float],
                  partitions: Callable[[], int] = lambda: 1, me: str = "") -> None:
         self.table = table
         self.me = me
@@ -61,6 +61,9 @@ class ViewReader:
         self.gap_s = 0.0  # the least time between two lease reads, for the fleet seen at the last read
 
     def read(self, force: bool = False) -> tuple[TableView, bool]:
+        return run_sync(self.aread(force))
+
+    async def aread(self, force: bool = False) -> tuple[TableView, bool]:
         """This cycle's view, and whether the lease items were read (not served from the cache).
 
         A lease read is :meth:`~.table.LeaseTable.scan`, one Query of the
@@ -75,7 +78,7 @@ class ViewReader:
         with self._lock:
             invalid, self._invalid = self._invalid, False  # an invalidate() from now on counts for the next read
         started = self.clock()
-        workers = self.table.list_workers()
+        workers = await self.table.list_workers()
         now, seen = self.clock(), fingerprint(workers)
         fleet = (len(self._leases), len(workers), self.partitions())
         age = now - self._read_at
@@ -87,7 +90,7 @@ class ViewReader:
             self.invalidate()  # too soon after the last read: read at the first cycle past the gap
         if force or stale:
             try:
-                full = self.table.scan()
+                full = await self.table.scan()
             except BaseException:
                 self.invalidate()
                 raise

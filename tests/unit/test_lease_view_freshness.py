@@ -13,6 +13,7 @@ from __future__ import annotations
 from kinesis_src.leases.ownership import STEAL_PATIENCE_RENEWALS
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.leases.timing import LeaseTiming
+from kinesis_src.leases.table_calls import TableCalls
 from kinesis_src.leases.view import ViewReader
 from tests.unit.test_lease_view_scaling import _Table
 from tests.unit.test_leases_coordinator import (  # noqa: F401
@@ -46,7 +47,7 @@ def _announce(table: LeaseTable, worker_id: str) -> None:
 def test_the_reader_dates_its_view_by_the_last_read_that_saw_every_announcement() -> None:
     now = [0.0]
     table = _Table(leases=10_000, workers=100)
-    views = ViewReader(table, LeaseTiming(), lambda: now[0])  # type: ignore[arg-type]
+    views = ViewReader(TableCalls(table), LeaseTiming(), lambda: now[0])  # type: ignore[arg-type]
     views.read()
     assert views.current_at == 0.0
     now[0] = 1.0

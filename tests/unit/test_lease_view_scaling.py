@@ -8,6 +8,7 @@ import pytest
 
 from kinesis_src.leases.model import Checkpoint, Lease, TableView, WorkerHeartbeat
 from kinesis_src.leases.timing import LeaseTiming
+from kinesis_src.leases.table_calls import TableCalls
 from kinesis_src.leases.view import ViewReader
 from lineage import HashRange
 
@@ -63,7 +64,7 @@ def test_a_big_fleet_reads_announced_changes_at_most_once_per_gap() -> None:
     now = [0.0]
     table = _Table(leases=10_000, workers=100)
     timing = LeaseTiming()
-    views = ViewReader(table, timing, lambda: now[0])  # type: ignore[arg-type]
+    views = ViewReader(TableCalls(table), timing, lambda: now[0])  # type: ignore[arg-type]
     views.read()
     gap = timing.lease_read_gap_s(leases=10_000, workers=100)
     assert gap > timing.scan_s
@@ -79,7 +80,7 @@ def test_a_big_fleet_reads_announced_changes_at_most_once_per_gap() -> None:
 def test_a_small_fleet_reads_an_announced_change_at_the_next_scan() -> None:
     now = [0.0]
     table = _Table(leases=100, workers=4)
-    views = ViewReader(table, LeaseTiming(), lambda: now[0])  # type: ignore[arg-type]
+    views = ViewReader(TableCalls(table), LeaseTiming(), lambda: now[0])  # type: ignore[arg-type]
     views.read()
     table.announce()
     now[0] += LeaseTiming().scan_s

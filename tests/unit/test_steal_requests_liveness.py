@@ -12,6 +12,7 @@ from __future__ import annotations
 from kinesis_src.leases.coordinator import LeaseCoordinator
 from kinesis_src.leases.cycle_report import CycleReport
 from kinesis_src.leases.table import LeaseTable
+from kinesis_src.leases.table_calls import run_sync
 from tests.unit.test_leases_coordinator import (  # noqa: F401
     TIMING,
     Clock,
@@ -91,5 +92,5 @@ def test_a_forced_steal_is_not_taken_by_a_later_incarnation(dynamodb) -> None:  
     c._declared_dead()
     c.register()
     assert c.is_live()
-    assert not c._acquire(lease, "forced", CycleReport(), victim="a", incarnation=written_in)
+    assert not run_sync(c._acquire(lease, "forced", CycleReport(), victim="a", incarnation=written_in))
     assert owners(dynamodb)[lease.shard_id] == "a"

@@ -99,14 +99,14 @@ def test_a_start_that_fails_leaves_no_heartbeat_in_any_unit(
 ) -> None:
     """The first unit's coordinator fails to start (its first cycle): the other one never starts, and
     neither may heartbeat."""
-    run_once = LeaseCoordinator.run_once
+    arun_once = LeaseCoordinator.arun_once
 
-    def failing(self: LeaseCoordinator) -> Any:
+    async def failing(self: LeaseCoordinator) -> Any:
         if self.table.scope == str(LOWER):
             raise KinesisSourceError("the lease table is unreachable")
-        return run_once(self)
+        return await arun_once(self)
 
-    monkeypatch.setattr(LeaseCoordinator, "run_once", failing)
+    monkeypatch.setattr(LeaseCoordinator, "arun_once", failing)
     with pytest.raises(KinesisSourceError, match="unreachable"):
         asyncio.run(asyncio.wait_for(plain().start(), 20))
     assert {str(u): heartbeats_in(dynamodb, u) for u in (LOWER, UPPER)} == {str(LOWER): set(), str(UPPER): set()}

@@ -1,0 +1,88 @@
+"""The lease table's calls as the coordinator awaits them, and the driver that runs its steps synchronously.
+
+The coordinator's steps are coroutines written once. A synchronous caller
+(the lease simulation, tests, the CLI) runs one with :func:`run_sync`: the
+table's calls are made in place and the coroutine never suspends. On an
+event loop (the Consumer) each call awaits the asynchronous client where
+the table has one, or runs on a worker thread meanwhile; every remaining
+thread hop of the coordinator is in this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Sequence, TypeVar
+
+from .model import HeartbeatStatus, Lease, ShardEndResult, TableView, WorkerHeartbeat
+
+if TYPE_CHECKING:
+    from .listener import SyncsShards
+    from .table import LeaseTable
+
+T = TypeVar("T")
+
+_IN_PLACE: contextvars.ContextVar[bool] = contextvars.ContextVar("lease_calls_in_place", default=False)
+
+
+def run_sync(step: Coroutine[Any, Any, T]) -> T:
+    """Run a coordinator step to its end on the calling thread, every table call made in place."""
+    token = _IN_PLACE.set(True)
+    try:
+        step.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        _IN_PLACE.reset(token)
+    step.close()
+    raise RuntimeError("a lease coordinator step waited on an event loop while run synchronously")
+
+
+class TableCalls:
+    """The table operations a coordinator makes; ``offload``: on an event loop, run them on worker threads."""
+
+    def __init__(self, table: LeaseTable, offload: bool = False) -> None:
+        self.table = table
+        self.offload = offload
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self.offload and not _IN_PLACE.get():
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
+
+    async def list_workers(self) -> dict[str, WorkerHeartbeat]:
+        return await self._call(self.table.list_workers)
+
+    async def scan(self) -> TableView:
+        return await self._call(self.table.scan)
+
+    async def list_leases(self) -> list[Lease]:
+        return await self._call(self.table.list_leases)
+
+    async def take_lease(self, lease: Lease, owner: str) -> Lease | None:
+        return await self._call(self.table.take_lease, lease, owner)
+
+    async def request_steal(self, lease: Lease, thief: str) -> Lease | None:
+        return await self._call(self.table.request_steal, lease, thief)
+
+    async def release_lease(self, lease: Lease) -> Lease | None:
+        return await self._call(self.table.release_lease, lease)
+
+    async def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
+        return await self._call(self.table.mark_shard_end, lease, children)
+
+    async def declare_worker_dead(self, beat: WorkerHeartbeat) -> bool:
+        return await self._call(self.table.declare_worker_dead, beat)
+
+    async def register_worker(self, worker_id: str) -> WorkerHeartbeat:
+        return await self._call(self.table.register_worker, worker_id)
+
+    async def heartbeat(self, me: WorkerHeartbeat, changed: bool, notify: tuple[str, ...],
+                        ) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        return await self._call(self.table.heartbeat, me, changed, notify)
+
+    async def deregister_worker(self, me: WorkerHeartbeat) -> bool:
+        return await self._call(self.table.deregister_worker, me)
+
+    async def sync_shards(self, sync: SyncsShards, leases: Iterable[Lease] | None) -> object:
+        return await self._call(sync.run, leases)
