@@ -207,6 +207,30 @@ class LoopIdle:
         selector.select = timed
 
 
+class LoopStall:
+    """The longest the event loop was busy between two turns, seen by a task that wakes every 10 ms:
+    how late a task on the loop (the lease coordinator's heartbeat runs as one) can be."""
+
+    TICK_S = 0.01
+
+    def __init__(self) -> None:
+        self.worst_s = 0.0
+        self.late = 0  # ticks more than 100 ms late
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        clock = time.perf_counter
+        while True:
+            due = clock() + self.TICK_S
+            await asyncio.sleep(self.TICK_S)
+            late = clock() - due
+            self.worst_s = max(self.worst_s, late)
+            self.late += late > 0.1
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
 class GcTime:
     """Seconds spent in the cyclic garbage collector, and collections, per generation (``gc.callbacks``)."""
 
@@ -246,6 +270,7 @@ async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns
     waited = {"batch": 0.0, "checkpoint": 0.0}  # the application's view: what it waited for
     clock = time.perf_counter
     async with consumer:
+        stall = LoopStall()
         t0, c0, idle0, m0 = clock(), time.process_time(), idle.seconds, time.thread_time()
         gc0 = gc_time.mark()
         batches = aiter(consumer)
@@ -268,11 +293,12 @@ async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns
         loop_cpu = time.thread_time() - m0  # the event loop's thread; the rest is lease and checkpoint threads
         checkpoints = consumer.metrics.checkpoints
         gc_used = gc_time.since(gc0)
+        stall.stop()
     return {"records": records, "bytes": nbytes, "seconds": seconds, "cpu_s": cpu, "start_s": t0 - started,
             "first_record_s": first, "checkpoints": checkpoints,
             "wait_batch_s": round(waited["batch"], 3), "wait_checkpoint_s": round(waited["checkpoint"], 3),
             "loop_idle_s": round(loop_idle, 3), "loop_cpu_s": round(loop_cpu, 3), "decodes_held": consumer.handout.writes.held_back,
-            **gc_used}
+            "loop_stall_max_ms": round(stall.worst_s * 1000, 1), "loop_ticks_late_100ms": stall.late, **gc_used}
 
 
 def read_with_boto3(args: argparse.Namespace) -> dict[str, Any]:
@@ -414,7 +440,8 @@ def round_line(rnd: int, method: str, result: dict[str, Any]) -> str:
     if "error" in result:
         return f"   round {rnd + 1} {label(method):<43} n/a: {result['error']}"
     extra = "".join(f"  {k} {result[k]}" for k in ("calls", "checkpoints", "wait_batch_s", "wait_checkpoint_s", "loop_idle_s",
-                                                  "loop_cpu_s", "decodes_held", "gc_s", "gc_s_by_generation", "gc_runs")
+                                                  "loop_cpu_s", "decodes_held", "loop_stall_max_ms", "loop_ticks_late_100ms", "gc_s",
+                                                  "gc_s_by_generation", "gc_runs")
                     if k in result)
     return (f"   round {rnd + 1} {label(method):<43} {result['records'] / result['seconds']:>8,.0f} rec/s "
             f"{result['seconds']:6.2f} s  CPU {result['cpu_s']:5.2f} s ({1e6 * result['cpu_s'] / result['records']:.2f}"

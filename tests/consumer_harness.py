@@ -72,6 +72,22 @@ class RecordingCoordinator:
         self.released.append(shard_id)
         return True
 
+    # the consumer awaits these on its loop; a gate is waited for on a worker thread, as the real
+    # coordinator's table calls are, so the loop goes on meanwhile
+
+    async def acheckpoint(self, dynamodb: Any, shard_id: str, checkpoint: Checkpoint, counter: int | None = None,
+                          ) -> Lease:
+        return await asyncio.to_thread(self.checkpoint, shard_id, checkpoint, counter)
+
+    async def ashard_ended(self, shard_id: str, children: Any, counter: int | None = None) -> None:
+        await asyncio.to_thread(self.shard_ended, shard_id, children, counter)
+
+    async def arelease(self, shard_id: str) -> bool:
+        return self.release(shard_id)
+
+    async def astop(self, release: bool = True) -> None:
+        return None
+
     def report_throughput(self, shard_id: str, records: int, nbytes: int) -> None:
         self.delivered[shard_id] = self.delivered.get(shard_id, 0) + records
 

@@ -150,7 +150,7 @@ class Acknowledger:
         if dynamodb is not None:
             return await coordinator.acheckpoint(dynamodb, shard.shard_id, checkpoint, shard.lease.counter)
         with self.writes.writing():
-            return await asyncio.to_thread(coordinator.checkpoint, shard.shard_id, checkpoint, shard.lease.counter)
+            return await coordinator.acheckpoint(None, shard.shard_id, checkpoint, shard.lease.counter)
 
     async def checkpoint_filtered(self, shard: HeldShard, now: float, interval_s: float) -> None:
         """Checkpoint past records a key range filtered out, when due (:meth:`HeldShard.filtered_due`):
@@ -197,8 +197,8 @@ class Acknowledger:
         try:
             began = time.perf_counter()
             with self.writes.writing():
-                await asyncio.to_thread(self._coordinator().shard_ended, shard.shard_id, children,
-                                        counter=shard.lease.counter)  # fenced on this holding's lease
+                await self._coordinator().ashard_ended(shard.shard_id, children,
+                                                       counter=shard.lease.counter)  # fenced on this holding's lease
         except (LeaseLostError, RetriesExhaustedError) as exc:
             await self._end_failed(shard, exc)
             self.on_progress()
@@ -246,11 +246,11 @@ class Acknowledger:
             self.worker_id, shard.shard_id, type(error).__name__, error, shard.lease.checkpoint,
         )
         if isinstance(error, RetriesExhaustedError) and current:
-            await asyncio.to_thread(self._give_back, shard.shard_id)
+            await self._give_back(shard.shard_id)
 
-    def _give_back(self, shard_id: str) -> None:
+    async def _give_back(self, shard_id: str) -> None:
         try:
-            self._coordinator().release(shard_id)
+            await self._coordinator().arelease(shard_id)
         except KinesisSourceError as exc:
             log.warning("consumer %s: could not release shard %s (%s); it will expire", self.worker_id, shard_id, exc)
 

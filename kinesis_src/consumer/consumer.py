@@ -1,8 +1,9 @@
 """The async consumer: leases from the lease table, fetches on aiobotocore, batches to the application.
 
-Three parties: per stream and unit (:mod:`.units`, :mod:`.unit_readers`) a
-**lease coordinator** thread decides which shards this process holds and
-tells its :class:`~.stream_reader.StreamReader`; one **fetcher task per
+Three parties, all on one event loop: per stream and unit (:mod:`.units`,
+:mod:`.unit_readers`) a **lease coordinator** (two tasks: its cycle and its
+heartbeat) decides which shards this process holds and tells its
+:class:`~.stream_reader.StreamReader`; one **fetcher task per
 held shard** (:class:`~kinesis_src.retrieval.async_polling.ShardFetcher`)
 queues at most ``prefetch_batches`` batches, so a slow application slows
 fetching instead of filling memory; the **application** takes batches from
@@ -27,13 +28,13 @@ from ..aws.async_kinesis import AsyncKinesisClient
 from ..errors import ConfigurationError
 from ..retrieval.registration import ConsumerMode, FanOutTarget
 from .batch import Batch
-from .bridge import SigtermHandler, cancel, on_loop
 from .consumer_config import ConsumerConfig
 from .delivery import deliverable
 from .fetching import FAN_OUT_CONNECTIONS, POLLING_CONNECTIONS
 from .handout import WAKE, Handout
 from .key_range_guard import KeyRangeGuard
 from .metrics import ConsumerMetrics, StreamMetrics
+from .signals import SigtermHandler, cancel, on_loop
 from .stream_reader import StreamReader
 from .unit_readers import UnitReaders
 
@@ -135,7 +136,7 @@ class Consumer:
             await self.units.in_thread(self._new_coordinator)
             handout.dynamodb = await opening
             for key, reader in list(self.readers.items()):  # one at a time: each unit's heartbeat, then its start
-                if not await self.units.in_thread(self.units.start_reader, reader):
+                if not await self.units.start_reader(reader):
                     del self.readers[key]  # claimed meanwhile
         except BaseException:
             if handout.dynamodb is None:
@@ -168,8 +169,8 @@ class Consumer:
         for reader in self.readers.values():
             await reader.stop_fetching()
         for reader in self.readers.values():
-            if reader.coordinator is not None and reader.coordinator.running:
-                await asyncio.to_thread(reader.coordinator.stop)
+            if reader.coordinator is not None:  # started, starting, or only registered: its heartbeat goes
+                await reader.coordinator.astop()
         await asyncio.to_thread(self._guard.release)
         await self._close_clients()
         await asyncio.to_thread(self.units.deregister_fan_outs)  # failures are logged; the start's is raised
@@ -186,7 +187,7 @@ class Consumer:
             await reader.stop_fetching()
         for reader in readers:
             if reader.coordinator is not None:
-                await asyncio.to_thread(reader.coordinator.stop)
+                await reader.coordinator.astop()
         await asyncio.to_thread(self._guard.release)
         await self._close_clients()
         failures = await asyncio.to_thread(self.units.deregister_fan_outs)

@@ -27,22 +27,28 @@ from typing import TYPE_CHECKING
 from lineage import KeyRange
 
 from ..aws import DynamoDBClient, KinesisClient
-from ..errors import DataLossError, KinesisSourceError, LeaseLostError, ShardNotFoundError
+from ..errors import (
+    DataLossError,
+    KinesisSourceError,
+    LeaseLostError,
+    ShardNotFoundError,
+)
 from ..key_filter import filter_page
 from ..leases.coordinator import LeaseCoordinator
 from ..leases.model import Checkpoint, Lease
 from ..leases.shard_sync import ShardSync
 from ..leases.stream_binding import bind_stream
 from ..leases.table import LeaseTable
+from ..leases.table_calls import TableCalls
 from ..records import RecordPage
 from ..retrieval.registration import FanOutTarget
 from .acks import Acknowledger
 from .batch import Batch
-from .bridge import LoopListener, cancel
 from .fetching import Fetcher, FetchSettings, new_fetcher
 from .metrics import StreamMetrics
 from .range_claims import RangeClaims
 from .shard_state import EndAction, FilteredTail, HeldShard, Holdings, ShardPhase
+from .signals import cancel
 from .unit_split import UnitShardSync
 from .units import FULL, UnitMap, scope_of
 
@@ -101,9 +107,8 @@ class StreamReader:
             timing=c.lease_timing,
             preserve_shard_order=c.preserve_shard_order,
             shard_sync=UnitShardSync(ShardSync(kinesis, table, c.initial_position), self.unit, self._read_units),
-            listener=LoopListener(
-                lambda: self.handout.loop, self.on_acquired, self.on_lost, self.prepare_release, c.release_wait_s
-            ),
+            listener=self,
+            calls=TableCalls(table, offload=True),
         )
 
     def _read_units(self) -> UnitMap:
@@ -118,7 +123,7 @@ class StreamReader:
     def held_shards(self) -> list[str]:
         return self.holdings.shard_ids()
 
-    # -- the coordinator's listener (on the loop: bridge.LoopListener hops here) ---------------------
+    # -- the coordinator's listener (it runs on the same loop: direct calls) ---------------------------
 
     def on_acquired(self, lease: Lease) -> None:
         if self.handout.stopping:
@@ -156,22 +161,22 @@ class StreamReader:
             return
         try:
             with self.handout.writes.writing():
-                await asyncio.to_thread(coordinator.shard_ended, lease.shard_id, ())
+                await coordinator.ashard_ended(lease.shard_id, ())
         except LeaseLostError:
             return  # the coordinator dropped it; its new owner ends it
         except KinesisSourceError as exc:
             log.warning("consumer %s: shard %s (outside key range %s) not ended now (%s); its lease is "
                         "handed back and ended at its next take", self.config.worker_id, lease.shard_id,
                         self.key_range, exc)
-            await asyncio.to_thread(self._hand_back, coordinator, lease.shard_id)
+            await self._hand_back(coordinator, lease.shard_id)
             return
         log.debug("consumer %s: shard %s of %r is outside key range %s: ended unread",
                   self.config.worker_id, lease.shard_id, self.stream, self.key_range)
 
-    def _hand_back(self, coordinator: LeaseCoordinator, shard_id: str) -> None:
+    async def _hand_back(self, coordinator: LeaseCoordinator, shard_id: str) -> None:
         """Release a lease nobody reads; a release whose write fails leaves it to be adopted again."""
         try:
-            coordinator.release(shard_id)
+            await coordinator.arelease(shard_id)
         except KinesisSourceError as exc:
             log.warning("consumer %s: could not hand back shard %s (%s); the next cycle adopts it again",
                         self.config.worker_id, shard_id, exc)
@@ -205,6 +210,9 @@ class StreamReader:
             self.metrics.leases_lost += 1
             log.warning("consumer %s lost shard %s of %r: %s", self.config.worker_id, lease.shard_id,
                         self.stream, reason)
+
+    async def before_release(self, lease: Lease) -> None:
+        await self.prepare_release(lease.shard_id)
 
     async def prepare_release(self, shard_id: str) -> None:
         """Graceful hand-off: stop fetching, then let the application finish the batch it holds."""

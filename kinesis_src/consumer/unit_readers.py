@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from ..leases.coordinator import LeaseCoordinator
     from .consumer_config import ConsumerConfig
     from .handout import Handout
-    from .metrics import StreamMetrics
     from .key_range_guard import KeyRangeGuard
+    from .metrics import StreamMetrics
 
 log = logging.getLogger(__name__)
 
@@ -181,22 +181,31 @@ class UnitReaders:
             while_beating(lambda: [self.register_fan_out(r) for r in self.readers.values()], beat,
                           config.lease_timing.renew_s)
 
-    def start_reader(self, reader: StreamReader) -> bool:
-        """Start the reader's coordinator (blocking); False, leaving no heartbeat, if its unit is not free.
+    async def start_reader(self, reader: StreamReader) -> bool:
+        """Start the reader's coordinator on the loop; False, leaving no heartbeat, if its unit is not free.
 
         Without a range, the heartbeat is written in the unit *before* the claims are read one last time
         (see the module docstring), and right before the coordinator starts: a heartbeat without a running
         coordinator would be dealt leases that nobody reads until it is judged dead. A start that fails
-        removes it.
+        removes it (a cancelled one: ``close()`` or the start's abort does).
         """
+        if not await self.in_thread(self._unit_still_free, reader):
+            return False
         coordinator: LeaseCoordinator = reader.coordinator  # type: ignore[assignment]  # plan() gave it one
+        await coordinator.astart()  # a start that fails stops itself
+        return True
+
+    def _unit_still_free(self, reader: StreamReader) -> bool:
+        """Without a range: the heartbeat, then the claims read again (blocking); False, no heartbeat left,
+        if the unit was claimed meanwhile."""
+        coordinator: LeaseCoordinator = reader.coordinator  # type: ignore[assignment]
+        if self.config.key_range is not None:
+            return True
         try:
-            if self.config.key_range is None:
-                coordinator.register()
-                if self.handout.stopping or reader.unit not in self._free(reader.stream):
-                    coordinator.stop(release=False)
-                    return False
-            coordinator.start()
+            coordinator.register()
+            if self.handout.stopping or reader.unit not in self._free(reader.stream):
+                coordinator.stop(release=False)
+                return False
         except BaseException:
             coordinator.stop(release=True)
             raise
@@ -274,7 +283,7 @@ class UnitReaders:
                  describe(reader.unit), reader.stream)
         await reader.stop_fetching()
         if reader.coordinator is not None:
-            await self.in_thread(reader.coordinator.stop)
+            await reader.coordinator.astop()
         self.readers.pop(key, None)
 
     async def _start(self, stream: str, unit: KeyRange) -> None:
@@ -283,7 +292,7 @@ class UnitReaders:
         key = self.key(stream, unit)
         self._starting[key] = reader
         try:
-            if await self.in_thread(self._start_in_thread, reader):
+            if await self._start_reader_of(reader):
                 log.info("consumer %s: reading %s of %r", c.worker_id, describe(unit), stream)
                 self.readers[key] = reader
         except ConsumerLimitError as exc:  # nobody can read the unit until a consumer slot is freed
@@ -295,15 +304,18 @@ class UnitReaders:
         finally:
             self._starting.pop(key, None)
 
-    def _start_in_thread(self, reader: StreamReader) -> bool:
-        self.register_fan_out(reader)  # first: the coordinator may start fetching before start() returns
-        coordinator = reader.coordinator = reader.new_coordinator(reader.lease_table())
-        if not self.start_reader(reader):
+    async def _start_reader_of(self, reader: StreamReader) -> bool:
+        await self.in_thread(self._new_reader_coordinator, reader)
+        if not await self.start_reader(reader):
             return False
         if self.handout.stopping:  # close() began meanwhile and will not see this reader
-            coordinator.stop(release=True)
+            await reader.coordinator.astop(release=True)  # type: ignore[union-attr]
             return False
         return True
+
+    def _new_reader_coordinator(self, reader: StreamReader) -> None:
+        self.register_fan_out(reader)  # first: the coordinator may start fetching before start() returns
+        reader.coordinator = reader.new_coordinator(reader.lease_table())
 
     def _finish(self, stream: str, split: Split) -> None:
         """Finish a split whose claimer is gone, in the background (it waits for the unit's readers).

@@ -296,12 +296,16 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
             raise
         return self._checkpointed(updated)
 
-    async def acheckpoint(self, dynamodb: AsyncDynamoDBClient, shard_id: str, checkpoint: Checkpoint | Position,
-                          counter: int | None = None) -> Lease:
-        """:meth:`checkpoint` written by ``dynamodb`` on the caller's event loop: no thread hop."""
+    async def acheckpoint(self, dynamodb: AsyncDynamoDBClient | None, shard_id: str,
+                          checkpoint: Checkpoint | Position, counter: int | None = None) -> Lease:
+        """:meth:`checkpoint` on the caller's event loop, written by ``dynamodb`` (no thread hop), or
+        without one (a moto mock, an endpoint with a path) by the table's calls."""
         lease, checkpoint, estimate = self._checkpoint_of(shard_id, checkpoint, counter)
         try:
-            updated = await self.table.acheckpoint(dynamodb, lease, checkpoint, estimate)
+            if dynamodb is None:
+                updated = await self.calls.checkpoint(lease, checkpoint, estimate)
+            else:
+                updated = await self.table.acheckpoint(dynamodb, lease, checkpoint, estimate)
         except LeaseLostError:
             self._checkpoint_rejected(lease)
             raise

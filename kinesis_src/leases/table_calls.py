@@ -14,7 +14,15 @@ import asyncio
 import contextvars
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Sequence, TypeVar
 
-from .model import HeartbeatStatus, Lease, ShardEndResult, TableView, WorkerHeartbeat
+from .model import (
+    Checkpoint,
+    HeartbeatStatus,
+    Lease,
+    ShardEndResult,
+    TableView,
+    Throughput,
+    WorkerHeartbeat,
+)
 
 if TYPE_CHECKING:
     from .listener import SyncsShards
@@ -67,6 +75,9 @@ class TableCalls:
 
     async def release_lease(self, lease: Lease) -> Lease | None:
         return await self._call(self.table.release_lease, lease)
+
+    async def checkpoint(self, lease: Lease, checkpoint: Checkpoint, estimate: Throughput | None) -> Lease:
+        return await self._call(self.table.checkpoint, lease, checkpoint, estimate)
 
     async def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
         return await self._call(self.table.mark_shard_end, lease, children)

@@ -15,7 +15,7 @@ back: the lease the coordinator holds now is the new holding's.
 
 The first test runs the consumer on the fake Kinesis with a real
 LeaseCoordinator on moto, whose cycles and renewal it runs on the event loop
-(its listener calls the stream reader directly).
+(its listener is the stream reader).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from moto_threads import serialized_mock_aws  # tests/moto_threads.py
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer.shard_state import ShardPhase
-from kinesis_src.consumer.stream_reader import StreamReader
 from kinesis_src.errors import LeaseLostError, RetriesExhaustedError, ThrottledError
 from kinesis_src.leases.coordinator import LeaseCoordinator
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease
@@ -52,33 +51,17 @@ def dynamodb(dummy_credentials: None) -> Iterator[DynamoDBClient]:
         yield client
 
 
-class ToReader:
-    """The coordinator's listener: the stream reader's handlers, called at once (cycles run on the loop)."""
-
-    def __init__(self, reader: StreamReader) -> None:
-        self.reader = reader
-
-    def on_acquired(self, lease: Lease) -> None:
-        self.reader.on_acquired(lease)
-
-    def on_lost(self, lease: Lease, reason: str) -> None:
-        self.reader.on_lost(lease, reason)
-
-    def before_release(self, lease: Lease) -> None:
-        return None
-
-
 def gate_shard_ended(coordinator: LeaseCoordinator) -> threading.Event:
-    """``shard_ended`` waits for the returned event before it looks at the lease: its worker thread
-    queued behind busy ones."""
+    """``ashard_ended`` waits for the returned event before it looks at the lease: the write queued
+    behind busy ones."""
     gate = threading.Event()
-    shard_ended = coordinator.shard_ended
+    ashard_ended = coordinator.ashard_ended
 
-    def waits(*args: Any, **kwargs: Any) -> Any:
-        assert gate.wait(5), "the test never opened the SHARD_END gate"
-        return shard_ended(*args, **kwargs)
+    async def waits(*args: Any, **kwargs: Any) -> Any:
+        assert await asyncio.to_thread(gate.wait, 5), "the test never opened the SHARD_END gate"
+        return await ashard_ended(*args, **kwargs)
 
-    coordinator.shard_ended = waits  # type: ignore[method-assign]
+    coordinator.ashard_ended = waits  # type: ignore[method-assign]
     return gate
 
 
@@ -91,7 +74,7 @@ def test_a_shard_end_written_after_its_holding_was_replaced_is_refused_and_the_n
         clock = Clock()
         table = table_for(dynamodb)
         table.create_lease(Lease(SHARD, Checkpoint.trim_horizon(), HashRange(0, 100)))
-        coordinator = LeaseCoordinator(table, "me", timing=TIMING, clock=clock, listener=ToReader(reader))
+        coordinator = LeaseCoordinator(table, "me", timing=TIMING, clock=clock, listener=reader)
         coordinator.register()
         reader.coordinator = coordinator
         assert coordinator.run_once().acquired == [SHARD]

@@ -49,7 +49,8 @@ def dynamodb(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 
 class GatedStart:
-    """``LeaseCoordinator.start`` held at a gate: ``entered`` once a start waits, ``left`` once it returned.
+    """A coordinator's start held at a gate in its first cycle (``astart`` has registered and runs its
+    renewal task by then): ``entered`` once a start waits, ``left`` once it returned or failed.
 
     The gate opens when the cancelled ``start()`` has finished, or when the consumer waits for its
     starts under way to end (``UnitReaders.drain``): whichever comes first, so the test neither
@@ -59,15 +60,15 @@ class GatedStart:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.entered, self.gate, self.left = threading.Event(), threading.Event(), threading.Event()
         self.coordinators: list[LeaseCoordinator] = []
-        start, drain = LeaseCoordinator.start, UnitReaders.drain
+        first_cycle, drain = LeaseCoordinator._first_cycle, UnitReaders.drain
         gated = self
 
-        def held_start(coordinator: LeaseCoordinator, *args: Any, **kwargs: Any) -> LeaseCoordinator:
+        async def held_first_cycle(coordinator: LeaseCoordinator, *args: Any, **kwargs: Any) -> None:
             gated.coordinators.append(coordinator)
             gated.entered.set()
-            assert gated.gate.wait(DEADLINE_S), "the test never opened the start gate"
             try:
-                return start(coordinator, *args, **kwargs)
+                assert await asyncio.to_thread(gated.gate.wait, DEADLINE_S), "the test never opened the start gate"
+                await first_cycle(coordinator, *args, **kwargs)
             finally:
                 gated.left.set()
 
@@ -75,14 +76,14 @@ class GatedStart:
             gated.gate.set()
             await drain(units)
 
-        monkeypatch.setattr(LeaseCoordinator, "start", held_start)
+        monkeypatch.setattr(LeaseCoordinator, "_first_cycle", held_first_cycle)
         monkeypatch.setattr(UnitReaders, "drain", opening_drain)
 
     def stop_leftovers(self) -> None:
         """Stop whatever coordinator a faulty start left running, so later tests do not inherit it."""
         for coordinator in self.coordinators:
             if coordinator.running:
-                coordinator.stop(release=True)
+                asyncio.run(coordinator.astop(release=True))
 
 
 def heartbeats(dynamodb: DynamoDBClient) -> set[str]:

@@ -71,19 +71,19 @@ def test_no_unit_holds_the_heartbeat_of_a_coordinator_that_is_not_running_while_
     dynamodb: DynamoDBClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Seen as each unit's coordinator starts: the units whose coordinators are not running yet."""
-    start = LeaseCoordinator.start
+    astart = LeaseCoordinator.astart
     running: set[str] = set()
     phantoms: list[tuple[str, str]] = []  # (unit starting now, unit with a heartbeat and no running coordinator)
 
-    def observed(self: LeaseCoordinator, *args: Any, **kwargs: Any) -> LeaseCoordinator:
+    async def observed(self: LeaseCoordinator, *args: Any, **kwargs: Any) -> LeaseCoordinator:
         for unit in (LOWER, UPPER):
             if str(unit) not in running | {self.table.scope} and "plain" in heartbeats_in(dynamodb, unit):
                 phantoms.append((self.table.scope, str(unit)))
-        started = start(self, *args, **kwargs)
+        started = await astart(self, *args, **kwargs)
         running.add(self.table.scope)
         return started
 
-    monkeypatch.setattr(LeaseCoordinator, "start", observed)
+    monkeypatch.setattr(LeaseCoordinator, "astart", observed)
 
     async def scenario() -> list[str]:
         async with plain() as consumer:
