@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from kinesis_src.leases.ownership import STEAL_PATIENCE_RENEWALS
 from kinesis_src.leases.table import LeaseTable
-from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.leases.table_calls import TableCalls
+from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.leases.view import ViewReader
 from tests.unit.test_lease_view_scaling import _Table
 from tests.unit.test_leases_coordinator import (  # noqa: F401

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kinesis_src.leases.model import Checkpoint, Lease, TableView, WorkerHeartbeat
-from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.leases.table_calls import TableCalls
+from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.leases.view import ViewReader
 from lineage import HashRange
 
