@@ -1,9 +1,10 @@
-"""The lease writes a Consumer makes on its event loop: conditional UpdateItem on aiobotocore.
+"""The lease calls a Consumer makes on its event loop, on aiobotocore: conditional UpdateItem, and Query.
 
-The same request, retry policy, error translation and :class:`WriteResult` as
-:meth:`.dynamodb.DynamoDBClient.update_item`: a failed condition is an answer
-(``ok=False`` with the item as it stood), never retried. It lets a checkpoint
-be written without a hop to a worker thread (docs/architecture.md). Not used
+The same requests, retry policy, error translation and :class:`WriteResult`
+as :class:`.dynamodb.DynamoDBClient`'s: a failed condition is an answer
+(``ok=False`` with the item as it stood), never retried. They let
+checkpoints, heartbeats and the coordinator's reads of the heartbeats run
+without a hop to a worker thread (docs/architecture.md). Not used
 while a request interceptor runs (:func:`.boundary.interceptor_active`: a
 moto mock answers only botocore's own client), nor for an endpoint URL with a
 path; the synchronous client writes then.
@@ -12,7 +13,7 @@ path; the synchronous client writes then.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
 from ..config import AwsSettings
@@ -20,7 +21,7 @@ from ..errors import AccessDeniedError, ResourceNotFoundError
 from .async_kinesis import aio_client_config, new_aio_session
 from .boundary import acall, interceptor_active
 from .dynamodb import named
-from .dynamodb_results import Item, WriteResult, aconditional, update_args, write_result
+from .dynamodb_results import Item, WriteResult, aconditional, query_args, update_args, write_result
 
 CONNECTIONS = 16  # lease writes in flight at once: one per shard checkpointing now
 
@@ -60,17 +61,37 @@ class AsyncDynamoDBClient:
         self, table: str, key: Item, update: str, condition: str | None = None, **expr: Any
     ) -> WriteResult:
         """UpdateItem returning the item after the update (ALL_NEW)."""
+        args = update_args(table, key, update, condition, **expr)
+        out = await self._call("UpdateItem", table, aconditional(lambda: self._open().update_item(**args)))
+        return write_result(out, "Attributes")
+
+    async def query(self, table: str, hash_name: str, hash_value: str, range_name: str | None = None,
+                    range_prefix: str | None = None) -> list[Item]:
+        """Every item under one partition key (optionally a sort-key prefix), all pages, read consistently."""
+        request = query_args(table, hash_name, hash_value, range_name, range_prefix)
+        items: list[Item] = []
+        while True:
+            out = await self._call("Query", table, lambda req=dict(request): self._open().query(**req))
+            items.extend(out.get("Items", ()))
+            start = out.get("LastEvaluatedKey")
+            if not start:
+                return items
+            request["ExclusiveStartKey"] = start
+
+    def _open(self) -> Any:
         if self._client is None:
             raise RuntimeError("AsyncDynamoDBClient is not open: use `async with AsyncDynamoDBClient(...)`")
-        args = update_args(table, key, update, condition, **expr)
+        return self._client
 
-        async def call() -> dict[str, Any]:
-            self.requests["UpdateItem"] += 1
-            return await self._client.update_item(**args)
+    async def _call(self, operation: str, table: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """One request, retried by the settings' policy; a missing table or a denial names them."""
+        self._open()
+
+        async def counted() -> Any:
+            self.requests[operation] += 1
+            return await fn()
 
         try:
-            out = await acall(f"DynamoDB UpdateItem on table {table!r}", self.endpoint, self.settings.retry,
-                              aconditional(call))
+            return await acall(f"DynamoDB {operation} on table {table!r}", self.endpoint, self.settings.retry, counted)
         except (AccessDeniedError, ResourceNotFoundError) as exc:
-            raise named(exc, "UpdateItem", table, self.endpoint, self.settings.region) from exc
-        return write_result(out, "Attributes")
+            raise named(exc, operation, table, self.endpoint, self.settings.region) from exc

@@ -53,6 +53,7 @@ from .dynamodb_results import (
     TransactOutcome,
     WriteResult,
     cancellation,
+    query_args,
     conditional,
     error_code,
     expression_args,
@@ -173,26 +174,7 @@ class DynamoDBClient(TableAdmin):
     ) -> list[Item]:
         """Every item under one partition key (optionally a sort-key prefix), all pages; with
         ``limit``, at most that many items (one request)."""
-        names = {"#h": hash_name}
-        values: dict[str, Any] = {":h": {"S": hash_value}}
-        condition = "#h = :h"
-        if range_prefix is not None:
-            names["#r"] = range_name or "sk"
-            values[":r"] = {"S": range_prefix}
-            condition += " AND begins_with(#r, :r)"
-        request: dict[str, Any] = {
-            "TableName": table,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-            "ConsistentRead": consistent,
-        }
-        if limit is not None:
-            request["Limit"] = limit
-        if projection:
-            for i, attribute in enumerate(projection):
-                names[f"#p{i}"] = attribute
-            request["ProjectionExpression"] = ", ".join(f"#p{i}" for i in range(len(projection)))
+        request = query_args(table, hash_name, hash_value, range_name, range_prefix, consistent, projection, limit)
         items: list[Item] = []
         while True:
             out = self._call("Query", table, lambda req=dict(request): self._client.query(**req))

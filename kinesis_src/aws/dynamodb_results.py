@@ -4,7 +4,7 @@ turn botocore's requests and exceptions into them, for :class:`~.dynamodb.Dynamo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from botocore.exceptions import ClientError
 
@@ -78,6 +78,33 @@ def expression_args(condition: str | None, names: Mapping[str, str] | None = Non
     if values:
         args["ExpressionAttributeValues"] = dict(values)
     return args
+
+
+def query_args(table: str, hash_name: str, hash_value: str, range_name: str | None = None,
+               range_prefix: str | None = None, consistent: bool = True, projection: Sequence[str] | None = None,
+               limit: int | None = None) -> dict[str, Any]:
+    """Query's arguments: every item under one partition key, optionally under a sort-key prefix."""
+    names = {"#h": hash_name}
+    values: dict[str, Any] = {":h": {"S": hash_value}}
+    condition = "#h = :h"
+    if range_prefix is not None:
+        names["#r"] = range_name or "sk"
+        values[":r"] = {"S": range_prefix}
+        condition += " AND begins_with(#r, :r)"
+    request: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ConsistentRead": consistent,
+    }
+    if limit is not None:
+        request["Limit"] = limit
+    if projection:
+        for i, attribute in enumerate(projection):
+            names[f"#p{i}"] = attribute
+        request["ProjectionExpression"] = ", ".join(f"#p{i}" for i in range(len(projection)))
+    return request
 
 
 def update_args(table: str, key: Item, update: str, condition: str | None = None, **expr: Any) -> dict[str, Any]:

@@ -108,7 +108,7 @@ class StreamReader:
             preserve_shard_order=c.preserve_shard_order,
             shard_sync=UnitShardSync(ShardSync(kinesis, table, c.initial_position), self.unit, self._read_units),
             listener=self,
-            calls=TableCalls(table, offload=True),
+            calls=TableCalls(table, offload=True, dynamodb=lambda: self.handout.dynamodb),
         )
 
     def _read_units(self) -> UnitMap:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..names import validate_worker_id
 from .model import HeartbeatStatus, WorkerHeartbeat
@@ -24,7 +24,8 @@ from .schema.lease_items import (
 from .schema.values import number_value, string_value, strings_value
 
 if TYPE_CHECKING:
-    from ..aws.dynamodb import DynamoDBClient, Item
+    from ..aws.async_dynamodb import AsyncDynamoDBClient
+    from ..aws.dynamodb import DynamoDBClient, Item, WriteResult
 
 
 class HeartbeatItems:
@@ -47,6 +48,12 @@ class HeartbeatItems:
         """Renew; with ``changed``, also announce that this worker changed lease ownership (:mod:`.view`),
         naming the workers the change concerns (``notify``: they read the leases at once)."""
         return self._beat(self._worker_key(worker.worker_id), worker, changed, notify)
+
+    async def aheartbeat(self, dynamodb: AsyncDynamoDBClient, worker: WorkerHeartbeat, changed: bool = False,
+                         notify: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        """:meth:`heartbeat` sent by ``dynamodb`` on the caller's event loop."""
+        request, now = self._beat_request(self._worker_key(worker.worker_id), worker, changed, notify)
+        return self._beat_outcome(await dynamodb.update_item(**request), worker, now)
 
     def declare_worker_dead(self, worker: WorkerHeartbeat) -> bool:
         """Delete a heartbeat observed unchanged for the failover time, if still unchanged."""
@@ -102,6 +109,11 @@ class HeartbeatItems:
         renewal clock after a RENEWED has always moved its heartbeat. The new
         value is read from the answer (ALL_NEW), so ours equals the stored one.
         """
+        request, now = self._beat_request(key, worker, changed, notify)
+        return self._beat_outcome(self.dynamodb.update_item(**request), worker, now)
+
+    def _beat_request(self, key: Item, worker: WorkerHeartbeat, changed: bool, notify: tuple[str, ...],
+                      ) -> tuple[dict[str, Any], int]:
         now = self.now_ms()
         names = {"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION}
         values = {":one": number_value(1), ":now": number_value(now), ":ttl": number_value(self._ttl_s()),
@@ -115,9 +127,12 @@ class HeartbeatItems:
             else:
                 update += " REMOVE #notify"
         update += " ADD #hb :one" + (", #changes :one" if changed else "")
-        result = self.dynamodb.update_item(
-            self.table_name, key, update, "#session = :session", names=names, values=values,
-        )
+        request = {"table": self.table_name, "key": key, "update": update, "condition": "#session = :session",
+                   "names": names, "values": values}
+        return request, now
+
+    def _beat_outcome(self, result: WriteResult, worker: WorkerHeartbeat, now: int,
+                      ) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
         if result.ok and result.item:
             beat, changes = self.codec.heartbeat_value(result.item), self.codec.changes_value(result.item)
             return HeartbeatStatus.RENEWED, replace(worker, heartbeat=beat, last_updated_ms=now, changes=changes)

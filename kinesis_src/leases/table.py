@@ -169,7 +169,13 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
 
     def list_workers(self) -> dict[str, WorkerHeartbeat]:
         """The heartbeat items alone: one consistent Query over the ``worker#`` sort keys (~1 RCU)."""
-        items = self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, WORKER_PREFIX)
+        return self._workers(self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, WORKER_PREFIX))
+
+    async def alist_workers(self, dynamodb: AsyncDynamoDBClient) -> dict[str, WorkerHeartbeat]:
+        """:meth:`list_workers` read by ``dynamodb`` on the caller's event loop."""
+        return self._workers(await dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, WORKER_PREFIX))
+
+    def _workers(self, items: list[Item]) -> dict[str, WorkerHeartbeat]:
         workers = (self.codec.worker(item) for item in items)
         return {worker.worker_id: worker for worker in workers}
 

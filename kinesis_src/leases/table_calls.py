@@ -4,8 +4,9 @@ The coordinator's steps are coroutines written once. A synchronous caller
 (the lease simulation, tests, the CLI) runs one with :func:`run_sync`: the
 table's calls are made in place and the coroutine never suspends. On an
 event loop (the Consumer) each call awaits the asynchronous client where
-the table has one, or runs on a worker thread meanwhile; every remaining
-thread hop of the coordinator is in this module.
+the table has a twin for it (the heartbeat, the heartbeats' Query, a
+checkpoint), or runs on a worker thread meanwhile; every remaining thread
+hop of the coordinator is in this module.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .model import (
 )
 
 if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDBClient
     from .listener import SyncsShards
     from .table import LeaseTable
 
@@ -47,18 +49,27 @@ def run_sync(step: Coroutine[Any, Any, T]) -> T:
 
 
 class TableCalls:
-    """The table operations a coordinator makes; ``offload``: on an event loop, run them on worker threads."""
+    """The table operations a coordinator makes. On an event loop: with ``offload``, each runs on a
+    worker thread, except those ``dynamodb`` (the async client, once open) makes on the loop itself."""
 
-    def __init__(self, table: LeaseTable, offload: bool = False) -> None:
+    def __init__(self, table: LeaseTable, offload: bool = False,
+                 dynamodb: Callable[[], AsyncDynamoDBClient | None] = lambda: None) -> None:
         self.table = table
         self.offload = offload
+        self.dynamodb = dynamodb
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self.offload and not _IN_PLACE.get():
             return await asyncio.to_thread(fn, *args)
         return fn(*args)
 
+    def _on_loop(self) -> AsyncDynamoDBClient | None:
+        """The async client, where a call may use it (not while a step runs in place)."""
+        return None if _IN_PLACE.get() else self.dynamodb()
+
     async def list_workers(self) -> dict[str, WorkerHeartbeat]:
+        if (dynamodb := self._on_loop()) is not None:
+            return await self.table.alist_workers(dynamodb)
         return await self._call(self.table.list_workers)
 
     async def scan(self) -> TableView:
@@ -90,6 +101,8 @@ class TableCalls:
 
     async def heartbeat(self, me: WorkerHeartbeat, changed: bool, notify: tuple[str, ...],
                         ) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        if (dynamodb := self._on_loop()) is not None:
+            return await self.table.aheartbeat(dynamodb, me, changed, notify)
         return await self._call(self.table.heartbeat, me, changed, notify)
 
     async def deregister_worker(self, me: WorkerHeartbeat) -> bool:

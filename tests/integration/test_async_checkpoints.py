@@ -1,5 +1,7 @@
 """Checkpoints written on the Consumer's event loop by the async DynamoDB client (DynamoDB Local).
 
+Heartbeats and the heartbeats' Query: tests/integration/test_async_lease_calls.py.
+
 The async write must be the synchronous one's twin: the same fenced item, the
 same answer to a lost lease, the same error for a missing table; and a running
 Consumer must write its checkpoints through it, not on a worker thread.
@@ -91,7 +93,7 @@ def test_a_consumer_writes_its_checkpoints_on_its_loop(dynamodb: DynamoDBClient)
     make_stream(kinesis, stream, 1)
     kinesis.put_records(stream, [(f"k{i}", b"x") for i in range(20)])
 
-    async def consume() -> tuple[int, int]:
+    async def consume() -> tuple[int, int, int, int]:
         async with Consumer(stream, application_name=stream, idle_interval_s=0.05, handle_signals=False,
                             lease_timing=LeaseTiming(failover_s=3, renew_interval_s=1)) as consumer:
             seen = checkpoints = 0
@@ -102,7 +104,17 @@ def test_a_consumer_writes_its_checkpoints_on_its_loop(dynamodb: DynamoDBClient)
                     await batch.checkpoint()
                     checkpoints += 1
             assert consumer.handout.dynamodb is not None
-            return checkpoints, consumer.handout.dynamodb.requests["UpdateItem"]
+            requests = consumer.handout.dynamodb.requests
+            (reader,) = consumer.readers.values()
+            renewal = reader.coordinator.renewal  # type: ignore[union-attr]
+            async with asyncio.timeout(10):  # one heartbeat at least, at the next renewal
+                while renewal.renewals < 1:
+                    await asyncio.sleep(0.05)
+            renewals = renewal.renewals
+            return checkpoints, requests["UpdateItem"], renewals, requests["Query"]
 
-    checkpoints, written_on_loop = asyncio.run(consume())
-    assert checkpoints >= 1 and written_on_loop == checkpoints
+    checkpoints, written_on_loop, heartbeats, queries = asyncio.run(consume())
+    assert checkpoints >= 1 and heartbeats >= 1
+    # the heartbeats, too, on the loop: every one answered, and perhaps one sent and not answered yet
+    assert checkpoints + heartbeats <= written_on_loop <= checkpoints + heartbeats + 1
+    assert queries >= 1  # the coordinator's reads of the heartbeats

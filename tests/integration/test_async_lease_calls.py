@@ -1,0 +1,77 @@
+"""The lease coordinator's calls on the Consumer's event loop: the heartbeat and the heartbeats' Query.
+
+Each async call must be its synchronous twin: the same stored item and the
+same answer (renewed, declared dead, replaced) for a heartbeat, the same
+workers for a read of the heartbeats. DynamoDB Local.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable, TypeVar
+
+from lease_fixtures import dynamodb_fixture, table_name_fixture  # noqa: F401  (fixtures)
+
+from kinesis_src.aws.async_dynamodb import AsyncDynamoDBClient
+from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.leases.model import HeartbeatStatus, WorkerHeartbeat
+from kinesis_src.leases.schema.keys import worker_key
+from kinesis_src.leases.table import LeaseTable
+
+T = TypeVar("T")
+
+
+def on_loop(dynamodb: DynamoDBClient, step: Callable[[AsyncDynamoDBClient], Awaitable[T]]) -> T:
+    async def run() -> T:
+        async with AsyncDynamoDBClient(dynamodb.settings) as client:
+            return await step(client)
+
+    return asyncio.run(run())
+
+
+def stored(dynamodb: DynamoDBClient, table: LeaseTable, worker_id: str) -> dict[str, Any]:
+    """A heartbeat item as stored, less what differs between two workers' items by design."""
+    item = dynamodb.get_item(table.table_name, worker_key(table.partition, worker_id)) or {}
+    return {k: v for k, v in item.items() if k not in ("sk", "workerId", "session", "lastUpdated", "ttl")}
+
+
+def test_the_async_heartbeat_writes_and_answers_what_the_sync_one_does(
+    dynamodb: DynamoDBClient, table_name: str,
+) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    by_sync, by_async = table.register_worker("w1"), table.register_worker("w2")
+    sync_answer = table.heartbeat(by_sync, changed=True, notify=("w3",))
+    async_answer = on_loop(dynamodb, lambda c: table.aheartbeat(c, by_async, changed=True, notify=("w3",)))
+    assert sync_answer[0] is async_answer[0] is HeartbeatStatus.RENEWED
+    assert (sync_answer[1].heartbeat, sync_answer[1].changes) == (async_answer[1].heartbeat, async_answer[1].changes)
+    assert stored(dynamodb, table, "w1") == stored(dynamodb, table, "w2")
+    assert stored(dynamodb, table, "w2")["leaseNotify"] == {"L": [{"S": "w3"}]}
+
+
+def test_the_async_heartbeat_learns_it_was_declared_dead_or_replaced(
+    dynamodb: DynamoDBClient, table_name: str,
+) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    dead = table.register_worker("w1")
+    assert table.declare_worker_dead(dead)
+    status, _ = on_loop(dynamodb, lambda c: table.aheartbeat(c, dead))
+    assert status is HeartbeatStatus.DECLARED_DEAD == table.heartbeat(dead)[0]
+    old = table.register_worker("w2")
+    table.register_worker("w2")  # another process took the id
+    status, _ = on_loop(dynamodb, lambda c: table.aheartbeat(c, old))
+    assert status is HeartbeatStatus.REPLACED == table.heartbeat(old)[0]
+
+
+def test_the_async_read_of_the_heartbeats_finds_what_the_sync_one_finds(
+    dynamodb: DynamoDBClient, table_name: str,
+) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    for i in range(3):
+        table.register_worker(f"w{i}")
+    other_stream = LeaseTable(dynamodb, table_name, "app", "payments")
+    other_stream.register_worker("elsewhere")
+    by_async: dict[str, WorkerHeartbeat] = on_loop(dynamodb, table.alist_workers)
+    assert by_async == table.list_workers() and sorted(by_async) == ["w0", "w1", "w2"]
