@@ -42,6 +42,10 @@ class LayoutRecords:
             return self._record(1)
         return LeaseLayout(self.partition)
 
+    def known_layout(self) -> LeaseLayout | None:
+        """The layout, if recorded and read already (no request); None until then."""
+        return self._layout
+
     def known_partitions(self) -> int:
         """The recorded partition count, without a request (1 while none is known)."""
         return 1 if self._layout is None else self._layout.partitions

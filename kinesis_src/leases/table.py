@@ -77,6 +77,17 @@ _SCOPE = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
+_RELEASE = "SET #counter = :next, #updated = :now REMOVE #owner, #req"  # counter + 1: the old holder is fenced
+
+
+def _take(new_owner: str) -> tuple[str, dict[str, Any]]:
+    return ("SET #owner = :new, #counter = :next, #switches = #switches + :one, #updated = :now REMOVE #req",
+            {":new": string_value(new_owner), ":one": number_value(1)})
+
+
+def _steal_request(thief: str) -> tuple[str, dict[str, Any]]:
+    return "SET #req = :thief, #updated = :now", {":thief": string_value(thief)}
+
 # -- the table ----------------------------------------------------------------------
 
 
@@ -149,12 +160,24 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
     def scan(self) -> TableView:
         """Leases and heartbeats of this application+stream: one consistent Query per partition key,
         the heartbeats' last (so an owner is judged by a heartbeat read after its leases)."""
-        layout = self.layout()
+        return self._view([item for partition in self._scan_partitions(self.layout())
+                           for item in self.dynamodb.query(self.table_name, HASH_KEY, partition)])
+
+    async def ascan(self, dynamodb: AsyncDynamoDBClient) -> TableView:
+        """:meth:`scan` read by ``dynamodb`` on the caller's event loop, once the layout is known
+        (:meth:`~.layout_records.LayoutRecords.known_layout`)."""
+        layout = self.known_layout()
+        assert layout is not None, "ascan() reads a table whose layout is known"
+        return self._view([item for partition in self._scan_partitions(layout)
+                           for item in await dynamodb.query(self.table_name, HASH_KEY, partition)])
+
+    def _scan_partitions(self, layout: LeaseLayout) -> list[str]:
+        """The lease partitions, then the heartbeats' own one."""
+        return [p for p in layout.lease_partitions() if p != self.partition] + [self.partition]
+
+    def _view(self, items: list[Item]) -> TableView:
         leases: dict[str, Lease] = {}
         workers: dict[str, WorkerHeartbeat] = {}
-        items = [item for partition in layout.lease_partitions() if partition != self.partition
-                 for item in self.dynamodb.query(self.table_name, HASH_KEY, partition)]
-        items += self.dynamodb.query(self.table_name, HASH_KEY, self.partition)
         for item in items:
             sk = self.codec.key_part(item, RANGE_KEY)
             if sk.startswith(LEASE_PREFIX):
@@ -206,12 +229,11 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
     def take_lease(self, lease: Lease, new_owner: str) -> Lease | None:
         """Take an unowned or expired lease (or steal a live one): None if it changed meanwhile.
         A steal request on it is for the previous holder: removed."""
-        result = self._update_held(
-            lease,
-            "SET #owner = :new, #counter = :next, #switches = #switches + :one, #updated = :now REMOVE #req",
-            values={":new": string_value(new_owner), ":one": number_value(1)},
-        )
-        return self._lease_or_none(result)
+        return self._lease_or_none(self._update_held(lease, *_take(new_owner)))
+
+    async def atake_lease(self, dynamodb: AsyncDynamoDBClient, lease: Lease, new_owner: str) -> Lease | None:
+        """:meth:`take_lease` written by ``dynamodb`` on the caller's event loop."""
+        return self._lease_or_none(await self._aupdate_held(dynamodb, lease, *_take(new_owner)))
 
     steal_lease = take_lease  # same conditional write; the caller logs it as a steal
 
@@ -221,8 +243,10 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         Conditional on the owner and counter read, and the counter is left as
         it is: the holder's checkpoints, fenced on it, still succeed.
         """
-        result = self._update_held(lease, "SET #req = :thief, #updated = :now", values={":thief": string_value(thief)})
-        return self._lease_or_none(result)
+        return self._lease_or_none(self._update_held(lease, *_steal_request(thief)))
+
+    async def arequest_steal(self, dynamodb: AsyncDynamoDBClient, lease: Lease, thief: str) -> Lease | None:
+        return self._lease_or_none(await self._aupdate_held(dynamodb, lease, *_steal_request(thief)))
 
     def renew_lease(self, lease: Lease) -> Lease | None:
         """KCL-style renewal (counter + 1 by the holder). kinesis-src renews by heartbeat instead;
@@ -231,8 +255,10 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
 
     def release_lease(self, lease: Lease) -> Lease | None:
         """Give the lease up (graceful hand-off): unowned, counter + 1 so the old holder is fenced."""
-        result = self._update_held(lease, "SET #counter = :next, #updated = :now REMOVE #owner, #req")
-        return self._lease_or_none(result)
+        return self._lease_or_none(self._update_held(lease, _RELEASE))
+
+    async def arelease_lease(self, dynamodb: AsyncDynamoDBClient, lease: Lease) -> Lease | None:
+        return self._lease_or_none(await self._aupdate_held(dynamodb, lease, _RELEASE))
 
     def checkpoint(self, lease: Lease, checkpoint: Checkpoint, throughput: Throughput | None = None) -> Lease:
         """Record progress (and the shard's throughput estimate, in the same write); only the holder
@@ -244,9 +270,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
     async def acheckpoint(self, dynamodb: AsyncDynamoDBClient, lease: Lease, checkpoint: Checkpoint,
                           throughput: Throughput | None = None) -> Lease:
         """:meth:`checkpoint`, the same request, written by an async client on the caller's loop."""
-        update, values = self._progress_update(checkpoint, throughput)
-        args, expr = self._held_update(lease, update, values)
-        result = await dynamodb.update_item(*args, **expr)
+        result = await self._aupdate_held(dynamodb, lease, *self._progress_update(checkpoint, throughput))
         return self._lease_or_lost(lease, result, f"checkpoint {checkpoint}")
 
     def _progress_update(self, checkpoint: Checkpoint, throughput: Throughput | None) -> tuple[str, dict[str, Any]]:
@@ -279,6 +303,11 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         """A conditional update on the expected owner and counter (the fencing condition)."""
         args, expr = self._held_update(lease, update, values or {})
         return self.dynamodb.update_item(*args, **expr)
+
+    async def _aupdate_held(self, dynamodb: AsyncDynamoDBClient, lease: Lease, update: str,
+                            values: Mapping[str, Any] | None = None) -> WriteResult:
+        args, expr = self._held_update(lease, update, values or {})
+        return await dynamodb.update_item(*args, **expr)
 
     def _held_update(self, lease: Lease, update: str, values: Mapping[str, Any],
                      ) -> tuple[tuple[str, Item, str, str], dict[str, Any]]:

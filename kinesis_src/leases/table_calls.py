@@ -4,8 +4,9 @@ The coordinator's steps are coroutines written once. A synchronous caller
 (the lease simulation, tests, the CLI) runs one with :func:`run_sync`: the
 table's calls are made in place and the coroutine never suspends. On an
 event loop (the Consumer) each call awaits the asynchronous client where
-the table has a twin for it (the heartbeat, the heartbeats' Query, a
-checkpoint), or runs on a worker thread meanwhile; every remaining thread
+the table has a twin for it (the heartbeat, the reads of the table, takes,
+releases, steal requests, checkpoints), or runs on a worker thread
+meanwhile; every remaining thread
 hop of the coordinator is in this module.
 """
 
@@ -73,18 +74,26 @@ class TableCalls:
         return await self._call(self.table.list_workers)
 
     async def scan(self) -> TableView:
+        if (dynamodb := self._on_loop()) is not None and self.table.known_layout() is not None:
+            return await self.table.ascan(dynamodb)
         return await self._call(self.table.scan)
 
     async def list_leases(self) -> list[Lease]:
         return await self._call(self.table.list_leases)
 
     async def take_lease(self, lease: Lease, owner: str) -> Lease | None:
+        if (dynamodb := self._on_loop()) is not None:
+            return await self.table.atake_lease(dynamodb, lease, owner)
         return await self._call(self.table.take_lease, lease, owner)
 
     async def request_steal(self, lease: Lease, thief: str) -> Lease | None:
+        if (dynamodb := self._on_loop()) is not None:
+            return await self.table.arequest_steal(dynamodb, lease, thief)
         return await self._call(self.table.request_steal, lease, thief)
 
     async def release_lease(self, lease: Lease) -> Lease | None:
+        if (dynamodb := self._on_loop()) is not None:
+            return await self.table.arelease_lease(dynamodb, lease)
         return await self._call(self.table.release_lease, lease)
 
     async def checkpoint(self, lease: Lease, checkpoint: Checkpoint, estimate: Throughput | None) -> Lease:

@@ -1,24 +1,28 @@
-"""The lease coordinator's calls on the Consumer's event loop: the heartbeat and the heartbeats' Query.
+"""The lease coordinator's calls on the Consumer's event loop: heartbeat, reads, takes, requests, releases.
 
 Each async call must be its synchronous twin: the same stored item and the
 same answer (renewed, declared dead, replaced) for a heartbeat, the same
-workers for a read of the heartbeats. DynamoDB Local.
+view for a read of the table, the same item and refusal for a take, a steal
+request and a release. DynamoDB Local.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, TypeVar
 
 from lease_fixtures import dynamodb_fixture, table_name_fixture  # noqa: F401  (fixtures)
 
 from kinesis_src.aws.async_dynamodb import AsyncDynamoDBClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
-from kinesis_src.leases.model import HeartbeatStatus, WorkerHeartbeat
+from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease, WorkerHeartbeat
 from kinesis_src.leases.schema.keys import worker_key
 from kinesis_src.leases.table import LeaseTable
+from lineage import MAX_HASH_KEY, HashRange
 
 T = TypeVar("T")
+WHOLE = HashRange(0, MAX_HASH_KEY)
 
 
 def on_loop(dynamodb: DynamoDBClient, step: Callable[[AsyncDynamoDBClient], Awaitable[T]]) -> T:
@@ -75,3 +79,45 @@ def test_the_async_read_of_the_heartbeats_finds_what_the_sync_one_finds(
     other_stream.register_worker("elsewhere")
     by_async: dict[str, WorkerHeartbeat] = on_loop(dynamodb, table.alist_workers)
     assert by_async == table.list_workers() and sorted(by_async) == ["w0", "w1", "w2"]
+
+
+def lease_item(dynamodb: DynamoDBClient, table: LeaseTable, shard_id: str) -> dict[str, Any]:
+    """A lease item as stored, less what differs between two shards' leases by design."""
+    item = dynamodb.get_item(table.table_name, table._lease_key(shard_id)) or {}
+    return {k: v for k, v in item.items() if k not in ("sk", "shardId", "lastUpdated")}
+
+
+def test_the_async_take_request_and_release_write_what_the_sync_ones_write(
+    dynamodb: DynamoDBClient, table_name: str,
+) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    for shard in ("shard-a", "shard-b"):
+        assert table.create_lease(Lease(shard, Checkpoint.trim_horizon(), WHOLE))
+    a, b = table.get_lease("shard-a"), table.get_lease("shard-b")
+    assert a is not None and b is not None
+    steps: list[tuple[Callable[..., Any], Callable[..., Any], tuple[Any, ...]]] = [
+        (table.take_lease, table.atake_lease, ("w1",)),
+        (table.request_steal, table.arequest_steal, ("w2",)),
+        (table.release_lease, table.arelease_lease, ()),
+    ]
+    for sync_step, async_step, args in steps:
+        a = sync_step(a, *args)
+        b = on_loop(dynamodb, lambda c, b=b, step=async_step, args=args: step(c, b, *args))
+        assert a is not None and b is not None
+        assert (a.owner, a.counter, a.steal_requested_by) == (b.owner, b.counter, b.steal_requested_by)
+        assert lease_item(dynamodb, table, "shard-a") == lease_item(dynamodb, table, "shard-b")
+    stale = replace(b, counter=b.counter - 1)  # a lease changed since it was read: refused, nothing written
+    assert on_loop(dynamodb, lambda c: table.atake_lease(c, stale, "w3")) is None is table.take_lease(stale, "w3")
+
+
+def test_the_async_read_of_the_table_finds_what_the_sync_one_finds(dynamodb: DynamoDBClient, table_name: str) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders", lease_partitions=3)
+    table.ensure_table()
+    table.ensure_layout()
+    for i in range(7):
+        assert table.create_lease(Lease(f"shard-{i}", Checkpoint.trim_horizon(), WHOLE))
+    table.register_worker("w1")
+    assert table.known_layout() is not None and table.known_partitions() == 3
+    by_async = on_loop(dynamodb, table.ascan)
+    assert by_async == table.scan() and len(by_async.leases) == 7 and list(by_async.workers) == ["w1"]
