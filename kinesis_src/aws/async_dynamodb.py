@@ -1,4 +1,4 @@
-"""The lease calls a Consumer makes on its event loop, on aiobotocore: conditional UpdateItem, and Query.
+"""The lease calls a Consumer makes on its event loop, on aiobotocore: conditional writes, and Query.
 
 The same requests, retry policy, error translation and :class:`WriteResult`
 as :class:`.dynamodb.DynamoDBClient`'s: a failed condition is an answer
@@ -13,15 +13,30 @@ path; the synchronous client writes then.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
+
+from botocore.exceptions import ClientError
 
 from ..config import AwsSettings
 from ..errors import AccessDeniedError, ResourceNotFoundError
 from .async_kinesis import aio_client_config, new_aio_session
 from .boundary import acall, interceptor_active
 from .dynamodb import named
-from .dynamodb_results import Item, WriteResult, aconditional, query_args, update_args, write_result
+from .dynamodb_results import (
+    Canceled,
+    Item,
+    TransactOutcome,
+    WriteResult,
+    aconditional,
+    expression_args,
+    query_args,
+    transact_failure,
+    transact_outcome,
+    transact_request,
+    update_args,
+    write_result,
+)
 
 CONNECTIONS = 16  # lease writes in flight at once: one per shard checkpointing now
 
@@ -64,6 +79,28 @@ class AsyncDynamoDBClient:
         args = update_args(table, key, update, condition, **expr)
         out = await self._call("UpdateItem", table, aconditional(lambda: self._open().update_item(**args)))
         return write_result(out, "Attributes")
+
+    async def put_item(self, table: str, item: Item, condition: str | None = None, **expr: Any) -> WriteResult:
+        args: dict[str, Any] = {"TableName": table, "Item": item, **expression_args(condition, **expr)}
+        return write_result(await self._call("PutItem", table, aconditional(lambda: self._open().put_item(**args))),
+                            None)
+
+    async def delete_item(self, table: str, key: Item, condition: str | None = None, **expr: Any) -> WriteResult:
+        args: dict[str, Any] = {"TableName": table, "Key": key, **expression_args(condition, **expr)}
+        return write_result(
+            await self._call("DeleteItem", table, aconditional(lambda: self._open().delete_item(**args))), None)
+
+    async def transact_write(self, table: str, actions: Sequence[Mapping[str, Any]]) -> TransactOutcome:
+        """TransactWriteItems (at most 100 actions), idempotent across our own retries."""
+        request = transact_request(table, actions)
+
+        async def attempt() -> dict[str, Any] | Canceled:
+            try:
+                return await self._open().transact_write_items(**request)
+            except ClientError as exc:
+                return transact_failure(exc, table)
+
+        return transact_outcome(await self._call("TransactWriteItems", table, attempt), len(actions))
 
     async def query(self, table: str, hash_name: str, hash_value: str, range_name: str | None = None,
                     range_prefix: str | None = None) -> list[Item]:

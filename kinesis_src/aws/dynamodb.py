@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections import Counter
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
@@ -37,7 +36,6 @@ from ..clock import since_boot
 from ..config import AwsSettings
 from ..errors import (
     AccessDeniedError,
-    InvalidRequestError,
     LeaseTableNotFoundError,
     ResourceNotFoundError,
     ThrottledError,
@@ -45,19 +43,18 @@ from ..errors import (
 from .boundary import call, client_config, new_session
 from .dynamodb_capacity import CapacityMeter, ask_for_capacity
 from .dynamodb_results import (
-    TRANSACTION_CANCELED,
-    TRANSACTION_IN_PROGRESS,
     Canceled,
     Item,
     TableDescription,
     TransactOutcome,
     WriteResult,
-    cancellation,
     query_args,
     conditional,
-    error_code,
     expression_args,
     update_args,
+    transact_failure,
+    transact_outcome,
+    transact_request,
     write_result,
 )
 from .dynamodb_tables import TableAdmin
@@ -68,7 +65,6 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _BATCH_WRITE_MAX = 25
-_TRANSACT_MAX = 100
 
 
 class DynamoDBClient(TableAdmin):
@@ -186,27 +182,15 @@ class DynamoDBClient(TableAdmin):
 
     def transact_write(self, table: str, actions: Sequence[Mapping[str, Any]]) -> TransactOutcome:
         """TransactWriteItems (at most 100 actions), idempotent across our own retries."""
-        if not 0 < len(actions) <= _TRANSACT_MAX:
-            raise InvalidRequestError(
-                f"TransactWriteItems on table {table!r} takes 1..{_TRANSACT_MAX} actions, got {len(actions)}"
-            )
-        token = uuid.uuid4().hex
-        request = {"TransactItems": list(actions), "ClientRequestToken": token}
+        request = transact_request(table, actions)
 
         def attempt() -> dict[str, Any] | Canceled:
             try:
                 return self._client.transact_write_items(**request)
             except ClientError as exc:
-                if error_code(exc) == TRANSACTION_IN_PROGRESS:  # our own earlier attempt, still running
-                    raise ThrottledError(f"DynamoDB TransactWriteItems on table {table!r}: {exc}") from exc
-                if error_code(exc) != TRANSACTION_CANCELED:
-                    raise
-                return cancellation(exc, table)
+                return transact_failure(exc, table)
 
-        out = self._call("TransactWriteItems", table, attempt)
-        if isinstance(out, Canceled):
-            return TransactOutcome(False, out.reasons, out.items)
-        return TransactOutcome(True, tuple("None" for _ in actions), tuple(None for _ in actions))
+        return transact_outcome(self._call("TransactWriteItems", table, attempt), len(actions))
 
     def batch_delete(self, table: str, keys: Iterable[Item], max_rounds: int = 8) -> int:
         """Unconditional BatchWriteItem deletes, 25 per request; unprocessed ones are resent."""

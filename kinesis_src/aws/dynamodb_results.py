@@ -3,6 +3,7 @@ turn botocore's requests and exceptions into them, for :class:`~.dynamodb.Dynamo
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
@@ -152,6 +153,33 @@ def write_result(out: dict[str, Any] | ConditionFailed, key: str | None) -> Writ
     if isinstance(out, ConditionFailed):
         return WriteResult(False, out.item)
     return WriteResult(True, out.get(key) if key else None)
+
+
+TRANSACT_MAX = 100
+
+
+def transact_request(table: str, actions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """TransactWriteItems' arguments, with one token for every retry: idempotent across our own retries."""
+    if not 0 < len(actions) <= TRANSACT_MAX:
+        raise InvalidRequestError(
+            f"TransactWriteItems on table {table!r} takes 1..{TRANSACT_MAX} actions, got {len(actions)}"
+        )
+    return {"TransactItems": list(actions), "ClientRequestToken": uuid.uuid4().hex}
+
+
+def transact_failure(error: ClientError, table: str) -> Canceled:
+    """A cancelled transaction as a value; our own earlier attempt still running is worth a retry."""
+    if error_code(error) == TRANSACTION_IN_PROGRESS:
+        raise ThrottledError(f"DynamoDB TransactWriteItems on table {table!r}: {error}") from error
+    if error_code(error) != TRANSACTION_CANCELED:
+        raise error
+    return cancellation(error, table)
+
+
+def transact_outcome(out: dict[str, Any] | Canceled, actions: int) -> TransactOutcome:
+    if isinstance(out, Canceled):
+        return TransactOutcome(False, out.reasons, out.items)
+    return TransactOutcome(True, tuple("None" for _ in range(actions)), tuple(None for _ in range(actions)))
 
 
 def cancellation(error: ClientError, table: str) -> Canceled:

@@ -39,6 +39,7 @@ from ..positions import Position
 from .cycle_report import CycleReport
 from .cycle_report import transient as _transient
 from .expiry import ExpiryJudge
+from .in_place import run_sync
 from .listener import LeaseListener, NoListener, SyncsShards
 from .model import (
     Checkpoint,
@@ -51,7 +52,7 @@ from .renewal import HeartbeatRenewal, RenewalMode
 from .renewal_loop import RenewalLoop
 from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook
 from .table import LeaseTable
-from .table_calls import TableCalls, run_sync
+from .table_calls import TableCalls
 from .throughput import RateMeter
 from .timing import LeaseTiming
 from .view import ViewReader

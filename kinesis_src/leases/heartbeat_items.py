@@ -55,12 +55,26 @@ class HeartbeatItems:
         request, now = self._beat_request(self._worker_key(worker.worker_id), worker, changed, notify)
         return self._beat_outcome(await dynamodb.update_item(**request), worker, now)
 
+    async def aregister_worker(self, dynamodb: AsyncDynamoDBClient, worker_id: str) -> WorkerHeartbeat:
+        """:meth:`register_worker` written by ``dynamodb`` on the caller's event loop."""
+        worker, item = self._registration(self._worker_key(worker_id), validate_worker_id(worker_id))
+        await dynamodb.put_item(self.table_name, item)
+        return worker
+
     def declare_worker_dead(self, worker: WorkerHeartbeat) -> bool:
         """Delete a heartbeat observed unchanged for the failover time, if still unchanged."""
         return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=True)
 
+    async def adeclare_worker_dead(self, dynamodb: AsyncDynamoDBClient, worker: WorkerHeartbeat) -> bool:
+        condition, expr = _heartbeat_condition(worker, check_heartbeat=True)
+        return (await dynamodb.delete_item(self.table_name, self._worker_key(worker.worker_id), condition, **expr)).ok
+
     def deregister_worker(self, worker: WorkerHeartbeat) -> bool:
         return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=False)
+
+    async def aderegister_worker(self, dynamodb: AsyncDynamoDBClient, worker: WorkerHeartbeat) -> bool:
+        condition, expr = _heartbeat_condition(worker, check_heartbeat=False)
+        return (await dynamodb.delete_item(self.table_name, self._worker_key(worker.worker_id), condition, **expr)).ok
 
     def read_claim(self) -> WorkerHeartbeat | None:
         """The Spark query claim on this application+stream, if any (see :mod:`.claim`)."""
@@ -93,9 +107,13 @@ class HeartbeatItems:
         return self._delete_heartbeat(self._claim_key(), claim, check_heartbeat=False)
 
     def _register(self, key: Item, worker_id: str) -> WorkerHeartbeat:
-        worker = self._new_session(worker_id)
-        self.dynamodb.put_item(self.table_name, self.codec.heartbeat_item(key, worker, self._ttl_s()))
+        worker, item = self._registration(key, worker_id)
+        self.dynamodb.put_item(self.table_name, item)
         return worker
+
+    def _registration(self, key: Item, worker_id: str) -> tuple[WorkerHeartbeat, Item]:
+        worker = self._new_session(worker_id)
+        return worker, self.codec.heartbeat_item(key, worker, self._ttl_s())
 
     def _new_session(self, worker_id: str) -> WorkerHeartbeat:
         return WorkerHeartbeat(worker_id, uuid.uuid4().hex[:12], 0, self.now_ms())
@@ -141,14 +159,8 @@ class HeartbeatItems:
         return HeartbeatStatus.DECLARED_DEAD, worker
 
     def _delete_heartbeat(self, key: Item, worker: WorkerHeartbeat, check_heartbeat: bool) -> bool:
-        condition = "#session = :session"
-        names = {"#session": SESSION}
-        values = {":session": string_value(worker.session)}
-        if check_heartbeat:
-            condition += " AND #hb = :hb"
-            names["#hb"] = HEARTBEAT
-            values[":hb"] = number_value(worker.heartbeat)
-        return self.dynamodb.delete_item(self.table_name, key, condition, names=names, values=values).ok
+        condition, expr = _heartbeat_condition(worker, check_heartbeat)
+        return self.dynamodb.delete_item(self.table_name, key, condition, **expr).ok
 
     def _ttl_s(self) -> int:
         """``ttl`` of a heartbeat or claim item: a day after now, on DynamoDB's clock.
@@ -169,3 +181,14 @@ class HeartbeatItems:
     def _claim_key(self) -> Item:
         return claim_key(self.application, self.stream)
 
+
+def _heartbeat_condition(worker: WorkerHeartbeat, check_heartbeat: bool) -> tuple[str, dict[str, Any]]:
+    """A heartbeat's delete: only of this session, and (declaring it dead) only if still unchanged."""
+    condition = "#session = :session"
+    names = {"#session": SESSION}
+    values = {":session": string_value(worker.session)}
+    if check_heartbeat:
+        condition += " AND #hb = :hb"
+        names["#hb"] = HEARTBEAT
+        values[":hb"] = number_value(worker.heartbeat)
+    return condition, {"names": names, "values": values}

@@ -27,11 +27,12 @@ from ..records import ChildShard
 from .assignment import plan_assignment
 from .cycle_report import CycleReport
 from .expiry import ExpiryJudge, Observation
+from .in_place import run_sync
 from .listener import LeaseListener, SyncsShards
 from .model import Lease, ShardEndResult, TableView, WorkerHeartbeat
 from .renewal import HeartbeatRenewal
 from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook, StealSteps  # noqa: F401 (re-exported)
-from .table_calls import TableCalls, run_sync
+from .table_calls import TableCalls
 from .throughput import RateMeter, lease_weights
 from .timing import LeaseTiming
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from ..aws.dynamodb import DynamoDBClient, Item
+from ..aws.dynamodb_results import TRANSACT_MAX
 from ..errors import ConfigurationError
 from ..names import validate_name, validate_table_name
 from .model import Lease
@@ -35,8 +36,6 @@ from .schema.values import ItemReader
 from .table import LeaseTable
 
 __all__ = ["ProgressStore", "RecordResult", "ShardProgress"]
-
-_TRANSACT_MAX = 100
 
 
 @dataclass(frozen=True)
@@ -93,8 +92,8 @@ class ProgressStore:
         the rest are written in the next round.
         """
         results: dict[str, RecordResult] = {}
-        for start in range(0, len(progresses), _TRANSACT_MAX):
-            pending = list(progresses[start : start + _TRANSACT_MAX])
+        for start in range(0, len(progresses), TRANSACT_MAX):
+            pending = list(progresses[start : start + TRANSACT_MAX])
             while pending:
                 pending = self._record_round(run_id, batch_id, pending, results)
         return results

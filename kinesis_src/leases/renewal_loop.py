@@ -19,8 +19,8 @@ from typing import Callable
 
 from ..errors import KinesisSourceError
 from .cycle_report import transient
+from .in_place import run_sync
 from .renewal import HeartbeatRenewal, RenewalMode
-from .table_calls import run_sync
 from .timing import LeaseTiming
 from .wakeup import Wakeup
 

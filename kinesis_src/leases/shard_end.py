@@ -8,12 +8,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import KinesisSourceError
+from .in_place import run_sync
 from .model import Checkpoint, CheckpointKind, Lease, ShardEndResult
 from .schema.keys import HASH_KEY
 from .schema.lease_items import LeaseCodec
 from .schema.values import string_value, strings_value
 
 if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDBClient
     from ..aws.dynamodb import DynamoDBClient, Item
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,12 @@ class ShardEndWrites:
     # and, from LeaseTable: _held_request (the fenced update), ensure_layout, lost_error
 
     def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
-        """Mark the parent SHARD_END and unowned, and create its child leases: one transaction.
+        return run_sync(self.amark_shard_end(None, lease, children))
+
+    async def amark_shard_end(self, dynamodb: AsyncDynamoDBClient | None, lease: Lease, children: Sequence[Lease],
+                              ) -> ShardEndResult:
+        """Mark the parent SHARD_END and unowned, and create its child leases: one transaction, sent by
+        ``dynamodb`` on the caller's event loop (the table's layout known), or in place without one.
 
         The transaction is fenced on the parent's owner and counter, so a
         zombie (a replaced holder that resumes) creates nothing: a plain
@@ -53,7 +60,10 @@ class ShardEndWrites:
         pending, existing = list(children), []
         while True:
             actions = [{"Update": parent}, *({"Put": self._child_put(c, now)} for c in pending)]
-            outcome = self.dynamodb.transact_write(self.table_name, actions)
+            if dynamodb is None:
+                outcome = self.dynamodb.transact_write(self.table_name, actions)
+            else:
+                outcome = await dynamodb.transact_write(self.table_name, actions)
             if outcome.committed:
                 ended = self._ended(lease, ids, now)
                 return ShardEndResult(ended, tuple(c.shard_id for c in pending), tuple(existing))

@@ -1,21 +1,20 @@
-"""The lease table's calls as the coordinator awaits them, and the driver that runs its steps synchronously.
+"""The lease table's calls as the coordinator awaits them.
 
 The coordinator's steps are coroutines written once. A synchronous caller
-(the lease simulation, tests, the CLI) runs one with :func:`run_sync`: the
-table's calls are made in place and the coroutine never suspends. On an
-event loop (the Consumer) each call awaits the asynchronous client where
-the table has a twin for it (the heartbeat, the reads of the table, takes,
-releases, steal requests, checkpoints), or runs on a worker thread
-meanwhile; every remaining thread
+(the lease simulation, tests, the CLI) runs one with
+:func:`~.in_place.run_sync`: the table's calls are made in place and the
+coroutine never suspends. On an event loop (the Consumer) each call awaits the asynchronous client where
+the table has a twin for it (every call but the reads of the leases alone
+and shard sync), or runs on a worker thread meanwhile; every remaining thread
 hop of the coordinator is in this module.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
+from .in_place import in_place
 from .model import (
     Checkpoint,
     HeartbeatStatus,
@@ -33,22 +32,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-_IN_PLACE: contextvars.ContextVar[bool] = contextvars.ContextVar("lease_calls_in_place", default=False)
-
-
-def run_sync(step: Coroutine[Any, Any, T]) -> T:
-    """Run a coordinator step to its end on the calling thread, every table call made in place."""
-    token = _IN_PLACE.set(True)
-    try:
-        step.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    finally:
-        _IN_PLACE.reset(token)
-    step.close()
-    raise RuntimeError("a lease coordinator step waited on an event loop while run synchronously")
-
-
 class TableCalls:
     """The table operations a coordinator makes. On an event loop: with ``offload``, each runs on a
     worker thread, except those ``dynamodb`` (the async client, once open) makes on the loop itself."""
@@ -60,13 +43,13 @@ class TableCalls:
         self.dynamodb = dynamodb
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        if self.offload and not _IN_PLACE.get():
+        if self.offload and not in_place():
             return await asyncio.to_thread(fn, *args)
         return fn(*args)
 
     def _on_loop(self) -> AsyncDynamoDBClient | None:
         """The async client, where a call may use it (not while a step runs in place)."""
-        return None if _IN_PLACE.get() else self.dynamodb()
+        return None if in_place() else self.dynamodb()
 
     async def list_workers(self) -> dict[str, WorkerHeartbeat]:
         if (dynamodb := self._on_loop()) is not None:
@@ -100,12 +83,18 @@ class TableCalls:
         return await self._call(self.table.checkpoint, lease, checkpoint, estimate)
 
     async def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
+        if (dynamodb := self._on_loop()) is not None and self.table.known_layout() is not None:
+            return await self.table.amark_shard_end(dynamodb, lease, children)
         return await self._call(self.table.mark_shard_end, lease, children)
 
     async def declare_worker_dead(self, beat: WorkerHeartbeat) -> bool:
+        if (dynamodb := self._on_loop()) is not None:
+            return await self.table.adeclare_worker_dead(dynamodb, beat)
         return await self._call(self.table.declare_worker_dead, beat)
 
     async def register_worker(self, worker_id: str) -> WorkerHeartbeat:
+        if (dynamodb := self._on_loop()) is not None:
+            return await self.table.aregister_worker(dynamodb, worker_id)
         return await self._call(self.table.register_worker, worker_id)
 
     async def heartbeat(self, me: WorkerHeartbeat, changed: bool, notify: tuple[str, ...],
@@ -115,6 +104,8 @@ class TableCalls:
         return await self._call(self.table.heartbeat, me, changed, notify)
 
     async def deregister_worker(self, me: WorkerHeartbeat) -> bool:
+        if (dynamodb := self._on_loop()) is not None:
+            return await self.table.aderegister_worker(dynamodb, me)
         return await self._call(self.table.deregister_worker, me)
 
     async def sync_shards(self, sync: SyncsShards, leases: Iterable[Lease] | None) -> object:

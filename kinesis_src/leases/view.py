@@ -20,8 +20,9 @@ import random
 import threading
 from typing import Callable, Mapping
 
+from .in_place import run_sync
 from .model import Lease, TableView, WorkerHeartbeat
-from .table_calls import TableCalls, run_sync
+from .table_calls import TableCalls
 from .timing import LeaseTiming
 
 Fingerprint = frozenset[tuple[str, str, int]]

@@ -3,7 +3,7 @@
 Each async call must be its synchronous twin: the same stored item and the
 same answer (renewed, declared dead, replaced) for a heartbeat, the same
 view for a read of the table, the same item and refusal for a take, a steal
-request and a release. DynamoDB Local.
+request, a release and SHARD_END. DynamoDB Local.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import asyncio
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, TypeVar
 
+import pytest
 from lease_fixtures import dynamodb_fixture, table_name_fixture  # noqa: F401  (fixtures)
 
 from kinesis_src.aws.async_dynamodb import AsyncDynamoDBClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.errors import LeaseLostError
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease, WorkerHeartbeat
 from kinesis_src.leases.schema.keys import worker_key
 from kinesis_src.leases.table import LeaseTable
@@ -121,3 +123,59 @@ def test_the_async_read_of_the_table_finds_what_the_sync_one_finds(dynamodb: Dyn
     assert table.known_layout() is not None and table.known_partitions() == 3
     by_async = on_loop(dynamodb, table.ascan)
     assert by_async == table.scan() and len(by_async.leases) == 7 and list(by_async.workers) == ["w1"]
+
+
+def test_the_async_registration_and_deletes_of_a_heartbeat_are_the_sync_ones(
+    dynamodb: DynamoDBClient, table_name: str,
+) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    by_sync = table.register_worker("w1")
+    by_async = on_loop(dynamodb, lambda c: table.aregister_worker(c, "w2"))
+    assert stored(dynamodb, table, "w1") == stored(dynamodb, table, "w2") != {}
+    moved = table.heartbeat(by_async)[1]  # renewed since it was seen: not declared dead
+    assert not on_loop(dynamodb, lambda c: table.adeclare_worker_dead(c, by_async))
+    assert on_loop(dynamodb, lambda c: table.adeclare_worker_dead(c, moved)) and "w2" not in table.list_workers()
+    assert on_loop(dynamodb, lambda c: table.aderegister_worker(c, by_sync)) and table.list_workers() == {}
+    assert not on_loop(dynamodb, lambda c: table.aderegister_worker(c, by_sync))  # gone already
+
+
+def held(table: LeaseTable, shard_id: str, owner: str) -> Lease:
+    assert table.create_lease(Lease(shard_id, Checkpoint.trim_horizon(), WHOLE))
+    taken = table.take_lease(table.get_lease(shard_id), owner)  # type: ignore[arg-type]
+    assert taken is not None
+    return taken
+
+
+def test_the_async_shard_end_writes_what_the_sync_one_writes(dynamodb: DynamoDBClient, table_name: str) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    table.ensure_layout()
+    by_sync, by_async = held(table, "p-a", "w1"), held(table, "p-b", "w1")
+    assert table.create_lease(Lease("c-b2", Checkpoint.trim_horizon(), WHOLE, parent_shard_ids=("p-b",)))
+
+    def children(parent: str) -> list[Lease]:
+        return [Lease(f"c-{parent[-1]}{i}", Checkpoint.trim_horizon(), WHOLE, parent_shard_ids=(parent,))
+                for i in (1, 2)]
+
+    sync_end = table.mark_shard_end(by_sync, children("p-a"))
+    async_end = on_loop(dynamodb, lambda c: table.amark_shard_end(c, by_async, children("p-b")))
+    assert (sync_end.created_children, async_end.created_children, async_end.existing_children) == (("c-a1", "c-a2"), ("c-b1",), ("c-b2",))
+    assert (async_end.lease.owner, async_end.lease.counter) == (sync_end.lease.owner, sync_end.lease.counter)
+    a, b = (lease_item(dynamodb, table, p) for p in ("p-a", "p-b"))
+    assert a.pop("childShardIds") != b.pop("childShardIds") and a == b and "checkpoint" in a
+    assert {lease.shard_id for lease in table.list_leases()} == {"p-a", "p-b", "c-a1", "c-a2", "c-b1", "c-b2"}
+
+
+def test_an_async_shard_end_of_a_lost_lease_is_refused_naming_the_new_owner(
+    dynamodb: DynamoDBClient, table_name: str,
+) -> None:
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    table.ensure_layout()
+    mine = held(table, "p-a", "w1")
+    assert table.take_lease(mine, "w2") is not None
+    child = Lease("c-a1", Checkpoint.trim_horizon(), WHOLE, parent_shard_ids=("p-a",))
+    with pytest.raises(LeaseLostError, match="w2"):
+        on_loop(dynamodb, lambda c: table.amark_shard_end(c, mine, [child]))
+    assert table.get_lease("c-a1") is None and not table.get_lease("p-a").checkpoint.is_shard_end  # type: ignore[union-attr]
