@@ -128,8 +128,9 @@ class ConsumerConfig:
         return self.stream_name  # type: ignore[return-value]  # a tuple after __post_init__
 
     def release_wait_s(self) -> float:
-        """How long a hand-off waits for the batch in hand. The coordinator's thread waits too, and
-        must not miss more than one heartbeat, so never longer than one renewal interval."""
+        """How long a hand-off waits for the batch in hand: never longer than one renewal interval,
+        since the coordinator's cycle waits too, and a view of the table older than 1.5 renewals
+        stops every delivery (``LeaseCoordinator.view_is_fresh``)."""
         return min(self.release_timeout_s, self.lease_timing.renew_s)
 
     # -- checks ------------------------------------------------------------------------------------
