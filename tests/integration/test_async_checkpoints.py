@@ -13,7 +13,13 @@ import asyncio
 import uuid
 
 import pytest
-from lease_fixtures import dynamodb_fixture, make_stream, table_name_fixture  # noqa: F401  (fixtures)
+from lease_fixtures import (  # noqa: F401  (fixtures)
+    dynamodb_fixture,
+    held_lease,
+    make_stream,
+    stored_lease,
+    table_name_fixture,
+)
 
 from kinesis_src import Consumer, LeaseTiming
 from kinesis_src.aws import KinesisClient
@@ -22,16 +28,6 @@ from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.errors import LeaseLostError, LeaseTableNotFoundError
 from kinesis_src.leases.model import Checkpoint, Lease
 from kinesis_src.leases.table import LeaseTable
-from lineage import MAX_HASH_KEY, HashRange
-
-WHOLE = HashRange(0, MAX_HASH_KEY)
-
-
-def held_lease(table: LeaseTable, shard_id: str, owner: str) -> Lease:
-    assert table.create_lease(Lease(shard_id, Checkpoint.trim_horizon(), WHOLE))
-    taken = table.take_lease(table.get_lease(shard_id), owner)  # type: ignore[arg-type]
-    assert taken is not None
-    return taken
 
 
 def test_the_async_checkpoint_writes_what_the_sync_one_writes(dynamodb: DynamoDBClient, table_name: str) -> None:
@@ -49,14 +45,8 @@ def test_the_async_checkpoint_writes_what_the_sync_one_writes(dynamodb: DynamoDB
     by_sync, by_async = table.checkpoint(sync_lease, checkpoint), asyncio.run(write())
     assert by_async.checkpoint == by_sync.checkpoint == checkpoint
     assert (by_async.owner, by_async.counter) == (by_sync.owner, by_sync.counter) == ("w1", sync_lease.counter)
-    by_async_item, by_sync_item = (stored(dynamodb, table, shard) for shard in ("shard-b", "shard-a"))
+    by_async_item, by_sync_item = (stored_lease(dynamodb, table, shard) for shard in ("shard-b", "shard-a"))
     assert by_async_item == by_sync_item and "checkpoint" in by_sync_item
-
-
-def stored(dynamodb: DynamoDBClient, table: LeaseTable, shard_id: str) -> dict[str, object]:
-    """The lease item as stored, less what differs between two shards' leases by design."""
-    item = dynamodb.get_item(table.table_name, table._lease_key(shard_id)) or {}
-    return {k: v for k, v in item.items() if k not in ("sk", "shardId", "lastUpdated")}
 
 
 def test_an_async_checkpoint_of_a_lost_lease_is_refused_naming_the_new_owner(

@@ -13,7 +13,13 @@ from dataclasses import replace
 from typing import Any, Awaitable, Callable, TypeVar
 
 import pytest
-from lease_fixtures import dynamodb_fixture, table_name_fixture  # noqa: F401  (fixtures)
+from lease_fixtures import (  # noqa: F401
+    WHOLE,
+    dynamodb_fixture,
+    held_lease,
+    stored_lease,
+    table_name_fixture,
+)
 
 from kinesis_src.aws.async_dynamodb import AsyncDynamoDBClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
@@ -21,10 +27,17 @@ from kinesis_src.errors import LeaseLostError
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease, WorkerHeartbeat
 from kinesis_src.leases.schema.keys import worker_key
 from kinesis_src.leases.table import LeaseTable
-from lineage import MAX_HASH_KEY, HashRange
 
 T = TypeVar("T")
-WHOLE = HashRange(0, MAX_HASH_KEY)
+
+
+@pytest.fixture
+def table(dynamodb: DynamoDBClient, table_name: str) -> LeaseTable:
+    """A fresh lease table of application "app" on stream "orders", its layout recorded."""
+    table = LeaseTable(dynamodb, table_name, "app", "orders")
+    table.ensure_table()
+    table.ensure_layout()
+    return table
 
 
 def on_loop(dynamodb: DynamoDBClient, step: Callable[[AsyncDynamoDBClient], Awaitable[T]]) -> T:
@@ -42,10 +55,8 @@ def stored(dynamodb: DynamoDBClient, table: LeaseTable, worker_id: str) -> dict[
 
 
 def test_the_async_heartbeat_writes_and_answers_what_the_sync_one_does(
-    dynamodb: DynamoDBClient, table_name: str,
+    dynamodb: DynamoDBClient, table: LeaseTable,
 ) -> None:
-    table = LeaseTable(dynamodb, table_name, "app", "orders")
-    table.ensure_table()
     by_sync, by_async = table.register_worker("w1"), table.register_worker("w2")
     sync_answer = table.heartbeat(by_sync, changed=True, notify=("w3",))
     async_answer = on_loop(dynamodb, lambda c: table.aheartbeat(c, by_async, changed=True, notify=("w3",)))
@@ -56,10 +67,8 @@ def test_the_async_heartbeat_writes_and_answers_what_the_sync_one_does(
 
 
 def test_the_async_heartbeat_learns_it_was_declared_dead_or_replaced(
-    dynamodb: DynamoDBClient, table_name: str,
+    dynamodb: DynamoDBClient, table: LeaseTable,
 ) -> None:
-    table = LeaseTable(dynamodb, table_name, "app", "orders")
-    table.ensure_table()
     dead = table.register_worker("w1")
     assert table.declare_worker_dead(dead)
     status, _ = on_loop(dynamodb, lambda c: table.aheartbeat(c, dead))
@@ -71,29 +80,19 @@ def test_the_async_heartbeat_learns_it_was_declared_dead_or_replaced(
 
 
 def test_the_async_read_of_the_heartbeats_finds_what_the_sync_one_finds(
-    dynamodb: DynamoDBClient, table_name: str,
+    dynamodb: DynamoDBClient, table: LeaseTable,
 ) -> None:
-    table = LeaseTable(dynamodb, table_name, "app", "orders")
-    table.ensure_table()
     for i in range(3):
         table.register_worker(f"w{i}")
-    other_stream = LeaseTable(dynamodb, table_name, "app", "payments")
+    other_stream = LeaseTable(dynamodb, table.table_name, "app", "payments")
     other_stream.register_worker("elsewhere")
     by_async: dict[str, WorkerHeartbeat] = on_loop(dynamodb, table.alist_workers)
     assert by_async == table.list_workers() and sorted(by_async) == ["w0", "w1", "w2"]
 
 
-def lease_item(dynamodb: DynamoDBClient, table: LeaseTable, shard_id: str) -> dict[str, Any]:
-    """A lease item as stored, less what differs between two shards' leases by design."""
-    item = dynamodb.get_item(table.table_name, table._lease_key(shard_id)) or {}
-    return {k: v for k, v in item.items() if k not in ("sk", "shardId", "lastUpdated")}
-
-
 def test_the_async_take_request_and_release_write_what_the_sync_ones_write(
-    dynamodb: DynamoDBClient, table_name: str,
+    dynamodb: DynamoDBClient, table: LeaseTable,
 ) -> None:
-    table = LeaseTable(dynamodb, table_name, "app", "orders")
-    table.ensure_table()
     for shard in ("shard-a", "shard-b"):
         assert table.create_lease(Lease(shard, Checkpoint.trim_horizon(), WHOLE))
     a, b = table.get_lease("shard-a"), table.get_lease("shard-b")
@@ -108,7 +107,7 @@ def test_the_async_take_request_and_release_write_what_the_sync_ones_write(
         b = on_loop(dynamodb, lambda c, b=b, step=async_step, args=args: step(c, b, *args))
         assert a is not None and b is not None
         assert (a.owner, a.counter, a.steal_requested_by) == (b.owner, b.counter, b.steal_requested_by)
-        assert lease_item(dynamodb, table, "shard-a") == lease_item(dynamodb, table, "shard-b")
+        assert stored_lease(dynamodb, table, "shard-a") == stored_lease(dynamodb, table, "shard-b")
     stale = replace(b, counter=b.counter - 1)  # a lease changed since it was read: refused, nothing written
     assert on_loop(dynamodb, lambda c: table.atake_lease(c, stale, "w3")) is None is table.take_lease(stale, "w3")
 
@@ -126,10 +125,8 @@ def test_the_async_read_of_the_table_finds_what_the_sync_one_finds(dynamodb: Dyn
 
 
 def test_the_async_registration_and_deletes_of_a_heartbeat_are_the_sync_ones(
-    dynamodb: DynamoDBClient, table_name: str,
+    dynamodb: DynamoDBClient, table: LeaseTable,
 ) -> None:
-    table = LeaseTable(dynamodb, table_name, "app", "orders")
-    table.ensure_table()
     by_sync = table.register_worker("w1")
     by_async = on_loop(dynamodb, lambda c: table.aregister_worker(c, "w2"))
     assert stored(dynamodb, table, "w1") == stored(dynamodb, table, "w2") != {}
@@ -140,18 +137,8 @@ def test_the_async_registration_and_deletes_of_a_heartbeat_are_the_sync_ones(
     assert not on_loop(dynamodb, lambda c: table.aderegister_worker(c, by_sync))  # gone already
 
 
-def held(table: LeaseTable, shard_id: str, owner: str) -> Lease:
-    assert table.create_lease(Lease(shard_id, Checkpoint.trim_horizon(), WHOLE))
-    taken = table.take_lease(table.get_lease(shard_id), owner)  # type: ignore[arg-type]
-    assert taken is not None
-    return taken
-
-
-def test_the_async_shard_end_writes_what_the_sync_one_writes(dynamodb: DynamoDBClient, table_name: str) -> None:
-    table = LeaseTable(dynamodb, table_name, "app", "orders")
-    table.ensure_table()
-    table.ensure_layout()
-    by_sync, by_async = held(table, "p-a", "w1"), held(table, "p-b", "w1")
+def test_the_async_shard_end_writes_what_the_sync_one_writes(dynamodb: DynamoDBClient, table: LeaseTable) -> None:
+    by_sync, by_async = held_lease(table, "p-a", "w1"), held_lease(table, "p-b", "w1")
     assert table.create_lease(Lease("c-b2", Checkpoint.trim_horizon(), WHOLE, parent_shard_ids=("p-b",)))
 
     def children(parent: str) -> list[Lease]:
@@ -162,18 +149,15 @@ def test_the_async_shard_end_writes_what_the_sync_one_writes(dynamodb: DynamoDBC
     async_end = on_loop(dynamodb, lambda c: table.amark_shard_end(c, by_async, children("p-b")))
     assert (sync_end.created_children, async_end.created_children, async_end.existing_children) == (("c-a1", "c-a2"), ("c-b1",), ("c-b2",))
     assert (async_end.lease.owner, async_end.lease.counter) == (sync_end.lease.owner, sync_end.lease.counter)
-    a, b = (lease_item(dynamodb, table, p) for p in ("p-a", "p-b"))
+    a, b = (stored_lease(dynamodb, table, p) for p in ("p-a", "p-b"))
     assert a.pop("childShardIds") != b.pop("childShardIds") and a == b and "checkpoint" in a
     assert {lease.shard_id for lease in table.list_leases()} == {"p-a", "p-b", "c-a1", "c-a2", "c-b1", "c-b2"}
 
 
 def test_an_async_shard_end_of_a_lost_lease_is_refused_naming_the_new_owner(
-    dynamodb: DynamoDBClient, table_name: str,
+    dynamodb: DynamoDBClient, table: LeaseTable,
 ) -> None:
-    table = LeaseTable(dynamodb, table_name, "app", "orders")
-    table.ensure_table()
-    table.ensure_layout()
-    mine = held(table, "p-a", "w1")
+    mine = held_lease(table, "p-a", "w1")
     assert table.take_lease(mine, "w2") is not None
     child = Lease("c-a1", Checkpoint.trim_horizon(), WHOLE, parent_shard_ids=("p-a",))
     with pytest.raises(LeaseLostError, match="w2"):
