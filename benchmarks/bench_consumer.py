@@ -53,9 +53,9 @@ namespace there is no network, so create it first::
    CPU over the same run comes from /proc. Each Consumer row also prints
    what the application waited for (``wait_batch_s``: the next batch;
    ``wait_checkpoint_s``: its checkpoints), the event loop's idle time in
-   select (``loop_idle_s``) and the decodes held back while a checkpoint
-   was written (``decodes_held``, see kinesis_src/consumer/writes.py), and
-   the garbage collector's seconds and collections per generation (``gc_s``).
+   select (``loop_idle_s``), the loop's longest stall (``loop_stall_max_ms``:
+   how late a task that asks to wake every 10 ms was, at worst) and the
+   garbage collector's seconds and collections per generation (``gc_s``).
 2. Failover after SIGKILL: two Consumer processes (failover_s=3, renew 1 s,
    scan 0.25 s) on a fresh 4-shard kinesalite stream with continuous small
    traffic; once the two share the shards (each holds some: the balancer
@@ -297,7 +297,7 @@ async def read_with_consumer(args: argparse.Namespace, pacing_off: bool, columns
     return {"records": records, "bytes": nbytes, "seconds": seconds, "cpu_s": cpu, "start_s": t0 - started,
             "first_record_s": first, "checkpoints": checkpoints,
             "wait_batch_s": round(waited["batch"], 3), "wait_checkpoint_s": round(waited["checkpoint"], 3),
-            "loop_idle_s": round(loop_idle, 3), "loop_cpu_s": round(loop_cpu, 3), "decodes_held": consumer.handout.writes.held_back,
+            "loop_idle_s": round(loop_idle, 3), "loop_cpu_s": round(loop_cpu, 3),
             "loop_stall_max_ms": round(stall.worst_s * 1000, 1), "loop_ticks_late_100ms": stall.late, **gc_used}
 
 
@@ -440,7 +440,7 @@ def round_line(rnd: int, method: str, result: dict[str, Any]) -> str:
     if "error" in result:
         return f"   round {rnd + 1} {label(method):<43} n/a: {result['error']}"
     extra = "".join(f"  {k} {result[k]}" for k in ("calls", "checkpoints", "wait_batch_s", "wait_checkpoint_s", "loop_idle_s",
-                                                  "loop_cpu_s", "decodes_held", "loop_stall_max_ms", "loop_ticks_late_100ms", "gc_s",
+                                                  "loop_cpu_s", "loop_stall_max_ms", "loop_ticks_late_100ms", "gc_s",
                                                   "gc_s_by_generation", "gc_runs")
                     if k in result)
     return (f"   round {rnd + 1} {label(method):<43} {result['records'] / result['seconds']:>8,.0f} rec/s "

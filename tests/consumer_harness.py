@@ -41,6 +41,7 @@ class RecordingCoordinator:
     end_counters: list[int | None] = field(default_factory=list)  # the lease counter each shard_ended named
     end_gate: threading.Event | None = None  # shard_ended (on a worker thread) waits for it
     checkpoint_gate: threading.Event | None = None  # checkpoint (on a worker thread) waits for it
+    at_gate: int = 0  # writes waiting at a gate now: under way
     failure: BaseException | None = None
     live: bool = True
     fresh: bool = True
@@ -54,14 +55,14 @@ class RecordingCoordinator:
 
     def checkpoint(self, shard_id: str, checkpoint: Checkpoint, counter: int | None = None) -> Lease:
         if self.checkpoint_gate is not None:
-            assert self.checkpoint_gate.wait(5), "the test never opened the checkpoint gate"
+            self._wait_at(self.checkpoint_gate, "checkpoint")
         self._check(shard_id)
         self.writes.append((shard_id, str(checkpoint)))
         return make_lease(shard_id, checkpoint)
 
     def shard_ended(self, shard_id: str, children: Any, counter: int | None = None) -> None:
         if self.end_gate is not None:
-            assert self.end_gate.wait(5), "the test never opened the SHARD_END gate"
+            self._wait_at(self.end_gate, "SHARD_END")
         self.end_counters.append(counter)
         self._check(shard_id)
         if shard_id in self.end_errors:
@@ -93,6 +94,13 @@ class RecordingCoordinator:
 
     def stop(self) -> None:
         return None
+
+    def _wait_at(self, gate: threading.Event, what: str) -> None:
+        self.at_gate += 1
+        try:
+            assert gate.wait(5), f"the test never opened the {what} gate"
+        finally:
+            self.at_gate -= 1
 
     def _check(self, shard_id: str) -> None:
         if shard_id in self.lost:

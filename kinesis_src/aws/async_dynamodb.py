@@ -59,7 +59,7 @@ class AsyncDynamoDBClient:
         self._client: Any = None
 
     async def __aenter__(self) -> AsyncDynamoDBClient:
-        session = new_aio_session(None, self.settings)
+        session = new_aio_session(self.settings)
         self._context = session.create_client(
             "dynamodb", region_name=self.settings.region, endpoint_url=self.settings.effective_dynamodb_endpoint_url,
             config=aio_client_config(self.settings, CONNECTIONS),

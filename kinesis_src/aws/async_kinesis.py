@@ -7,11 +7,6 @@ botocore's own retries are off (ours apply, through
 :func:`.boundary.translate`, and GetRecords bodies skip botocore's generic
 parser for the fast one in :mod:`.decode` (aiobotocore parses asynchronously,
 so it needs its own subclass; the decoding function is the same).
-
-Decoding a large body is one C call that holds the GIL, which stalls a
-lease write on another thread; ``before_decode`` lets the owner of the
-client hold decoding back while such a write is under way
-(:mod:`kinesis_src.consumer.writes`).
 """
 
 from __future__ import annotations
@@ -29,7 +24,7 @@ from ..positions import Position
 from ..records import RecordPage
 from .boundary import acall, millisecond_timestamps, new_session
 from .credentials import configure_aio
-from .decode import check_complete, decode_get_records, fast_parse, is_get_records, page_of, succeeded
+from .decode import check_complete, decode_get_records, fast_parse, page_of
 from .direct_get_records import DirectGetRecords, wanted
 from .kinesis import shard_not_found, stream_not_found
 from .sigv4 import Keys
@@ -41,26 +36,17 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-BeforeDecode = Callable[[], Awaitable[None]]
-
 
 class AioFastGetRecordsParser(AioJSONParser):
     """aiobotocore's JSON parser, except GetRecords success bodies take the fast path.
 
     The same guards as :class:`.decode.FastGetRecordsParser`: a body shorter
     than its Content-Length is retriable (aiohttp normally raises first), and
-    no success body is read as ``{"message": body}``. A GetRecords body is
-    decoded after ``before_decode`` (if given) returns: see the module docstring.
+    no success body is read as ``{"message": body}``.
     """
-
-    def __init__(self, *args: Any, before_decode: BeforeDecode | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._before_decode = before_decode
 
     async def parse(self, response: dict[str, Any], shape: Any) -> Any:
         check_complete(response)
-        if self._before_decode is not None and succeeded(response) and is_get_records(shape):
-            await self._before_decode()
         parsed = fast_parse(self, response, shape, decode_get_records)
         return parsed if parsed is not None else await super().parse(response, shape)
 
@@ -68,9 +54,8 @@ class AioFastGetRecordsParser(AioJSONParser):
 class AioFastResponseParserFactory(AioResponseParserFactory):
     """Hands out :class:`AioFastGetRecordsParser` for JSON, with its own copy of the parser settings."""
 
-    def __init__(self, before_decode: BeforeDecode | None = None) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._before_decode = before_decode
         self.settings: dict[str, Any] = {}
 
     def set_parser_defaults(self, **kwargs: Any) -> None:
@@ -79,17 +64,17 @@ class AioFastResponseParserFactory(AioResponseParserFactory):
 
     def create_parser(self, protocol_name: str) -> Any:
         if protocol_name == "json":
-            return AioFastGetRecordsParser(before_decode=self._before_decode, **self.settings)
+            return AioFastGetRecordsParser(**self.settings)
         return super().create_parser(protocol_name)
 
 
-def new_aio_session(before_decode: BeforeDecode | None = None, settings: AwsSettings | None = None) -> AioSession:
+def new_aio_session(settings: AwsSettings | None = None) -> AioSession:
     """An aiobotocore session with the fast GetRecords parser and the settings' profile and role.
 
     It reads the service models through the process's botocore session's loader (:func:`.boundary.new_session`),
     so a model the synchronous clients loaded is not read and parsed again."""
     session = millisecond_timestamps(get_session())
-    session.register_component("response_parser_factory", AioFastResponseParserFactory(before_decode))
+    session.register_component("response_parser_factory", AioFastResponseParserFactory())
     if settings is not None:
         session.register_component("data_loader", new_session(settings).get_component("data_loader"))
         configure_aio(session, settings.credentials, settings.region)
@@ -112,23 +97,19 @@ class AsyncKinesisClient:
 
     Use as ``async with AsyncKinesisClient(settings) as kinesis:``; the HTTP
     connection pool lives as long as the context, sized for one request in
-    flight per shard this process reads (``max_connections``). Every
-    GetRecords body waits for ``before_decode`` (see the module docstring).
+    flight per shard this process reads (``max_connections``).
     """
 
-    def __init__(
-        self, settings: AwsSettings, max_connections: int = 64, before_decode: BeforeDecode | None = None
-    ) -> None:
+    def __init__(self, settings: AwsSettings, max_connections: int = 64) -> None:
         self.settings = settings
         self.endpoint = settings.endpoint_url or f"Kinesis in {settings.region}"
         self._max_connections = max_connections
-        self._before_decode = before_decode
         self._context: Any = None
         self._client: Any = None
         self._direct: DirectGetRecords | None = None
 
     async def __aenter__(self) -> AsyncKinesisClient:
-        session = new_aio_session(self._before_decode, self.settings)
+        session = new_aio_session(self.settings)
         self._context = session.create_client(
             "kinesis",
             region_name=self.settings.region,
@@ -203,10 +184,7 @@ class AsyncKinesisClient:
 
     async def _direct_page(self, iterator: str, limit: int) -> RecordPage:
         assert self._direct is not None
-        body = await self._direct.get_records(iterator, limit)
-        if self._before_decode is not None:
-            await self._before_decode()
-        return decode_get_records(body)
+        return decode_get_records(await self._direct.get_records(iterator, limit))
 
     def _stream_not_found(self, stream: str) -> StreamNotFoundError:
         return stream_not_found(stream, self.endpoint, self.settings.region)

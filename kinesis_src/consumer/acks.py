@@ -43,7 +43,6 @@ from ..records import Record
 from .batch import Batch
 from .metrics import ConsumerMetrics
 from .shard_state import HeldShard, Holdings, ShardPhase
-from .writes import WritesUnderWay
 
 if TYPE_CHECKING:
     from ..aws.async_dynamodb import AsyncDynamoDBClient
@@ -59,8 +58,7 @@ class Acknowledger:
     lease lost under a checkpoint; ``on_progress`` wakes a release waiting
     for the batch in the application's hands. ``dynamodb`` is asked for the
     open async DynamoDB client: with one, checkpoints are written on the loop;
-    without, on a worker thread, and ``writes`` counts those under way
-    (decoding waits for them: :mod:`.writes`).
+    without (a moto mock, an endpoint URL with a path), on a worker thread.
     """
 
     def __init__(
@@ -73,7 +71,6 @@ class Acknowledger:
         on_lost: Callable[[Lease, str], None],
         on_progress: Callable[[], None],
         warn_after_s: float,
-        writes: WritesUnderWay | None = None,
         dynamodb: Callable[[], AsyncDynamoDBClient | None] = lambda: None,
     ) -> None:
         self.worker_id = worker_id
@@ -84,7 +81,6 @@ class Acknowledger:
         self.on_lost = on_lost
         self.on_progress = on_progress
         self.warn_after_s = warn_after_s
-        self.writes = writes or WritesUnderWay()
         self.dynamodb = dynamodb
 
     # -- checkpoints ------------------------------------------------------------------------
@@ -149,8 +145,7 @@ class Acknowledger:
         coordinator, dynamodb = self._coordinator(), self.dynamodb()
         if dynamodb is not None:
             return await coordinator.acheckpoint(dynamodb, shard.shard_id, checkpoint, shard.lease.counter)
-        with self.writes.writing():
-            return await coordinator.acheckpoint(None, shard.shard_id, checkpoint, shard.lease.counter)
+        return await coordinator.acheckpoint(None, shard.shard_id, checkpoint, shard.lease.counter)
 
     async def checkpoint_filtered(self, shard: HeldShard, now: float, interval_s: float) -> None:
         """Checkpoint past records a key range filtered out, when due (:meth:`HeldShard.filtered_due`):
@@ -196,9 +191,8 @@ class Acknowledger:
         children = shard.state.end.children if shard.state.end else ()
         try:
             began = time.perf_counter()
-            with self.writes.writing():
-                await self._coordinator().ashard_ended(shard.shard_id, children,
-                                                       counter=shard.lease.counter)  # fenced on this holding's lease
+            await self._coordinator().ashard_ended(shard.shard_id, children,
+                                                   counter=shard.lease.counter)  # fenced on this holding's lease
         except (LeaseLostError, RetriesExhaustedError) as exc:
             await self._end_failed(shard, exc)
             self.on_progress()

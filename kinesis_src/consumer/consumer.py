@@ -129,7 +129,7 @@ class Consumer:
             self._sigterm.install(handout.loop, self.stop)
         if self._owns_kinesis:
             connections = FAN_OUT_CONNECTIONS if config.consumer_mode is ConsumerMode.EFO else POLLING_CONNECTIONS
-            client = AsyncKinesisClient(config.settings, connections, before_decode=handout.writes.quiet)
+            client = AsyncKinesisClient(config.settings, connections)
             handout.kinesis = await client.__aenter__()
         opening = asyncio.ensure_future(self._open_dynamodb())  # on the loop while the thread prepares
         try:
@@ -243,8 +243,6 @@ class Consumer:
             if handout.stopping:
                 raise StopAsyncIteration
             item = await handout.queue.get()
-            if handout.queue.empty():
-                handout.writes.wake()  # the application will wait for a page next: decoding must not wait for writes
             if item is WAKE or (found := await deliverable(handout, self.units, item)) is None:
                 continue  # a wake-up; or the lease moved on, the shard ended, or its unit was handed over
             reader, shard = found

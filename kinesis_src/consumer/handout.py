@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from .writes import WritesUnderWay
 
 if TYPE_CHECKING:
     from ..aws.async_dynamodb import AsyncDynamoDBClient
@@ -36,7 +35,6 @@ class Handout:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.kinesis = kinesis  # open between start() and close(), or given by the caller
         self.dynamodb: AsyncDynamoDBClient | None = None  # the checkpoints' writer, where usable (open likewise)
-        self.writes = WritesUnderWay(has_work=lambda: not self.queue.empty())  # see .writes
         self._progress = asyncio.Event()  # set whenever the in-flight batch changes or is acknowledged
 
     def enqueue(self, batch: Batch) -> None:

@@ -84,7 +84,7 @@ class StreamReader:
         self.filtered_checkpoint_interval_s = FILTERED_CHECKPOINT_INTERVAL_S
         self.acks = Acknowledger(
             config.worker_id, stream, self.holdings, metrics, lambda: self.coordinator,
-            self.on_lost, handout.progressed, config.end_ack_warning_s, handout.writes, lambda: handout.dynamodb,
+            self.on_lost, handout.progressed, config.end_ack_warning_s, lambda: handout.dynamodb,
         )
 
     # -- start and stop (on worker threads) --------------------------------------------------
@@ -160,8 +160,7 @@ class StreamReader:
         if coordinator is None:
             return
         try:
-            with self.handout.writes.writing():
-                await coordinator.ashard_ended(lease.shard_id, ())
+            await coordinator.ashard_ended(lease.shard_id, ())
         except LeaseLostError:
             return  # the coordinator dropped it; its new owner ends it
         except KinesisSourceError as exc:
@@ -222,7 +221,7 @@ class StreamReader:
         begin_release(shard)
         await cancel(shard.task)
         wait_s = self.config.release_wait_s()
-        try:  # asyncio.timeout, not wait_for: its 3.11 race can lose a cancel (see .writes)
+        try:  # asyncio.timeout, not wait_for: in Python 3.11 it can lose a cancel that meets the wake-up
             async with asyncio.timeout(wait_s):
                 await self.handout.until_not_in_flight(shard, self.stream)
                 async with shard.lock:  # a checkpoint of this shard under way (not the batch in hand) lands first

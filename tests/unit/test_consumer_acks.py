@@ -568,7 +568,7 @@ def test_release_lets_a_checkpoint_write_under_way_land_first() -> None:
         first = await consumer.__anext__()
         coordinator.checkpoint_gate = threading.Event()
         write = asyncio.create_task(first.checkpoint())
-        await until(lambda: consumer.handout.writes.count == 1, "the write to be under way")
+        await until(lambda: coordinator.at_gate == 1, "the write to be under way")
         await consumer.__anext__()  # the other shard's batch is now the one in hand
         release = asyncio.create_task(only(consumer).prepare_release(first.shard_id))
         for _ in range(20):
@@ -590,7 +590,7 @@ def test_a_checkpoint_write_that_outlasts_the_release_wait_still_returns() -> No
         first = await consumer.__anext__()
         coordinator.checkpoint_gate = threading.Event()
         write = asyncio.create_task(first.checkpoint())
-        await until(lambda: consumer.handout.writes.count == 1, "the write to be under way")
+        await until(lambda: coordinator.at_gate == 1, "the write to be under way")
         await consumer.__anext__()
         await asyncio.wait_for(only(consumer).prepare_release(first.shard_id), 5)  # gave up waiting: released
         coordinator.checkpoint_gate.set()

@@ -66,7 +66,7 @@ def test_the_end_batch_after_a_last_batch_taken_during_a_checkpoint_write_carrie
         first = await consumer.__anext__()
         coordinator.checkpoint_gate = threading.Event()
         write = asyncio.create_task(first.checkpoint())
-        await until(lambda: reader.holdings.get(SHARD).lock.locked() and consumer.handout.writes.count == 1,
+        await until(lambda: reader.holdings.get(SHARD).lock.locked() and coordinator.at_gate == 1,
                     "batch 1's checkpoint write to hold the lock")
         final_page.open()
         last = await consumer.__anext__()  # queued, then the fetcher waits for the lock to judge the end
