@@ -49,14 +49,14 @@ from .model import (
 )
 from .ownership import OwnershipSteps
 from .renewal import HeartbeatRenewal, RenewalMode
-from .renewal_loop import RenewalLoop
+from .renewal_loop import RenewalDriver
 from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook
+from .step_loop import StepLoop
 from .table import LeaseTable
 from .table_calls import TableCalls
 from .throughput import RateMeter
 from .timing import LeaseTiming
 from .view import ViewReader
-from .wakeup import Wakeup
 
 if TYPE_CHECKING:
     from ..aws.async_dynamodb import AsyncDynamoDBClient
@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 _FATAL_NOTE = "the lease coordinator stopped; fix the cause and restart the worker"
 
 
-class LeaseCoordinator(OwnershipSteps, RenewalLoop):
+class LeaseCoordinator(OwnershipSteps):
     """Keeps this worker's share of an application's leases on one stream.
 
     Its steps are coroutines (:mod:`.table_calls`). ``astart()`` runs the
@@ -108,6 +108,7 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         self._acquired_at: dict[str, float] = {}  # per held shard: when this worker took it (local clock)
         self._incarnation = 0  # + 1 when this worker learns it was declared dead: takes sent before are not held
         self.renewal = HeartbeatRenewal(self.calls, self.worker_id, timing, clock, self._declared_dead, self._where)
+        self.renewals = RenewalDriver(self.renewal, timing, self._fail, lambda: self.failure is not None)
         self._cycle_report: CycleReport | None = None  # the cycle running now (in-cycle renewals report to it)
         self._next_sync = float("-inf")
         self._judge = ExpiryJudge(timing.failover_s, clock)
@@ -116,14 +117,7 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         self._steal_book = StealBook()  # this worker's open steal requests
         self._views = ViewReader(self.calls, timing, clock, table.known_partitions, self.worker_id)
         self._last_scan = float("-inf")
-        self._stop = threading.Event()
-        self._renewal_stop = threading.Event()  # set by stop() only after its releases: see stop()
-        self._wake = Wakeup()
-        self._renewal_wake = Wakeup()
-        self._thread: threading.Thread | None = None
-        self._renewal_thread: threading.Thread | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._renewal_task: asyncio.Task[None] | None = None
+        self._cycles = StepLoop(f"leases-{self.worker_id}", self._cycle_step, lambda: self.failure is not None)
         self.failure: BaseException | None = None
         self.cycles = 0
 
@@ -137,11 +131,7 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         """Register, sync shards once (repairs a table the stream outgrew), cycle once, then loop:
         the cycle on one thread, the heartbeat renewal on another (:mod:`.renewal_loop`)."""
         self.register()
-        self.renew_on_own_schedule(self._renewal_wake.set)
-        self._renewal_thread = threading.Thread(
-            target=self._renewal_loop, name=f"lease-renewal-{self.worker_id}", daemon=True
-        )
-        self._renewal_thread.start()
+        self.renewals.start_thread()
         try:
             run_sync(self._first_cycle(sync_now))
         except BaseException:
@@ -149,25 +139,20 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
             # or it heartbeats (and holds whatever the cycle took) for the rest of the process
             self.stop(release=True)
             raise
-        self._thread = threading.Thread(target=self._loop, name=f"leases-{self.worker_id}", daemon=True)
-        self._thread.start()
+        self._cycles.start_thread()
         return self
 
     async def astart(self, sync_now: bool = True) -> LeaseCoordinator:
         """:meth:`start` on the running event loop: the cycle and the renewal are two tasks there.
         Its steps must then be awaited on that loop (``arun_once``, ``ashard_ended``, ``arelease``)."""
-        loop = asyncio.get_running_loop()
-        self._wake.bind(loop)
-        self._renewal_wake.bind(loop)
         await self.renewal.aregister()
-        self.renew_on_own_schedule(self._renewal_wake.set)
-        self._renewal_task = loop.create_task(self._arenewal_loop(), name=f"lease-renewal-{self.worker_id}")
+        self.renewals.start_task()
         try:
             await self._first_cycle(sync_now)
         except BaseException:
             await asyncio.shield(self.astop(release=True))
             raise
-        self._task = loop.create_task(self._aloop(), name=f"leases-{self.worker_id}")
+        self._cycles.start_task()
         return self
 
     async def _first_cycle(self, sync_now: bool) -> None:
@@ -183,30 +168,22 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         first was judged dead by the others when that took longer than the
         failover time, its leases taken at the older checkpoints (duplicates).
         """
-        self._stop.set()
-        self._wake.set()
-        self._join(self._thread, timeout_s)
+        self._cycles.stop(timeout_s)
         run_sync(self._release_all(release))
-        self._renewal_stop.set()
-        self._renewal_wake.set()
-        self._join(self._renewal_thread, timeout_s)
+        self.renewals.stop(timeout_s)
         run_sync(self._deregister())
 
     async def astop(self, release: bool = True, timeout_s: float = 30.0) -> None:
         """:meth:`stop` for a coordinator started with :meth:`astart`, on its loop."""
-        self._stop.set()
-        self._wake.set()
-        await _finish(self._task, timeout_s)
+        await self._cycles.astop(timeout_s)
         await self._release_all(release)
-        self._renewal_stop.set()
-        self._renewal_wake.set()
-        await _finish(self._renewal_task, timeout_s)
+        await self.renewals.astop(timeout_s)
         await self._deregister()
 
     async def _release_all(self, release: bool) -> None:
         if release:
             for lease in list(self._snapshot().values()):
-                await self._renew_while_stopping()
+                await self.renewals.renew_while_stopping()
                 await self._release(lease, "worker stopping")
 
     async def _deregister(self) -> None:
@@ -216,10 +193,6 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         except KinesisSourceError as exc:
             log.warning("worker %s: could not remove its heartbeat item: %s", self.worker_id, exc)
 
-    def _join(self, thread: threading.Thread | None, timeout_s: float) -> None:
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout_s)
-
     def __enter__(self) -> LeaseCoordinator:
         return self.start()
 
@@ -228,13 +201,11 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
 
     @property
     def running(self) -> bool:
-        if self._task is not None:
-            return not self._task.done()
-        return self._thread is not None and self._thread.is_alive()
+        return self._cycles.running()
 
     def wake(self) -> None:
         """Run the next cycle now (e.g. after a shard ended, so its children are picked up)."""
-        self._wake.set()
+        self._cycles.wake()
 
     # -- what the consumer uses ------------------------------------------------------------
 
@@ -248,19 +219,11 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
         """True while this worker has read the table recently enough to have seen any steal coming.
 
         A thief takes a lease from a live holder only ``failover_s`` after
-        its steal request was announced (:mod:`.steal_requests`); a holder
-        that reads the table releases it at its next scan. One whose scans
-        stall (DynamoDB throttled or unreachable) cannot see the request, so
-        the consumer delivers nothing from a view older than 1.5 renewals
-        (less than ``failover_s``): a stolen lease's prefetched batches are
-        not handed out after the thief checkpointed.
-
-        The view is dated by the last read that reflects every change others
-        announced (:attr:`~.view.ViewReader.current_at`): at scale a cycle may
-        see a thief's announcement and defer the lease read
-        (``lease_read_gap_s``), and that cycle's heartbeat read says nothing
-        about the stolen lease (the simulation at 10,000 shards: overlaps of up
-        to 6.65 s while both holders counted as fresh).
+        announcing its request, so a view younger than 1.5 renewals has seen
+        it; one whose reads stall (DynamoDB throttled) delivers nothing. Dated
+        by the last read that reflects every change others announced
+        (:attr:`~.view.ViewReader.current_at`). Why and the figures:
+        docs/leases.md, "Reading the table".
         """
         return self.clock() - self._views.current_at < STEAL_PATIENCE_RENEWALS * self.timing.renew_s
 
@@ -375,31 +338,20 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
             self.on_cycle(report)
         return report
 
-    def _loop(self) -> None:
-        while not self._stop.is_set() and self.failure is None:
-            if not run_sync(self._cycle_survived()):
-                return
-            self._wake.wait(max(0.01, self._next_wake() - self.clock()))
-
-    async def _aloop(self) -> None:
-        while not self._stop.is_set() and self.failure is None:
-            if not await self._cycle_survived():
-                return
-            await self._wake.until(max(0.01, self._next_wake() - self.clock()))
-
-    async def _cycle_survived(self) -> bool:
-        """One cycle; False once it failed in a way no further cycle can fix (the coordinator stops)."""
+    async def _cycle_step(self) -> float | None:
+        """One cycle of the running coordinator; the seconds to the next, None once it failed in a way
+        no further cycle can fix (the coordinator stops)."""
         try:
             await self.arun_once()
         except KinesisSourceError as exc:
             if not _transient(exc):
                 self._fail(exc)
-                return False
+                return None
             log.warning("worker %s: lease cycle failed, retrying next cycle: %s", self.worker_id, exc)
         except Exception as exc:  # a bug: stop loudly rather than hold leases without renewing
             self._fail(exc)
-            return False
-        return True
+            return None
+        return max(0.01, self._next_wake() - self.clock())
 
     def _fail(self, error: BaseException) -> None:
         self.failure = error
@@ -451,9 +403,3 @@ class LeaseCoordinator(OwnershipSteps, RenewalLoop):
     def _where(self) -> str:
         t = self.table
         return f"stream {t.stream!r} (application {t.application!r}, table {t.table_name!r})"
-
-
-async def _finish(task: asyncio.Task[None] | None, timeout_s: float) -> None:
-    """Wait for a coordinator task to end by itself (it was told to stop); never the calling task."""
-    if task is not None and task is not asyncio.current_task() and not task.done():
-        await asyncio.wait({task}, timeout=timeout_s)

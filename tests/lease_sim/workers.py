@@ -3,7 +3,7 @@
 As :meth:`LeaseCoordinator.start` runs two threads, a worker runs two fibers:
 the cycle (``run_once``, wait until ``_next_wake()``, the same handling of
 transient and fatal errors) and the heartbeat renewal
-(:meth:`LeaseCoordinator.renewal_step`, wait for as long as it says, woken
+(:meth:`~kinesis_src.leases.renewal_loop.RenewalDriver.step`, wait for as long as it says, woken
 early when a change is to be announced), with the threads and
 ``Event.wait`` replaced by suspensions; ``stop()`` is the real graceful stop. The coordinator reads
 the simulated clock (plus a per-host offset: boot clocks of different hosts
@@ -157,7 +157,7 @@ class SimWorker:
         """What start() and _loop() do, with simulated waits; the renewal runs on its own fiber."""
         c = self.coordinator
         c.register()
-        c.renew_on_own_schedule(lambda: self._wake(self._renewal))
+        c.renewals.own_schedule(lambda: self._wake(self._renewal))
         self.sim.queue.after(0.0, lambda: self._step(self._renewal))
         while self.state == "running" and c.failure is None:
             try:
@@ -181,7 +181,7 @@ class SimWorker:
         """What the coordinator's renewal thread does, with simulated waits."""
         c = self.coordinator
         while self.state == "running" and c.failure is None:
-            wait_s = c.renewal_step()
+            wait_s = c.renewals.step()
             if wait_s is None:
                 return
             self.renewal_fiber.suspend(Sleep(self.sim.queue.now + wait_s))

@@ -56,7 +56,7 @@ def test_no_worker_takes_a_lease_while_declared_dead_in_the_throttled_simulation
 
 def _own_schedule(coordinator: LeaseCoordinator) -> LeaseCoordinator:
     """Its heartbeats are sent only when the test steps the renewal (as if throttled otherwise)."""
-    coordinator.renew_on_own_schedule(lambda: None)
+    coordinator.renewals.own_schedule(lambda: None)
     return coordinator
 
 
@@ -72,7 +72,7 @@ def test_a_worker_whose_heartbeat_is_overdue_takes_nothing(dynamodb) -> None:  #
     table.take_lease(table.get_lease(sid(0)), "a")  # named for its id: adopting it is a take too
     a._views.invalidate()  # unannounced: read at the next cycle
     assert a.run_once().acquired == [] and owners(dynamodb)[sid(0)] == "a"
-    assert a.renewal_step() is not None and a.is_live()  # once renewed, it takes its share
+    assert a.renewals.step() is not None and a.is_live()  # once renewed, it takes its share
     assert sorted(a.run_once().acquired) == [sid(i) for i in range(4)]
 
 

@@ -18,6 +18,7 @@ from kinesis_src.errors import (
 )
 from kinesis_src.leases.claim import QueryClaim
 from kinesis_src.leases.coordinator import LeaseCoordinator
+from kinesis_src.leases.in_place import run_sync
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.leases.timing import LeaseTiming
@@ -233,7 +234,7 @@ def test_a_corrupt_item_stops_the_coordinator_loudly(dynamodb: DynamoDBClient) -
     )
     with pytest.raises(CorruptLeaseError, match=r"shard#shardId-000000000001.*'leaseCounter' has type S"):
         a.run_once()
-    a._loop()  # the thread body: records the failure, drops every lease, returns
+    assert run_sync(a._cycle_step()) is None  # the running coordinator's step: records the failure, drops every lease
     assert isinstance(a.failure, CorruptLeaseError) and a.held() == {}
     assert ("lost", sid(0)) in rec.events
 

@@ -122,7 +122,7 @@ def test_the_thief_forces_only_failover_s_after_its_announcement_was_acknowledge
     a = worker(dynamodb, "a", clock)
     a.run_once()
     b = worker(dynamodb, "b", clock)
-    b.renew_on_own_schedule(lambda: None)  # its heartbeats are sent only when this test steps the renewal
+    b.renewals.own_schedule(lambda: None)  # its heartbeats are sent only when this test steps the renewal
     requested: list[str] = []
     while not requested:
         clock.advance(TIMING.scan_s)
@@ -132,12 +132,12 @@ def test_the_thief_forces_only_failover_s_after_its_announcement_was_acknowledge
         a.renewal.renew_if_due()
         assert b.run_once().stolen == []
     assert b.renewal.announced < b._steal_book.open[requested[0]].ticket
-    b.renewal_step()  # it lands now
+    b.renewals.step()  # it lands now
     sent_at, stolen = clock(), []
     while not stolen:
         clock.advance(TIMING.scan_s)
         a.renewal.renew_if_due()
-        b.renewal_step()
+        b.renewals.step()
         stolen = b.run_once().stolen
     assert stolen == requested and clock() - sent_at >= TIMING.failover_s
 

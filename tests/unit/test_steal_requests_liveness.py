@@ -37,9 +37,9 @@ def _announced_request(clock: Clock, holder: LeaseCoordinator, thief: LeaseCoord
     requested: list[str] = []
     while not requested:
         _step(clock, holder)
-        thief.renewal_step()
+        thief.renewals.step()
         requested = thief.run_once().requested
-    thief.renewal_step()  # the announcement naming the holder lands
+    thief.renewals.step()  # the announcement naming the holder lands
     _step(clock, holder)
     thief.run_once()  # dates it
     assert thief._steal_book.open[requested[0]].announced_at is not None
@@ -66,14 +66,14 @@ def test_a_thief_declared_dead_asks_again_before_it_forces(dynamodb) -> None:  #
     a = worker(dynamodb, "a", clock)
     a.run_once()
     c = worker(dynamodb, "c", clock)
-    c.renew_on_own_schedule(lambda: None)  # c's heartbeats are sent only when this test steps them
+    c.renewals.own_schedule(lambda: None)  # c's heartbeats are sent only when this test steps them
     shard = _announced_request(clock, a, c)
     _declare_dead(clock, a, table, "c")
     assert a.run_once().released == [] and shard in a.held() and a.view_is_fresh()  # c has no heartbeat
     released: list[str] = []
     for _ in range(3 * FAILOVER_STEPS):
         _step(clock, a)
-        c.renewal_step()  # the first one finds c declared dead: it registers anew
+        c.renewals.step()  # the first one finds c declared dead: it registers anew
         _no_force_on_a_fresh_holder(c.run_once(), a, shard)
         released += a.run_once().released
     assert shard in released and owners(dynamodb)[shard] == "c"
