@@ -88,7 +88,7 @@ class Consumer:
         several = len(config.streams) > 1
         self.stream_metrics = {s: StreamMetrics(self.metrics, s, several) for s in config.streams}
         self.units = UnitReaders(config, self.handout, self.stream_metrics)
-        self._guard = KeyRangeGuard(config, self.handout.fail)
+        self._guard = KeyRangeGuard(config, self.handout.fail, lambda: self.handout.dynamodb)
 
     def __setattr__(self, name: str, value: object) -> None:
         """An option set on a built consumer would be ignored: refuse it, naming where it goes."""

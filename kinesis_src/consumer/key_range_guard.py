@@ -20,6 +20,7 @@ from ..errors import KeyRangeClaimLostError, KinesisSourceError
 from .range_claims import RangeClaims
 
 if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDBClient
     from .consumer_config import ConsumerConfig
 
 log = logging.getLogger(__name__)
@@ -28,9 +29,11 @@ log = logging.getLogger(__name__)
 class KeyRangeGuard:
     """A sticky worker's claims, one per stream; ``fail`` ends the consumer when one is found gone."""
 
-    def __init__(self, config: ConsumerConfig, fail: Callable[[BaseException], None]) -> None:
+    def __init__(self, config: ConsumerConfig, fail: Callable[[BaseException], None],
+                 dynamodb: Callable[[], AsyncDynamoDBClient | None] = lambda: None) -> None:
         self.config = config
         self._fail = fail
+        self._dynamodb = dynamodb  # the open async client: renewals on the loop (else on a worker thread)
         self.claims: dict[str, RangeClaims] = {}
         self._beaten_at = 0.0
 
@@ -82,7 +85,8 @@ class KeyRangeGuard:
     async def renew(self) -> None:
         for stream, claims in list(self.claims.items()):
             try:
-                kept = await asyncio.to_thread(claims.renew)
+                dynamodb = self._dynamodb()
+                kept = await (claims.arenew(dynamodb) if dynamodb is not None else asyncio.to_thread(claims.renew))
             except KinesisSourceError as exc:  # transient: the next renewal retries; expiry takes the failover time
                 log.warning("consumer %s: key-range claim renewal on %r failed: %s", self.config.worker_id, stream, exc)
                 continue

@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from lineage import KeyRange
 
@@ -39,6 +39,7 @@ from . import unit_registry
 from .units import UnitMap
 
 if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDBClient
     from .consumer_config import ConsumerConfig
 
 log = logging.getLogger(__name__)
@@ -98,14 +99,11 @@ class RangeClaims:
 
     def read_all(self) -> tuple[int, UnitMap, list[RangeClaim]]:
         """The registration version, the unit map and every claim (live or not), in claim order."""
-        version, units, claims = 0, UnitMap(), []
-        for item in self.dynamodb.query(self.table_name, HASH_KEY, self.partition):
-            sort_key = item[RANGE_KEY]["S"]
-            if sort_key == VERSION_KEY:
-                version, units = int(item[VERSION]["N"]), unit_registry.decode(item)
-            elif sort_key.startswith(CLAIM_PREFIX):
-                claims.append(_claim_of(item))
-        return version, units, sorted(claims, key=lambda c: c.order)
+        return _registry_of(self.dynamodb.query(self.table_name, HASH_KEY, self.partition))
+
+    async def aread_all(self, dynamodb: AsyncDynamoDBClient) -> tuple[int, UnitMap, list[RangeClaim]]:
+        """:meth:`read_all` by ``dynamodb`` on the caller's event loop."""
+        return _registry_of(await dynamodb.query(self.table_name, HASH_KEY, self.partition))
 
     # -- this worker's claim ----------------------------------------------------------------
 
@@ -157,16 +155,22 @@ class RangeClaims:
 
     def renew(self) -> bool:
         """One heartbeat; False once the claim is gone (judged dead and deleted, or replaced)."""
+        request = self._renewal()
+        return request is not None and self.dynamodb.update_item(**request).ok
+
+    async def arenew(self, dynamodb: AsyncDynamoDBClient) -> bool:
+        """:meth:`renew` by ``dynamodb`` on the caller's event loop."""
+        request = self._renewal()
+        return request is not None and (await dynamodb.update_item(**request)).ok
+
+    def _renewal(self) -> dict[str, Any] | None:
         mine = self.mine
         if mine is None:
-            return False
-        result = self.dynamodb.update_item(
-            self.table_name, self._claim_key(mine.worker_id),
-            "SET #ttl = :ttl ADD #hb :one", "#session = :session",
-            names={"#ttl": TTL, "#hb": HEARTBEAT, "#session": SESSION},
-            values={":ttl": {"N": str(self._ttl_s())}, ":one": {"N": "1"}, ":session": {"S": mine.session}},
-        )
-        return result.ok
+            return None
+        return {"table": self.table_name, "key": self._claim_key(mine.worker_id),
+                "update": "SET #ttl = :ttl ADD #hb :one", "condition": "#session = :session",
+                "names": {"#ttl": TTL, "#hb": HEARTBEAT, "#session": SESSION},
+                "values": {":ttl": {"N": str(self._ttl_s())}, ":one": {"N": "1"}, ":session": {"S": mine.session}}}
 
     def release(self) -> None:
         if self.mine is not None:
@@ -177,20 +181,27 @@ class RangeClaims:
         """Delete a claim judged dead, unless its heartbeat moved since it was read."""
         return self._delete(claim)
 
+    async def adelete_dead(self, dynamodb: AsyncDynamoDBClient, claim: RangeClaim) -> bool:
+        """:meth:`delete_dead` by ``dynamodb`` on the caller's event loop."""
+        return (await dynamodb.delete_item(**self._deletion(claim))).ok
+
     # -- items ---------------------------------------------------------------------------------
 
     def _heartbeats(self) -> dict[str, tuple[str, int]]:
         return {c.worker_id: c.beat for c in self.read()[1]}
 
     def _delete(self, claim: RangeClaim) -> bool:
+        return self.dynamodb.delete_item(**self._deletion(claim)).ok
+
+    def _deletion(self, claim: RangeClaim) -> dict[str, Any]:
         """Delete a claim: our own by session; another's only if its heartbeat is still the one observed."""
         condition, names_, values = "#session = :session", {"#session": SESSION}, {":session": {"S": claim.session}}
         if claim is not self.mine:
             condition += " AND #hb = :hb"
             names_["#hb"] = HEARTBEAT
             values[":hb"] = {"N": str(claim.heartbeat)}
-        key = self._claim_key(claim.worker_id)
-        return self.dynamodb.delete_item(self.table_name, key, condition, names=names_, values=values).ok
+        return {"table": self.table_name, "key": self._claim_key(claim.worker_id), "condition": condition,
+                "names": names_, "values": values}
 
     def _claim_key(self, worker_id: str) -> Item:
         return range_claim_key(self.application, self.stream, worker_id)
@@ -205,6 +216,18 @@ class RangeClaims:
     def _ttl_s(self) -> int:
         server_s = self.dynamodb.server_time_s()
         return max(int(time.time()), 0 if server_s is None else int(server_s)) + CLAIM_TTL_S
+
+
+def _registry_of(items: list[Item]) -> tuple[int, UnitMap, list[RangeClaim]]:
+    """The registration version, the unit map and every claim in the items of the claims' partition."""
+    version, units, claims = 0, UnitMap(), []
+    for item in items:
+        sort_key = item[RANGE_KEY]["S"]
+        if sort_key == VERSION_KEY:
+            version, units = int(item[VERSION]["N"]), unit_registry.decode(item)
+        elif sort_key.startswith(CLAIM_PREFIX):
+            claims.append(_claim_of(item))
+    return version, units, sorted(claims, key=lambda c: c.order)
 
 
 def _claim_of(item: Item) -> RangeClaim:

@@ -29,6 +29,7 @@ from ..aws import DynamoDBClient, KinesisClient
 from ..clock import since_boot
 from ..errors import ConsumerLimitError, KinesisSourceError
 from ..leases.expiry import ExpiryJudge
+from ..leases.in_place import run_sync
 from ..retrieval.registration import ConsumerMode, Registrations, unit_consumer_name
 from .batch import Batch
 from .range_claims import RangeClaims, live_and_dead
@@ -39,6 +40,7 @@ from .unit_split import split_unit, unit_table, wait_until_unread
 from .units import FULL, Split, describe, scope_of
 
 if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDBClient
     from ..leases.coordinator import LeaseCoordinator
     from .consumer_config import ConsumerConfig
     from .handout import Handout
@@ -227,13 +229,18 @@ class UnitReaders:
         return self.fan_outs.deregister_all(KinesisClient(c.settings))
 
     def _free(self, stream: str) -> tuple[KeyRange, ...]:
-        """Units no live claim overlaps and nobody splits (dead claims are deleted; orphan splits noted)."""
+        return run_sync(self._afree(stream, None))
+
+    async def _afree(self, stream: str, dynamodb: AsyncDynamoDBClient | None) -> tuple[KeyRange, ...]:
+        """Units no live claim overlaps and nobody splits (dead claims are deleted; orphan splits noted):
+        read by ``dynamodb`` on the loop, or in place without one."""
         claims = self.claims(stream)
-        _, units, found = claims.read_all()
+        _, units, found = claims.read_all() if dynamodb is None else await claims.aread_all(dynamodb)
         self._claimed[stream] = bool(found or units.splits)
         live, dead = live_and_dead(self.watch[stream], found)
         for claim in dead:
-            if claims.delete_dead(claim):
+            gone = claims.delete_dead(claim) if dynamodb is None else await claims.adelete_dead(dynamodb, claim)
+            if gone:
                 log.warning("stream %r: removed the claim of a dead worker: %s", stream, claim.describe())
         self._orphans = [s for s in units.splits if s.claimer not in {c.worker_id for c in live}]
         return units.unclaimed([c.key_range for c in live])
@@ -265,7 +272,8 @@ class UnitReaders:
             if handout.stopping:
                 return
             try:
-                free = await self.in_thread(self._free, stream)
+                dynamodb = handout.dynamodb  # the claims read on the loop where it can, else on a worker thread
+                free = await (self._afree(stream, dynamodb) if dynamodb is not None else self.in_thread(self._free, stream))
             except KinesisSourceError as exc:  # transient: the next tick reads again
                 log.warning("consumer %s: could not read the key-range claims of %r: %s", c.worker_id, stream, exc)
                 continue

@@ -3,7 +3,8 @@
 Each async call must be its synchronous twin: the same stored item and the
 same answer (renewed, declared dead, replaced) for a heartbeat, the same
 view for a read of the table, the same item and refusal for a take, a steal
-request, a release and SHARD_END. DynamoDB Local.
+request, a release and SHARD_END, and for the key-range claims' reads,
+renewals and deletes. DynamoDB Local.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from lease_fixtures import (  # noqa: F401
 
 from kinesis_src.aws.async_dynamodb import AsyncDynamoDBClient
 from kinesis_src.aws.dynamodb import DynamoDBClient
+from kinesis_src.consumer.range_claims import RangeClaim, RangeClaims
 from kinesis_src.errors import LeaseLostError
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease, WorkerHeartbeat
 from kinesis_src.leases.schema.keys import worker_key
 from kinesis_src.leases.table import LeaseTable
+from lineage import KeyRange
 
 T = TypeVar("T")
 
@@ -163,3 +166,21 @@ def test_an_async_shard_end_of_a_lost_lease_is_refused_naming_the_new_owner(
     with pytest.raises(LeaseLostError, match="w2"):
         on_loop(dynamodb, lambda c: table.amark_shard_end(c, mine, [child]))
     assert table.get_lease("c-a1") is None and not table.get_lease("p-a").checkpoint.is_shard_end  # type: ignore[union-attr]
+
+
+def test_the_async_key_range_claim_calls_are_the_sync_ones(dynamodb: DynamoDBClient, table: LeaseTable) -> None:
+    lower, upper = (RangeClaims(dynamodb, table.table_name, "app", "orders", failover_s=3.0) for _ in range(2))
+    lower.claim("w1", KeyRange.slice(0, 2))
+    upper.claim("w2", KeyRange.slice(1, 2))
+    assert on_loop(dynamodb, lower.aread_all) == lower.read_all()
+    assert on_loop(dynamodb, lower.arenew) and lower.renew()
+
+    def claim_of(worker_id: str) -> RangeClaim:
+        return next(c for c in lower.read_all()[2] if c.worker_id == worker_id)
+
+    assert claim_of("w1").heartbeat == 2  # one renewal each way
+    seen = claim_of("w2")
+    assert upper.renew()  # w2's heartbeat moved since it was seen: not deleted as dead
+    assert not on_loop(dynamodb, lambda c: lower.adelete_dead(c, seen))
+    assert on_loop(dynamodb, lambda c: lower.adelete_dead(c, claim_of("w2")))
+    assert not on_loop(dynamodb, upper.arenew) and not upper.renew()  # w2's claim is gone
