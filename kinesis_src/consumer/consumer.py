@@ -171,7 +171,7 @@ class Consumer:
         for reader in self.readers.values():
             if reader.coordinator is not None:  # started, starting, or only registered: its heartbeat goes
                 await reader.coordinator.astop()
-        await asyncio.to_thread(self._guard.release)
+        await self._guard.release()
         await self._close_clients()
         await asyncio.to_thread(self.units.deregister_fan_outs)  # failures are logged; the start's is raised
 
@@ -188,7 +188,7 @@ class Consumer:
         for reader in readers:
             if reader.coordinator is not None:
                 await reader.coordinator.astop()
-        await asyncio.to_thread(self._guard.release)
+        await self._guard.release()
         await self._close_clients()
         failures = await asyncio.to_thread(self.units.deregister_fan_outs)
         log.info("consumer %s stopped: %s", self.worker_id, self.metrics.summary())

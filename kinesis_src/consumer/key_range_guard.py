@@ -53,10 +53,12 @@ class KeyRangeGuard:
             self.claims[stream] = claims
         self._beaten_at = time.monotonic()
 
-    def release(self) -> None:
+    async def release(self) -> None:
+        """close(): remove the claims (on the loop with the async client, else on a worker thread)."""
+        dynamodb = self._dynamodb()
         for stream, claims in list(self.claims.items()):
             try:
-                claims.release()
+                await (claims.arelease(dynamodb) if dynamodb is not None else asyncio.to_thread(claims.release))
             except KinesisSourceError as exc:
                 log.warning("consumer %s: could not remove its key-range claim on %r (%s); it expires",
                             self.config.worker_id, stream, exc)

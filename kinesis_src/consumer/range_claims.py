@@ -177,6 +177,12 @@ class RangeClaims:
             self._delete(self.mine)
             self.mine = None
 
+    async def arelease(self, dynamodb: AsyncDynamoDBClient) -> None:
+        """:meth:`release` by ``dynamodb`` on the caller's event loop."""
+        if self.mine is not None:
+            await dynamodb.delete_item(**self._deletion(self.mine))
+            self.mine = None
+
     def delete_dead(self, claim: RangeClaim) -> bool:
         """Delete a claim judged dead, unless its heartbeat moved since it was read."""
         return self._delete(claim)

@@ -191,25 +191,31 @@ class UnitReaders:
         coordinator would be dealt leases that nobody reads until it is judged dead. A start that fails
         removes it (a cancelled one: ``close()`` or the start's abort does).
         """
-        if not await self.in_thread(self._unit_still_free, reader):
+        dynamodb = self.handout.dynamodb  # on the loop where it can, else on a worker thread
+        free = self._unit_still_free_on(reader, dynamodb) if dynamodb is not None else \
+            self.in_thread(self._unit_still_free, reader)
+        if not await free:
             return False
         coordinator: LeaseCoordinator = reader.coordinator  # type: ignore[assignment]  # plan() gave it one
         await coordinator.astart()  # a start that fails stops itself
         return True
 
     def _unit_still_free(self, reader: StreamReader) -> bool:
-        """Without a range: the heartbeat, then the claims read again (blocking); False, no heartbeat left,
-        if the unit was claimed meanwhile."""
+        return run_sync(self._unit_still_free_on(reader, None))
+
+    async def _unit_still_free_on(self, reader: StreamReader, dynamodb: AsyncDynamoDBClient | None) -> bool:
+        """Without a range: the heartbeat, then the claims read again; False, no heartbeat left, if the
+        unit was claimed meanwhile. By ``dynamodb`` on the loop, or in place without one."""
         coordinator: LeaseCoordinator = reader.coordinator  # type: ignore[assignment]
         if self.config.key_range is not None:
             return True
         try:
-            coordinator.register()
-            if self.handout.stopping or reader.unit not in self._free(reader.stream):
-                coordinator.stop(release=False)
+            await coordinator.renewal.aregister()
+            if self.handout.stopping or reader.unit not in await self._afree(reader.stream, dynamodb):
+                await coordinator.astop(release=False)
                 return False
         except BaseException:
-            coordinator.stop(release=True)
+            await coordinator.astop(release=True)
             raise
         return True
 
