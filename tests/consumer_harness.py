@@ -76,8 +76,7 @@ class RecordingCoordinator:
     # the consumer awaits these on its loop; a gate is waited for on a worker thread, as the real
     # coordinator's table calls are, so the loop goes on meanwhile
 
-    async def acheckpoint(self, dynamodb: Any, shard_id: str, checkpoint: Checkpoint, counter: int | None = None,
-                          ) -> Lease:
+    async def acheckpoint(self, shard_id: str, checkpoint: Checkpoint, counter: int | None = None) -> Lease:
         return await asyncio.to_thread(self.checkpoint, shard_id, checkpoint, counter)
 
     async def ashard_ended(self, shard_id: str, children: Any, counter: int | None = None) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from ..errors import (
     ConfigurationError,
@@ -44,9 +44,6 @@ from .batch import Batch
 from .metrics import ConsumerMetrics
 from .shard_state import HeldShard, Holdings, ShardPhase
 
-if TYPE_CHECKING:
-    from ..aws.async_dynamodb import AsyncDynamoDBClient
-
 log = logging.getLogger(__name__)
 
 
@@ -56,9 +53,8 @@ class Acknowledger:
     ``coordinator`` is asked for the coordinator at each use (the consumer
     creates it in ``start()``); ``on_lost`` is the consumer's handler of a
     lease lost under a checkpoint; ``on_progress`` wakes a release waiting
-    for the batch in the application's hands. ``dynamodb`` is asked for the
-    open async DynamoDB client: with one, checkpoints are written on the loop;
-    without (a moto mock, an endpoint URL with a path), on a worker thread.
+    for the batch in the application's hands. Checkpoints are written on the
+    loop through the coordinator's table calls (:mod:`kinesis_src.leases.table_calls`).
     """
 
     def __init__(
@@ -71,7 +67,6 @@ class Acknowledger:
         on_lost: Callable[[Lease, str], None],
         on_progress: Callable[[], None],
         warn_after_s: float,
-        dynamodb: Callable[[], AsyncDynamoDBClient | None] = lambda: None,
     ) -> None:
         self.worker_id = worker_id
         self.stream = stream
@@ -81,7 +76,6 @@ class Acknowledger:
         self.on_lost = on_lost
         self.on_progress = on_progress
         self.warn_after_s = warn_after_s
-        self.dynamodb = dynamodb
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -130,7 +124,7 @@ class Acknowledger:
     async def _write(self, shard: HeldShard, checkpoint: Checkpoint) -> None:
         try:
             began = time.perf_counter()
-            lease = await self._checkpoint(shard, checkpoint)
+            lease = await self._coordinator().acheckpoint(shard.shard_id, checkpoint, shard.lease.counter)
         except LeaseLostError:
             self.on_lost(shard.lease, "checkpoint rejected: lease taken over")
             raise
@@ -140,12 +134,6 @@ class Acknowledger:
         metrics = self.metrics.shards.get(lease.shard_id)
         if metrics is not None:
             metrics.checkpoint = str(checkpoint)
-
-    async def _checkpoint(self, shard: HeldShard, checkpoint: Checkpoint) -> Lease:
-        coordinator, dynamodb = self._coordinator(), self.dynamodb()
-        if dynamodb is not None:
-            return await coordinator.acheckpoint(dynamodb, shard.shard_id, checkpoint, shard.lease.counter)
-        return await coordinator.acheckpoint(None, shard.shard_id, checkpoint, shard.lease.counter)
 
     async def checkpoint_filtered(self, shard: HeldShard, now: float, interval_s: float) -> None:
         """Checkpoint past records a key range filtered out, when due (:meth:`HeldShard.filtered_due`):

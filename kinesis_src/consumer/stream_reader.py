@@ -84,7 +84,7 @@ class StreamReader:
         self.filtered_checkpoint_interval_s = FILTERED_CHECKPOINT_INTERVAL_S
         self.acks = Acknowledger(
             config.worker_id, stream, self.holdings, metrics, lambda: self.coordinator,
-            self.on_lost, handout.progressed, config.end_ack_warning_s, lambda: handout.dynamodb,
+            self.on_lost, handout.progressed, config.end_ack_warning_s,
         )
 
     # -- start and stop (on worker threads) --------------------------------------------------

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import Callable, Iterable
 
 from lineage import shard_sort_key
 
@@ -57,9 +57,6 @@ from .table_calls import TableCalls
 from .throughput import RateMeter
 from .timing import LeaseTiming
 from .view import ViewReader
-
-if TYPE_CHECKING:
-    from ..aws.async_dynamodb import AsyncDynamoDBClient
 
 log = logging.getLogger(__name__)
 
@@ -260,16 +257,13 @@ class LeaseCoordinator(OwnershipSteps):
             raise
         return self._checkpointed(updated)
 
-    async def acheckpoint(self, dynamodb: AsyncDynamoDBClient | None, shard_id: str,
-                          checkpoint: Checkpoint | Position, counter: int | None = None) -> Lease:
-        """:meth:`checkpoint` on the caller's event loop, written by ``dynamodb`` (no thread hop), or
-        without one (a moto mock, an endpoint with a path) by the table's calls."""
+    async def acheckpoint(self, shard_id: str, checkpoint: Checkpoint | Position, counter: int | None = None,
+                          ) -> Lease:
+        """:meth:`checkpoint` on the caller's event loop, through the table's calls (the async client
+        where there is one: no thread hop)."""
         lease, checkpoint, estimate = self._checkpoint_of(shard_id, checkpoint, counter)
         try:
-            if dynamodb is None:
-                updated = await self.calls.checkpoint(lease, checkpoint, estimate)
-            else:
-                updated = await self.table.acheckpoint(dynamodb, lease, checkpoint, estimate)
+            updated = await self.calls.checkpoint(lease, checkpoint, estimate)
         except LeaseLostError:
             self._checkpoint_rejected(lease)
             raise

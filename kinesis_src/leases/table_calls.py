@@ -5,7 +5,8 @@ The coordinator's steps are coroutines written once. A synchronous caller
 :func:`~.in_place.run_sync`: the table's calls are made in place and the
 coroutine never suspends. On an event loop (the Consumer) each call awaits the asynchronous client where
 the table has a twin for it (every call but the reads of the leases alone
-and shard sync), or runs on a worker thread meanwhile; every remaining thread
+and shard sync), or runs on a worker thread meanwhile (checkpoints too:
+the Consumer's acknowledgements write through here); every remaining thread
 hop of the coordinator is in this module.
 """
 
@@ -47,66 +48,51 @@ class TableCalls:
             return await asyncio.to_thread(fn, *args)
         return fn(*args)
 
-    def _on_loop(self) -> AsyncDynamoDBClient | None:
-        """The async client, where a call may use it (not while a step runs in place)."""
-        return None if in_place() else self.dynamodb()
+    async def _either(self, op: str, *args: Any, needs_layout: bool = False) -> Any:
+        """``table.a<op>(dynamodb, *args)`` with the open async client: not while a step runs in place,
+        and, for the reads of the whole table and SHARD_END (``needs_layout``), once the table's layout
+        is known. Else ``table.<op>(*args)``, on a worker thread with ``offload``."""
+        dynamodb = None if in_place() else self.dynamodb()
+        if dynamodb is not None and (not needs_layout or self.table.known_layout() is not None):
+            return await getattr(self.table, f"a{op}")(dynamodb, *args)
+        return await self._call(getattr(self.table, op), *args)
 
     async def list_workers(self) -> dict[str, WorkerHeartbeat]:
-        if (dynamodb := self._on_loop()) is not None:
-            return await self.table.alist_workers(dynamodb)
-        return await self._call(self.table.list_workers)
+        return await self._either("list_workers")
 
     async def scan(self) -> TableView:
-        if (dynamodb := self._on_loop()) is not None and self.table.known_layout() is not None:
-            return await self.table.ascan(dynamodb)
-        return await self._call(self.table.scan)
+        return await self._either("scan", needs_layout=True)
 
     async def list_leases(self) -> list[Lease]:
         return await self._call(self.table.list_leases)
 
     async def take_lease(self, lease: Lease, owner: str) -> Lease | None:
-        if (dynamodb := self._on_loop()) is not None:
-            return await self.table.atake_lease(dynamodb, lease, owner)
-        return await self._call(self.table.take_lease, lease, owner)
+        return await self._either("take_lease", lease, owner)
 
     async def request_steal(self, lease: Lease, thief: str) -> Lease | None:
-        if (dynamodb := self._on_loop()) is not None:
-            return await self.table.arequest_steal(dynamodb, lease, thief)
-        return await self._call(self.table.request_steal, lease, thief)
+        return await self._either("request_steal", lease, thief)
 
     async def release_lease(self, lease: Lease) -> Lease | None:
-        if (dynamodb := self._on_loop()) is not None:
-            return await self.table.arelease_lease(dynamodb, lease)
-        return await self._call(self.table.release_lease, lease)
+        return await self._either("release_lease", lease)
 
     async def checkpoint(self, lease: Lease, checkpoint: Checkpoint, estimate: Throughput | None) -> Lease:
-        return await self._call(self.table.checkpoint, lease, checkpoint, estimate)
+        return await self._either("checkpoint", lease, checkpoint, estimate)
 
     async def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
-        if (dynamodb := self._on_loop()) is not None and self.table.known_layout() is not None:
-            return await self.table.amark_shard_end(dynamodb, lease, children)
-        return await self._call(self.table.mark_shard_end, lease, children)
+        return await self._either("mark_shard_end", lease, children, needs_layout=True)
 
     async def declare_worker_dead(self, beat: WorkerHeartbeat) -> bool:
-        if (dynamodb := self._on_loop()) is not None:
-            return await self.table.adeclare_worker_dead(dynamodb, beat)
-        return await self._call(self.table.declare_worker_dead, beat)
+        return await self._either("declare_worker_dead", beat)
 
     async def register_worker(self, worker_id: str) -> WorkerHeartbeat:
-        if (dynamodb := self._on_loop()) is not None:
-            return await self.table.aregister_worker(dynamodb, worker_id)
-        return await self._call(self.table.register_worker, worker_id)
+        return await self._either("register_worker", worker_id)
 
     async def heartbeat(self, me: WorkerHeartbeat, changed: bool, notify: tuple[str, ...],
                         ) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
-        if (dynamodb := self._on_loop()) is not None:
-            return await self.table.aheartbeat(dynamodb, me, changed, notify)
-        return await self._call(self.table.heartbeat, me, changed, notify)
+        return await self._either("heartbeat", me, changed, notify)
 
     async def deregister_worker(self, me: WorkerHeartbeat) -> bool:
-        if (dynamodb := self._on_loop()) is not None:
-            return await self.table.aderegister_worker(dynamodb, me)
-        return await self._call(self.table.deregister_worker, me)
+        return await self._either("deregister_worker", me)
 
     async def sync_shards(self, sync: SyncsShards, leases: Iterable[Lease] | None) -> object:
         return await self._call(sync.run, leases)
