@@ -10,15 +10,16 @@ from .model import Lease
 class LeaseListener(Protocol):
     """What the process using the leases (a consumer) is told.
 
-    Called from the coordinator's thread; keep them short. ``before_release``
-    runs before a graceful release (shedding, shutdown): checkpoint there.
+    Called where the coordinator runs (its loop, or its thread); keep them
+    short. ``before_release`` runs before a graceful release (shedding,
+    shutdown), and the release waits for it: checkpoint there.
     """
 
     def on_acquired(self, lease: Lease) -> None: ...
 
     def on_lost(self, lease: Lease, reason: str) -> None: ...
 
-    def before_release(self, lease: Lease) -> None: ...
+    async def before_release(self, lease: Lease) -> None: ...
 
 
 class NoListener:
@@ -28,7 +29,7 @@ class NoListener:
     def on_lost(self, lease: Lease, reason: str) -> None:
         return None
 
-    def before_release(self, lease: Lease) -> None:
+    async def before_release(self, lease: Lease) -> None:
         return None
 
 

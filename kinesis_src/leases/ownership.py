@@ -15,7 +15,6 @@ Rules and hysteresis: docs/leases.md, "Assignment".
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Sequence
@@ -273,9 +272,7 @@ class OwnershipSteps(StealSteps):
         worker it is handed to, named in the announcement so that it reads the leases at once."""
         if notify:
             try:
-                prepared = self.listener.before_release(lease)
-                if inspect.isawaitable(prepared):
-                    await prepared
+                await self.listener.before_release(lease)
             except Exception as exc:  # the release still happens: its checkpoint is simply older
                 log.warning("worker %s: before_release(%s) failed: %s", self.worker_id, lease.shard_id, exc)
         current = self._snapshot().get(lease.shard_id, lease)

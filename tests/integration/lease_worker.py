@@ -100,7 +100,7 @@ class Worker:
     def on_lost(self, lease: Lease, reason: str) -> None:
         emit("lost", worker=self.args.worker_id, shard=lease.shard_id, reason=reason)
 
-    def before_release(self, lease: Lease) -> None:
+    async def before_release(self, lease: Lease) -> None:
         emit("releasing", worker=self.args.worker_id, shard=lease.shard_id)
 
     def on_cycle(self, report: CycleReport) -> None:

@@ -88,9 +88,12 @@ class MiniConsumer:
 
     def on_lost(self, lease: Lease, reason: str) -> None:
         self.violations.append(f"{lease.shard_id} lost: {reason}")  # nothing here should ever be taken by force
-        self.before_release(lease)
+        self._stop_reading(lease)
 
-    def before_release(self, lease: Lease) -> None:
+    async def before_release(self, lease: Lease) -> None:
+        self._stop_reading(lease)
+
+    def _stop_reading(self, lease: Lease) -> None:
         with self.lock(lease.shard_id):
             self.stopped.add(lease.shard_id)
             self.readers.pop(lease.shard_id, None)

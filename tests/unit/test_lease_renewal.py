@@ -124,7 +124,7 @@ class SlowRelease:
     def on_lost(self, lease: Lease, reason: str) -> None:
         pass
 
-    def before_release(self, lease: Lease) -> None:
+    async def before_release(self, lease: Lease) -> None:
         self.entered.set()
         self.proceed.wait(30)
 

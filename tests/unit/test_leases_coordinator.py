@@ -52,7 +52,7 @@ class Recorder:
     def on_lost(self, lease: Lease, reason: str) -> None:
         self.events.append(("lost", lease.shard_id))
 
-    def before_release(self, lease: Lease) -> None:
+    async def before_release(self, lease: Lease) -> None:
         self.events.append(("before_release", lease.shard_id))
 
 
