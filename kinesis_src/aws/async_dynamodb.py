@@ -29,7 +29,8 @@ from .dynamodb_results import (
     TransactOutcome,
     WriteResult,
     aconditional,
-    expression_args,
+    delete_args,
+    put_args,
     query_args,
     transact_failure,
     transact_outcome,
@@ -81,12 +82,12 @@ class AsyncDynamoDBClient:
         return write_result(out, "Attributes")
 
     async def put_item(self, table: str, item: Item, condition: str | None = None, **expr: Any) -> WriteResult:
-        args: dict[str, Any] = {"TableName": table, "Item": item, **expression_args(condition, **expr)}
+        args = put_args(table, item, condition, **expr)
         return write_result(await self._call("PutItem", table, aconditional(lambda: self._open().put_item(**args))),
                             None)
 
     async def delete_item(self, table: str, key: Item, condition: str | None = None, **expr: Any) -> WriteResult:
-        args: dict[str, Any] = {"TableName": table, "Key": key, **expression_args(condition, **expr)}
+        args = delete_args(table, key, condition, **expr)
         return write_result(
             await self._call("DeleteItem", table, aconditional(lambda: self._open().delete_item(**args))), None)
 

@@ -48,13 +48,14 @@ from .dynamodb_results import (
     TableDescription,
     TransactOutcome,
     WriteResult,
-    query_args,
     conditional,
-    expression_args,
-    update_args,
+    delete_args,
+    put_args,
+    query_args,
     transact_failure,
     transact_outcome,
     transact_request,
+    update_args,
     write_result,
 )
 from .dynamodb_tables import TableAdmin
@@ -140,7 +141,7 @@ class DynamoDBClient(TableAdmin):
         return out.get("Item")
 
     def put_item(self, table: str, item: Item, condition: str | None = None, **expr: Any) -> WriteResult:
-        args: dict[str, Any] = {"TableName": table, "Item": item, **expression_args(condition, **expr)}
+        args = put_args(table, item, condition, **expr)
         out = self._call("PutItem", table, conditional(lambda: self._client.put_item(**args)))
         return write_result(out, None)
 
@@ -153,7 +154,7 @@ class DynamoDBClient(TableAdmin):
         return write_result(out, "Attributes")
 
     def delete_item(self, table: str, key: Item, condition: str | None = None, **expr: Any) -> WriteResult:
-        args: dict[str, Any] = {"TableName": table, "Key": key, **expression_args(condition, **expr)}
+        args = delete_args(table, key, condition, **expr)
         out = self._call("DeleteItem", table, conditional(lambda: self._client.delete_item(**args)))
         return write_result(out, None)
 

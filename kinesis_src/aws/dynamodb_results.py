@@ -108,6 +108,16 @@ def query_args(table: str, hash_name: str, hash_value: str, range_name: str | No
     return request
 
 
+def put_args(table: str, item: Item, condition: str | None = None, **expr: Any) -> dict[str, Any]:
+    """PutItem's arguments."""
+    return {"TableName": table, "Item": item, **expression_args(condition, **expr)}
+
+
+def delete_args(table: str, key: Item, condition: str | None = None, **expr: Any) -> dict[str, Any]:
+    """DeleteItem's arguments."""
+    return {"TableName": table, "Key": key, **expression_args(condition, **expr)}
+
+
 def update_args(table: str, key: Item, update: str, condition: str | None = None, **expr: Any) -> dict[str, Any]:
     """UpdateItem's arguments, returning the item after the update (ALL_NEW)."""
     return {"TableName": table, "Key": key, "UpdateExpression": update, "ReturnValues": "ALL_NEW",

@@ -66,15 +66,13 @@ class HeartbeatItems:
         return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=True)
 
     async def adeclare_worker_dead(self, dynamodb: AsyncDynamoDBClient, worker: WorkerHeartbeat) -> bool:
-        condition, expr = _heartbeat_condition(worker, check_heartbeat=True)
-        return (await dynamodb.delete_item(self.table_name, self._worker_key(worker.worker_id), condition, **expr)).ok
+        return await self._adelete_heartbeat(dynamodb, worker, check_heartbeat=True)
 
     def deregister_worker(self, worker: WorkerHeartbeat) -> bool:
         return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=False)
 
     async def aderegister_worker(self, dynamodb: AsyncDynamoDBClient, worker: WorkerHeartbeat) -> bool:
-        condition, expr = _heartbeat_condition(worker, check_heartbeat=False)
-        return (await dynamodb.delete_item(self.table_name, self._worker_key(worker.worker_id), condition, **expr)).ok
+        return await self._adelete_heartbeat(dynamodb, worker, check_heartbeat=False)
 
     def read_claim(self) -> WorkerHeartbeat | None:
         """The Spark query claim on this application+stream, if any (see :mod:`.claim`)."""
@@ -161,6 +159,13 @@ class HeartbeatItems:
     def _delete_heartbeat(self, key: Item, worker: WorkerHeartbeat, check_heartbeat: bool) -> bool:
         condition, expr = _heartbeat_condition(worker, check_heartbeat)
         return self.dynamodb.delete_item(self.table_name, key, condition, **expr).ok
+
+    async def _adelete_heartbeat(self, dynamodb: AsyncDynamoDBClient, worker: WorkerHeartbeat,
+                                 check_heartbeat: bool) -> bool:
+        """:meth:`_delete_heartbeat` of a worker's heartbeat, by ``dynamodb`` on the caller's event loop."""
+        condition, expr = _heartbeat_condition(worker, check_heartbeat)
+        return (await dynamodb.delete_item(self.table_name, self._worker_key(worker.worker_id), condition,
+                                           **expr)).ok
 
     def _ttl_s(self) -> int:
         """``ttl`` of a heartbeat or claim item: a day after now, on DynamoDB's clock.
