@@ -5,8 +5,8 @@ A worker's leases live as long as its heartbeat item keeps changing
 write: a running coordinator renews in a task of its own
 (:attr:`RenewalMode.OWN_SCHEDULE`); ``run_once()`` callers without one
 renew inside the cycle (:attr:`RenewalMode.IN_CYCLE`). Announcements
-(``leaseChanges`` + 1, :mod:`.view`) are sent by whoever renews, so one
-thread alone writes the heartbeat item. Why: docs/leases.md, "Expiry and fencing".
+(``leaseChanges`` + 1, :mod:`.view`) are sent by whoever renews, so the
+renewal alone writes the heartbeat item. Why: docs/leases.md, "Expiry and fencing".
 """
 
 from __future__ import annotations
