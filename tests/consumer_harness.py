@@ -118,6 +118,12 @@ def make_consumer(
     return consumer, coordinator
 
 
+def take(reader: StreamReader, lease: Lease) -> None:
+    """What the coordinator does on a take: hold the lease in the reader's held set, then tell the reader."""
+    reader.held.hold(lease, 0.0)
+    reader.on_acquired(lease)
+
+
 def only(consumer: Consumer) -> StreamReader:
     """The consumer's one stream reader (its leases, holdings and acknowledgements)."""
     (reader,) = consumer.readers.values()

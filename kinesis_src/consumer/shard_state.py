@@ -37,6 +37,7 @@ import enum
 import itertools
 from dataclasses import dataclass, field
 
+from ..leases.held_leases import HeldLeases
 from ..leases.model import Checkpoint, Lease
 from ..records import ChildShard
 from .metrics import ConsumerMetrics, ShardMetrics
@@ -261,7 +262,8 @@ class HeldShard:
 
 
 class Holdings:
-    """The consumer's current holding of each shard it holds; a holding leaves when its state ends.
+    """The reader's side of the worker's one held set (:class:`~kinesis_src.leases.held_leases.HeldLeases`):
+    the current holding of each shard, attached to its lease; a holding leaves when its state ends.
 
     Numbering holdings (``generation``) is what lets a batch from an earlier
     holding of the same shard be told apart, and refused, after the shard
@@ -269,38 +271,37 @@ class Holdings:
     also names its reader when one stream has several (one per unit).
     """
 
-    def __init__(self, metrics: ConsumerMetrics, prefetch: int) -> None:
+    def __init__(self, held: HeldLeases[HeldShard], metrics: ConsumerMetrics, prefetch: int) -> None:
+        self.held = held
         self.metrics = metrics
         self.prefetch = prefetch
-        self._by_shard: dict[str, HeldShard] = {}
 
     def take(self, lease: Lease) -> HeldShard:
-        """A new holding; an earlier one of the same shard must have been retired (see :meth:`forget`)."""
+        """A new holding of a held lease; an earlier one of the same shard must have been retired (:meth:`forget`)."""
         state = ShardState(lease.shard_id, owner_switches=lease.owner_switches_since_checkpoint)
         shard = HeldShard(lease, next(_GENERATIONS), asyncio.Semaphore(self.prefetch), state)
-        self._by_shard[lease.shard_id] = shard
+        self.held.attach(lease.shard_id, shard)
         self.metrics.leases_taken += 1
         self.metrics.shards[lease.shard_id] = ShardMetrics(lease.shard_id, checkpoint=str(lease.checkpoint))
         return shard
 
     def get(self, shard_id: str) -> HeldShard | None:
-        return self._by_shard.get(shard_id)
+        return self.held.holding(shard_id)
 
     def of(self, generation: int, shard_id: str) -> HeldShard | None:
         """The holding a batch came from, if it is still the current one."""
-        shard = self._by_shard.get(shard_id)
+        shard = self.held.holding(shard_id)
         return shard if shard is not None and shard.generation == generation else None
 
     def forget(self, shard: HeldShard) -> None:
         """Remove a holding whose state is terminal, and stop its fetcher."""
-        if self._by_shard.get(shard.shard_id) is shard:
-            del self._by_shard[shard.shard_id]
+        if self.held.detach(shard.shard_id, shard):
             self.metrics.shards.pop(shard.shard_id, None)
         if shard.task is not None and shard.task is not asyncio.current_task():
             shard.task.cancel()
 
     def all(self) -> list[HeldShard]:
-        return list(self._by_shard.values())
+        return self.held.holdings()
 
     def shard_ids(self) -> list[str]:
-        return sorted(self._by_shard)
+        return sorted(shard.shard_id for shard in self.held.holdings())

@@ -35,6 +35,7 @@ from ..errors import (
 )
 from ..key_filter import filter_page
 from ..leases.coordinator import LeaseCoordinator
+from ..leases.held_leases import HeldLeases
 from ..leases.model import Checkpoint, Lease
 from ..leases.shard_sync import ShardSync
 from ..leases.stream_binding import bind_stream
@@ -80,7 +81,8 @@ class StreamReader:
         self.metrics = metrics
         self.fan_out: FanOutTarget | None = None  # EFO: its unit's own stream consumer (.unit_readers)
         self.coordinator: LeaseCoordinator | None = None
-        self.holdings = Holdings(metrics, config.prefetch_batches)
+        self.held = HeldLeases[HeldShard]()  # the one held set: its coordinator's leases, this reader's holdings
+        self.holdings = Holdings(self.held, metrics, config.prefetch_batches)
         self.filtered_checkpoint_interval_s = FILTERED_CHECKPOINT_INTERVAL_S
         self.acks = Acknowledger(
             config.worker_id, stream, self.holdings, metrics, lambda: self.coordinator,
@@ -108,6 +110,7 @@ class StreamReader:
             preserve_shard_order=c.preserve_shard_order,
             shard_sync=UnitShardSync(ShardSync(kinesis, table, c.initial_position), self.unit, self._read_units),
             listener=self,
+            held=self.held,
             calls=TableCalls(table, offload=True, dynamodb=lambda: self.handout.dynamodb),
         )
 

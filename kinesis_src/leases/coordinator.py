@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from typing import Callable, Iterable
 
 from lineage import shard_sort_key
@@ -39,6 +38,7 @@ from ..positions import Position
 from .cycle_report import CycleReport
 from .cycle_report import transient as _transient
 from .expiry import ExpiryJudge
+from .held_leases import HeldLeases
 from .in_place import run_sync
 from .listener import LeaseListener, NoListener, SyncsShards
 from .model import (
@@ -54,7 +54,6 @@ from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook
 from .step_loop import StepLoop
 from .table import LeaseTable
 from .table_calls import TableCalls
-from .throughput import RateMeter
 from .timing import LeaseTiming
 from .view import ViewReader
 
@@ -89,6 +88,7 @@ class LeaseCoordinator(OwnershipSteps):
         on_cycle: Callable[[CycleReport], None] | None = None,
         clock: Callable[[], float] = since_boot,
         calls: TableCalls | None = None,
+        held: HeldLeases | None = None,
     ) -> None:
         self.table = table
         self.calls = calls or TableCalls(table)
@@ -99,11 +99,7 @@ class LeaseCoordinator(OwnershipSteps):
         self.listener: LeaseListener = listener or NoListener()
         self.on_cycle = on_cycle
         self.clock = clock
-        self._lock = threading.RLock()
-        self._held: dict[str, Lease] = {}
-        self._meters: dict[str, RateMeter] = {}  # per held shard: what the consumer delivered
-        self._acquired_at: dict[str, float] = {}  # per held shard: when this worker took it (local clock)
-        self._incarnation = 0  # + 1 when this worker learns it was declared dead: takes sent before are not held
+        self.held_leases: HeldLeases = held if held is not None else HeldLeases()  # shared with the reader
         self.renewal = HeartbeatRenewal(self.calls, self.worker_id, timing, clock, self._declared_dead, self._where)
         self.renewals = RenewalDriver(self.renewal, timing, self._fail, lambda: self.failure is not None)
         self._cycle_report: CycleReport | None = None  # the cycle running now (in-cycle renewals report to it)
@@ -179,7 +175,7 @@ class LeaseCoordinator(OwnershipSteps):
 
     async def _release_all(self, release: bool) -> None:
         if release:
-            for lease in list(self._snapshot().values()):
+            for lease in self.held_leases.leases().values():
                 await self.renewals.renew_while_stopping()
                 await self._release(lease, "worker stopping")
 
@@ -210,7 +206,7 @@ class LeaseCoordinator(OwnershipSteps):
         """Leases this worker may process now; empty while its own heartbeat is overdue."""
         if not self.is_live():
             return {}
-        return self._snapshot()
+        return self.held_leases.leases()
 
     def view_is_fresh(self) -> bool:
         """True while this worker has read the table recently enough to have seen any steal coming.
@@ -229,8 +225,7 @@ class LeaseCoordinator(OwnershipSteps):
         return self.failure is None and self.renewal.is_live()
 
     def lease(self, shard_id: str) -> Lease:
-        with self._lock:
-            lease = self._held.get(shard_id)
+        lease = self.held_leases.lease(shard_id)
         if lease is None:
             raise self._not_held(shard_id)
         return lease
@@ -241,8 +236,7 @@ class LeaseCoordinator(OwnershipSteps):
         Cheap (no I/O): the estimate is written with the shard's next
         checkpoint, and the balancer weighs leases by it (:mod:`.throughput`).
         """
-        with self._lock:
-            meter = self._meters.get(shard_id)
+        meter = self.held_leases.meter(shard_id)
         if meter is not None:
             meter.add(records, nbytes, self.clock())
 
@@ -275,8 +269,7 @@ class LeaseCoordinator(OwnershipSteps):
         if isinstance(checkpoint, Position):
             checkpoint = Checkpoint.from_position(checkpoint)
         lease = self.held_at(shard_id, counter, "a checkpoint")
-        with self._lock:
-            meter = self._meters.get(shard_id)
+        meter = self.held_leases.meter(shard_id)
         return lease, checkpoint, None if meter is None else meter.rate(self.clock(), self.table.now_ms())
 
     def _checkpoint_rejected(self, lease: Lease) -> None:
@@ -284,10 +277,7 @@ class LeaseCoordinator(OwnershipSteps):
         self._views.invalidate()  # the table changed unannounced (or unseen yet): read it again
 
     def _checkpointed(self, updated: Lease) -> Lease:
-        with self._lock:
-            current = self._held.get(updated.shard_id)
-            if current is not None and current.counter == updated.counter:  # not released meanwhile
-                self._held[updated.shard_id] = updated
+        self.held_leases.update(updated, same_counter=True)  # unless released or taken again meanwhile
         return updated
 
     def release(self, shard_id: str) -> bool:
@@ -326,7 +316,7 @@ class LeaseCoordinator(OwnershipSteps):
             report.heartbeat = self.renewal.take_status()
         self._cycle_report = None
         report.live_workers = tuple(sorted(live))
-        report.held = tuple(sorted(self._snapshot(), key=shard_sort_key))
+        report.held = tuple(sorted(self.held_leases.leases(), key=shard_sort_key))
         self.cycles += 1
         if self.on_cycle is not None:
             self.on_cycle(report)
@@ -350,7 +340,7 @@ class LeaseCoordinator(OwnershipSteps):
     def _fail(self, error: BaseException) -> None:
         self.failure = error
         log.error("worker %s: %s: %s", self.worker_id, _FATAL_NOTE, error)
-        for lease in list(self._snapshot().values()):
+        for lease in self.held_leases.leases().values():
             self._drop(lease, f"coordinator stopped: {type(error).__name__}")
 
     def _next_wake(self) -> float:
@@ -364,9 +354,9 @@ class LeaseCoordinator(OwnershipSteps):
     def _declared_dead(self) -> None:
         """Another worker deleted our heartbeat: every lease may be someone else's by now, those of takes
         still in flight included (:meth:`~.ownership.OwnershipSteps._acquire` does not hold them)."""
-        with self._lock:
-            self._incarnation += 1
-        for lease in list(self._snapshot().values()):
+        with self.held_leases.lock:
+            self.held_leases.incarnation += 1
+        for lease in self.held_leases.leases().values():
             self._drop(lease, "this worker was declared dead", self._cycle_report)
 
     def _sync_due(self, live: set[str]) -> bool:

@@ -16,7 +16,6 @@ Rules and hysteresis: docs/leases.md, "Assignment".
 from __future__ import annotations
 
 import logging
-import threading
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Sequence
 
 from lineage import shard_sort_key
@@ -26,13 +25,14 @@ from ..records import ChildShard
 from .assignment import plan_assignment
 from .cycle_report import CycleReport
 from .expiry import ExpiryJudge, Observation
+from .held_leases import HeldLeases
 from .in_place import run_sync
 from .listener import LeaseListener, SyncsShards
 from .model import Lease, ShardEndResult, TableView, WorkerHeartbeat
 from .renewal import HeartbeatRenewal
 from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook, StealSteps  # noqa: F401 (re-exported)
 from .table_calls import TableCalls
-from .throughput import RateMeter, lease_weights
+from .throughput import lease_weights
 from .timing import LeaseTiming
 
 if TYPE_CHECKING:
@@ -55,11 +55,7 @@ class OwnershipSteps(StealSteps):
     listener: LeaseListener
     clock: Callable[[], float]
     renewal: HeartbeatRenewal
-    _lock: threading.RLock
-    _held: dict[str, Lease]
-    _meters: dict[str, RateMeter]
-    _acquired_at: dict[str, float]
-    _incarnation: int
+    held_leases: HeldLeases
     _judge: ExpiryJudge
     is_live: Callable[[], bool]
     _views: ViewReader
@@ -106,9 +102,7 @@ class OwnershipSteps(StealSteps):
             self._drop(lease, "SHARD_END rejected: lease taken over")
             self._views.invalidate()  # the table changed unannounced (or unseen yet): read it again
             raise
-        with self._lock:
-            self._held.pop(shard_id, None)
-            self._meters.pop(shard_id, None)
+        self.held_leases.let_go(shard_id)
         self._note_change()
         log.info(
             "worker %s: shard %s reached SHARD_END; children %s (created %s)",
@@ -166,7 +160,7 @@ class OwnershipSteps(StealSteps):
 
     async def _reconcile(self, view: TableView, report: CycleReport) -> None:
         """Make the held set agree with the table: drop what others own, adopt what names us."""
-        for shard_id, lease in list(self._snapshot().items()):
+        for shard_id, lease in self.held_leases.leases().items():
             current = view.leases.get(shard_id)
             if self._older_than_mine(current, lease, view):
                 continue  # a cached view from before this worker's own write: it knows better
@@ -174,9 +168,8 @@ class OwnershipSteps(StealSteps):
                 reason = "lease deleted" if current is None else f"taken by {current.owner or 'nobody'}"
                 self._drop(lease, reason, report)
             elif current.counter != lease.counter:
-                with self._lock:
-                    self._held[shard_id] = current
-        held = self._snapshot()
+                self.held_leases.update(current)
+        held = self.held_leases.leases()
         for shard_id, lease in view.leases.items():
             if lease.owner == self.worker_id and shard_id not in held and not lease.is_shard_end:
                 if not await self._acquire(lease, "adopted (owned by this worker id)", report) and not self.is_live():
@@ -194,15 +187,13 @@ class OwnershipSteps(StealSteps):
         """
         if current is not None:
             return current.counter < held.counter
-        with self._lock:
-            acquired = self._acquired_at.get(held.shard_id, float("-inf"))
-        return self._views.read_at <= acquired
+        return self._views.read_at <= self.held_leases.acquired_at(held.shard_id)
 
     async def _balance(self, view: TableView, live: set[str], report: CycleReport) -> None:
         if not self.is_live():
             log.debug("worker %s: heartbeat overdue or deleted: takes, steals and sheds nothing", self.worker_id)
             return
-        mine = self._snapshot()
+        mine = self.held_leases.leases()
         leases = [mine.get(sid, lease) for sid, lease in view.leases.items()]
         plan = plan_assignment(
             self.worker_id, leases, live,
@@ -239,24 +230,21 @@ class OwnershipSteps(StealSteps):
         ``incarnation``: a forced steal's, that of its request; nothing is
         taken if this worker was declared dead since (:mod:`.steal_requests`).
         """
-        with self._lock:
-            incarnation = self._incarnation if incarnation is None else incarnation
+        held = self.held_leases
+        incarnation = held.incarnation if incarnation is None else incarnation
         if not self.is_live():
             return False
-        with self._lock:  # checked after is_live(): a worker live again after its death has a new one
-            if incarnation != self._incarnation:
-                return False
+        if incarnation != held.incarnation:  # checked after is_live(): a worker live again after its death has a new one
+            return False
         taken = await self.calls.take_lease(lease, self.worker_id)
         if taken is None:
             log.debug("worker %s lost the race for %s", self.worker_id, lease.shard_id)
             report.lost_races.append(lease.shard_id)
             return False
-        with self._lock:
-            declared_dead = incarnation != self._incarnation
+        with held.lock:
+            declared_dead = incarnation != held.incarnation
             if not declared_dead:
-                self._held[lease.shard_id] = taken
-                self._meters[lease.shard_id] = RateMeter(self.clock())
-                self._acquired_at[lease.shard_id] = self.clock()
+                held.hold(taken, self.clock())
         self._note_change(() if victim is None else (victim,))
         if declared_dead:
             log.info("worker %s took %s as it learnt it had been declared dead: not held", self.worker_id,
@@ -275,11 +263,7 @@ class OwnershipSteps(StealSteps):
                 await self.listener.before_release(lease)
             except Exception as exc:  # the release still happens: its checkpoint is simply older
                 log.warning("worker %s: before_release(%s) failed: %s", self.worker_id, lease.shard_id, exc)
-        current = self._snapshot().get(lease.shard_id, lease)
-        with self._lock:
-            self._held.pop(lease.shard_id, None)
-            self._meters.pop(lease.shard_id, None)
-            self._acquired_at.pop(lease.shard_id, None)
+        current = self.held_leases.let_go(lease.shard_id) or lease
         try:
             released = await self.calls.release_lease(current)
         except KinesisSourceError as exc:
@@ -302,18 +286,9 @@ class OwnershipSteps(StealSteps):
         """Forget a held lease: only the holding at ``lease``'s counter. A write fenced on an older
         holding (a checkpoint or SHARD_END that started before this worker took the shard again) says
         nothing about the newer one, which dropping would take from the consumer until re-adopted."""
-        with self._lock:
-            held = self._held.get(lease.shard_id)
-            if held is None or held.counter != lease.counter:
-                return
-            del self._held[lease.shard_id]
-            self._meters.pop(lease.shard_id, None)
-            self._acquired_at.pop(lease.shard_id, None)
+        if self.held_leases.let_go(lease.shard_id, lease.counter) is None:
+            return
         log.info("worker %s lost lease on %s: %s", self.worker_id, lease.shard_id, reason)
         if report is not None:
             report.lost.append(lease.shard_id)
         self.listener.on_lost(lease, reason)
-
-    def _snapshot(self) -> dict[str, Lease]:
-        with self._lock:
-            return dict(self._held)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Mapping
 
@@ -31,6 +30,7 @@ from .renewal import HeartbeatRenewal
 from .timing import LeaseTiming
 
 if TYPE_CHECKING:
+    from .held_leases import HeldLeases
     from .table import LeaseTable
     from .table_calls import TableCalls
     from .view import ViewReader
@@ -126,21 +126,18 @@ class StealSteps:
     timing: LeaseTiming
     clock: Callable[[], float]
     renewal: HeartbeatRenewal
-    _lock: threading.RLock
-    _incarnation: int
+    held_leases: HeldLeases
     _views: ViewReader
     _steal_wanted_since: float | None
     _need_announced_at: float
     _steal_book: StealBook
     _acquire: Callable[..., Awaitable[bool]]
     _release: Callable[..., Awaitable[bool]]
-    _snapshot: Callable[[], dict[str, Lease]]
 
     async def _steal(self, wanted: tuple[Lease, ...], view: TableView, progressed: bool, report: CycleReport) -> None:
         """Act on the plan's wish to steal: force requests that are due, or request, once patient."""
         book = self._steal_book
-        with self._lock:
-            book.keep_incarnation(self._incarnation)
+        book.keep_incarnation(self.held_leases.incarnation)
         book.track(view.leases, self.renewal.announced, self.clock())
         if not wanted:
             book.clear()  # no longer starving: a holder that still sees a request releases anyway
@@ -171,7 +168,7 @@ class StealSteps:
     async def _honour_requests(self, view: TableView, report: CycleReport) -> TableView:
         """Release, gracefully, the held leases that starving workers asked for; the view as if they
         had taken them (so this cycle neither plans them nor hands them over again)."""
-        asked = requested_of(self.worker_id, self._snapshot(), view)
+        asked = requested_of(self.worker_id, self.held_leases.leases(), view)
         if not asked:
             return view
         moved = {}

@@ -22,6 +22,7 @@ from consumer_harness import (
     make_lease,
     only,
     run,
+    take,
     until,
     watch_ends,
 )
@@ -90,7 +91,7 @@ def test_batches_arrive_in_order_and_the_last_checkpoint_of_a_closed_shard_ends_
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[1, 2], [3], [4, 5]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         seen = []
         for _ in range(3):
             batch = await consumer.__anext__()
@@ -109,7 +110,7 @@ def test_an_empty_final_page_ends_the_shard_once_everything_delivered_is_acknowl
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[1]]}, ends=True, end_apart=True)
         consumer, coordinator = make_consumer(kinesis)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         batch = await consumer.__anext__()
         await until(lambda: only(consumer).holdings.get(SHARD).state.phase is ShardPhase.END_SEEN, "the fetcher to see SHARD_END")
         assert coordinator.writes == []  # not acknowledged yet: the children must wait
@@ -122,7 +123,7 @@ def test_an_empty_final_page_ends_the_shard_once_everything_delivered_is_acknowl
 def test_a_closed_shard_without_records_ends_at_once() -> None:
     async def scenario() -> None:
         consumer, coordinator = make_consumer(scripted({}, ends=True))
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         await until(lambda: bool(coordinator.writes), "SHARD_END")
         assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")]
 
@@ -132,7 +133,7 @@ def test_a_closed_shard_without_records_ends_at_once() -> None:
 def test_checkpointing_an_older_batch_after_a_newer_one_never_moves_back() -> None:
     async def scenario() -> None:
         consumer, coordinator = make_consumer(scripted({SHARD: [[1], [2]]}), prefetch_batches=2)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         first = await consumer.__anext__()
         second = await consumer.__anext__()
         await second.checkpoint()
@@ -145,7 +146,7 @@ def test_checkpointing_an_older_batch_after_a_newer_one_never_moves_back() -> No
 def test_checkpoint_after_the_lease_was_lost_raises_and_writes_nothing() -> None:
     async def scenario() -> None:
         consumer, coordinator = make_consumer(scripted({SHARD: [[1], [2]]}))
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         batch = await consumer.__anext__()
         only(consumer).on_lost(lease(), "taken by w2")
         with pytest.raises(LeaseLostError) as raised:
@@ -159,7 +160,7 @@ def test_checkpoint_after_the_lease_was_lost_raises_and_writes_nothing() -> None
 def test_a_fenced_checkpoint_write_drops_the_shard() -> None:
     async def scenario() -> None:
         consumer, coordinator = make_consumer(scripted({SHARD: [[1]]}))
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         batch = await consumer.__anext__()
         coordinator.lost.add(SHARD)  # the table's condition fails: someone else took it
         with pytest.raises(LeaseLostError):
@@ -173,11 +174,11 @@ def test_a_batch_from_an_earlier_holding_cannot_checkpoint_the_new_one() -> None
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[1]]})
         consumer, coordinator = make_consumer(kinesis)
-        only(consumer).on_acquired(lease(counter=1))
+        take(only(consumer), lease(counter=1))
         old = await consumer.__anext__()
         only(consumer).on_lost(lease(counter=1), "taken")
         # the shard is read again from its checkpoint: record 1 again
-        only(consumer).on_acquired(lease(checkpoint=Checkpoint.trim_horizon(), counter=3))
+        take(only(consumer), lease(checkpoint=Checkpoint.trim_horizon(), counter=3))
         new = await consumer.__anext__()
         with pytest.raises(LeaseLostError):
             await old.checkpoint()
@@ -191,7 +192,7 @@ def test_a_new_holder_resumes_after_the_checkpoint() -> None:
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[8]]})
         consumer, _ = make_consumer(kinesis)
-        only(consumer).on_acquired(lease(checkpoint=Checkpoint.sequence("00007")))
+        take(only(consumer), lease(checkpoint=Checkpoint.sequence("00007")))
         await consumer.__anext__()
         # A checkpoint names the last user record processed: read AT it, drop it (the KCL's way).
         assert starts(kinesis) == [(SHARD, Position.after_sequence("00007", 0))]
@@ -207,7 +208,7 @@ def test_a_checkpoint_at_a_record_inside_an_aggregate_names_its_sub_sequence_num
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[1, (2, 3)]]})
         consumer, coordinator = make_consumer(kinesis)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         batch = await consumer.__anext__()
         await batch.checkpoint(batch.records[2])
         await batch.checkpoint(batch.records[1])  # an earlier record after a later one: never a step back
@@ -225,7 +226,7 @@ def test_a_new_holder_resumes_after_the_user_record_acknowledged_inside_an_aggre
         # Reading AT sequence 2 serves the whole aggregate again; the user records 0 and 1 are dropped.
         kinesis = scripted({SHARD: [[(2, 3), 3]]})
         consumer, _ = make_consumer(kinesis)
-        only(consumer).on_acquired(lease(checkpoint=Checkpoint.sequence("00002", 1)))
+        take(only(consumer), lease(checkpoint=Checkpoint.sequence("00002", 1)))
         batch = await consumer.__anext__()
         assert starts(kinesis) == [(SHARD, Position.after_sequence("00002", 1))]
         assert [(r.sequence_number, r.sub_sequence_number) for r in batch.records] == [("00002", 2), ("00003", 0)]
@@ -237,7 +238,7 @@ def test_checkpointing_a_record_of_another_batch_is_refused_and_writes_nothing()
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[1, 2], [3, 4]]})
         consumer, coordinator = make_consumer(kinesis, prefetch_batches=2)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         first = await consumer.__anext__()
         second = await consumer.__anext__()
         with pytest.raises(ConfigurationError, match="not in this batch"):
@@ -256,7 +257,7 @@ def test_a_holding_after_an_expired_checkpoint_is_counted_and_warned(caplog: pyt
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[12, 13]]})  # the read AT 7 starts at 12
         consumer, _ = make_consumer(kinesis, check_retention=True)
-        only(consumer).on_acquired(lease(checkpoint=Checkpoint.sequence("00007")))
+        take(only(consumer), lease(checkpoint=Checkpoint.sequence("00007")))
         batch = await consumer.__anext__()
         assert [r.sequence_number for r in batch.records] == ["00012", "00013"]
         assert starts(kinesis) == [(SHARD, Position.after_sequence("00007", 0))]  # no extra probe: the read tells
@@ -270,7 +271,7 @@ def test_a_checkpoint_still_in_the_stream_is_not_a_loss() -> None:
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[7, 8]]})  # the read AT 7 finds 7 itself
         consumer, _ = make_consumer(kinesis, check_retention=True)
-        only(consumer).on_acquired(lease(checkpoint=Checkpoint.sequence("00007")))
+        take(only(consumer), lease(checkpoint=Checkpoint.sequence("00007")))
         batch = await consumer.__anext__()
         assert [r.sequence_number for r in batch.records] == ["00008"]
         assert consumer.metrics.checkpoints_expired == 0
@@ -282,7 +283,7 @@ def test_fail_on_data_loss_stops_the_consumer_naming_shard_and_positions() -> No
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[12]]})
         consumer, _ = make_consumer(kinesis, check_retention=True, fail_on_data_loss=True)
-        only(consumer).on_acquired(lease(checkpoint=Checkpoint.sequence("00007")))
+        take(only(consumer), lease(checkpoint=Checkpoint.sequence("00007")))
         with pytest.raises(DataLossError, match=r"shardId-000000000001.*00007.*00012"):
             await consumer.__anext__()
 
@@ -301,7 +302,7 @@ def test_the_batch_from_a_final_page_with_records_says_it_ends_the_shard() -> No
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[1], [2], [3]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         batches = []
         for _ in range(3):
             batch = await consumer.__anext__()
@@ -318,7 +319,7 @@ def test_the_batch_from_a_final_page_with_records_says_it_ends_the_shard() -> No
 def test_an_empty_final_page_marks_the_last_batch_still_waiting_for_the_application() -> None:
     async def scenario() -> None:
         consumer, coordinator = make_consumer(scripted({SHARD: [[1]]}, ends=True, end_apart=True))
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         await until(lambda: only(consumer).holdings.get(SHARD).state.phase is ShardPhase.END_SEEN, "the end to be seen")
         batch = await consumer.__anext__()
         assert batch.ends_shard and batch.last_sequence_number == "00001"
@@ -335,7 +336,7 @@ def test_an_end_seen_after_the_last_batch_was_passed_over_comes_as_an_empty_batc
         kinesis = scripted({SHARD: [[1]]}, ends=True, end_apart=True)
         gate = kinesis.inject("get_records", Gate(), shard_id=SHARD, calls=(2,))
         consumer, coordinator = make_consumer(kinesis)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         last = await consumer.__anext__()
         assert not last.ends_shard  # nothing says so yet; the application skips its checkpoint
         gate.open()
@@ -355,14 +356,14 @@ def test_checkpointing_the_last_records_after_the_end_was_seen_ends_the_shard_an
         kinesis = scripted({SHARD: [[1]], OTHER: [[7]]}, ends=True, end_apart=True)
         gate = kinesis.inject("get_records", Gate(), shard_id=SHARD, calls=(2,))
         consumer, coordinator = make_consumer(kinesis)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         last = await consumer.__anext__()
         gate.open()
         await until(lambda: consumer.handout.queue.qsize() == 1, "the empty end batch to be queued")
         assert last.ends_shard  # every record of the shard is in this batch or before it
         await last.checkpoint()
         assert coordinator.writes == [(SHARD, "SHARD_END shardId-000000000003")]
-        only(consumer).on_acquired(lease(OTHER))
+        take(only(consumer), lease(OTHER))
         after = await consumer.__anext__()
         assert after.shard_id == OTHER  # the empty end batch was not delivered: nothing left to end
 
@@ -374,7 +375,7 @@ def test_a_shard_whose_last_batch_stays_unacknowledged_is_counted_and_warned_abo
         kinesis = scripted({SHARD: [[1]]}, ends=True, end_apart=True)
         gate = kinesis.inject("get_records", Gate(), shard_id=SHARD, calls=(2,))
         consumer, coordinator = make_consumer(kinesis, end_ack_warning_s=0.05)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         await consumer.__anext__()
         gate.open()
         end = await consumer.__anext__()
@@ -404,8 +405,8 @@ def test_a_lease_lost_while_the_fetcher_ends_a_shard_drops_that_shard_only() -> 
         kinesis = scripted({OTHER: [[7], [8]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
         coordinator.lost.add(SHARD)
-        only(consumer).on_acquired(lease())
-        only(consumer).on_acquired(lease(OTHER))
+        take(only(consumer), lease())
+        take(only(consumer), lease(OTHER))
         await until(lambda: SHARD not in consumer.held_shards(), "the shard to be dropped")
         for expected in ("00007", "00008"):
             batch = await consumer.__anext__()
@@ -422,8 +423,8 @@ def test_retries_running_out_while_the_fetcher_ends_a_shard_give_the_lease_back_
         kinesis = scripted({OTHER: [[7]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
         coordinator.end_errors[SHARD] = exhausted("SHARD_END")
-        only(consumer).on_acquired(lease())
-        only(consumer).on_acquired(lease(OTHER))
+        take(only(consumer), lease())
+        take(only(consumer), lease(OTHER))
         await until(lambda: coordinator.released == [SHARD], "the shard's lease to be given back")
         batch = await consumer.__anext__()
         assert batch.shard_id == OTHER and consumer.held_shards() == [OTHER]
@@ -438,13 +439,13 @@ def test_a_shard_ending_checkpoint_whose_lease_is_lost_raises_lease_lost_and_the
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[1]], OTHER: [[7]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         last = await consumer.__anext__()
         assert last.ends_shard
         coordinator.lost.add(SHARD)
         with pytest.raises(LeaseLostError):
             await last.checkpoint()
-        only(consumer).on_acquired(lease(OTHER))
+        take(only(consumer), lease(OTHER))
         assert (await consumer.__anext__()).shard_id == OTHER
         assert consumer.held_shards() == [OTHER] and coordinator.writes == []
 
@@ -457,7 +458,7 @@ def test_retries_running_out_on_a_shard_ending_checkpoint_give_the_shard_up_with
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[1]], OTHER: [[7]]}, ends=True)
         consumer, coordinator = make_consumer(kinesis)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         last = await consumer.__anext__()
         coordinator.end_errors[SHARD] = exhausted("SHARD_END")
         with pytest.raises(LeaseLostError) as raised:
@@ -466,7 +467,7 @@ def test_retries_running_out_on_a_shard_ending_checkpoint_give_the_shard_up_with
         assert consumer.held_shards() == [] and coordinator.released == [SHARD]
         with pytest.raises(LeaseLostError):
             await last.checkpoint()  # the shard is no longer held: nothing is tried again
-        only(consumer).on_acquired(lease(OTHER))
+        take(only(consumer), lease(OTHER))
         assert (await consumer.__anext__()).shard_id == OTHER
 
     run(scenario)
@@ -477,7 +478,7 @@ def test_retries_running_out_on_a_shard_ending_checkpoint_give_the_shard_up_with
 
 async def ending(consumer: Consumer, coordinator: RecordingCoordinator) -> tuple[asyncio.Task[None], threading.Event]:
     """The last batch of SHARD is being checkpointed; its SHARD_END write waits for the returned gate."""
-    only(consumer).on_acquired(lease())
+    take(only(consumer), lease())
     last = await consumer.__anext__()
     gate = coordinator.end_gate = threading.Event()
     task = asyncio.create_task(last.checkpoint())
@@ -523,7 +524,7 @@ def test_prefetch_bounds_how_far_fetching_runs_ahead_of_the_application() -> Non
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[i] for i in range(1, 20)]})
         consumer, _ = make_consumer(kinesis, prefetch_batches=2)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         await until(lambda: kinesis.count("get_records", SHARD) >= 3, "the fetcher to fill its slots")
         for _ in range(20):  # scheduler turns: a fetcher not held back would fetch again in these
             await asyncio.sleep(0)
@@ -539,7 +540,7 @@ def test_release_waits_for_the_batch_in_hand_to_be_checkpointed_and_drops_the_re
     async def scenario() -> None:
         kinesis = scripted({SHARD: [[1], [2]]})
         consumer, coordinator = make_consumer(kinesis, prefetch_batches=2)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         batch = await consumer.__anext__()
         await until(lambda: consumer.handout.queue.qsize() == 1, "the second batch to be queued")
         release = asyncio.create_task(only(consumer).prepare_release(SHARD))
@@ -563,8 +564,8 @@ def test_release_lets_a_checkpoint_write_under_way_land_first() -> None:
 
     async def scenario() -> None:
         consumer, coordinator = make_consumer(scripted({SHARD: [[1]], OTHER: [[10]]}))
-        only(consumer).on_acquired(lease(SHARD))
-        only(consumer).on_acquired(lease(OTHER))
+        take(only(consumer), lease(SHARD))
+        take(only(consumer), lease(OTHER))
         first = await consumer.__anext__()
         coordinator.checkpoint_gate = threading.Event()
         write = asyncio.create_task(first.checkpoint())
@@ -585,8 +586,8 @@ def test_release_lets_a_checkpoint_write_under_way_land_first() -> None:
 def test_a_checkpoint_write_that_outlasts_the_release_wait_still_returns() -> None:
     async def scenario() -> None:
         consumer, coordinator = make_consumer(scripted({SHARD: [[1]], OTHER: [[10]]}), release_timeout_s=0.01)
-        only(consumer).on_acquired(lease(SHARD))
-        only(consumer).on_acquired(lease(OTHER))
+        take(only(consumer), lease(SHARD))
+        take(only(consumer), lease(OTHER))
         first = await consumer.__anext__()
         coordinator.checkpoint_gate = threading.Event()
         write = asyncio.create_task(first.checkpoint())
@@ -603,7 +604,7 @@ def test_a_checkpoint_write_that_outlasts_the_release_wait_still_returns() -> No
 def test_release_gives_up_waiting_after_the_timeout() -> None:
     async def scenario() -> None:
         consumer, coordinator = make_consumer(scripted({SHARD: [[1]]}), release_timeout_s=0.05)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         batch = await consumer.__anext__()
         await asyncio.wait_for(only(consumer).prepare_release(SHARD), 1)
         with pytest.raises(LeaseLostError):
@@ -617,7 +618,7 @@ def test_nothing_is_delivered_while_the_worker_cannot_trust_its_own_leases() -> 
     async def scenario() -> None:
         consumer, coordinator = make_consumer(scripted({SHARD: [[1], [2]]}), prefetch_batches=2)
         coordinator.live = False  # heartbeat overdue: others may have declared this worker dead
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         await until(lambda: consumer.handout.queue.qsize() == 2, "both batches to be queued")
         waiting = asyncio.create_task(consumer.__anext__())
         for _ in range(20):
@@ -645,7 +646,7 @@ def test_nothing_is_delivered_from_a_stale_view_of_the_table() -> None:
     async def scenario() -> None:
         consumer, coordinator = make_consumer(scripted({SHARD: [[1], [2]]}), prefetch_batches=2)
         coordinator.fresh = False
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         await until(lambda: consumer.handout.queue.qsize() == 2, "both batches to be queued")
         waiting = asyncio.create_task(consumer.__anext__())
         for _ in range(20):
@@ -666,7 +667,7 @@ def test_a_fetch_error_no_retry_can_fix_reaches_the_application() -> None:
         kinesis = scripted({})
         kinesis.inject("get_records", bad, shard_id=SHARD)
         consumer, _ = make_consumer(kinesis)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         with pytest.raises(MalformedResponseError):
             await consumer.__anext__()
 
@@ -678,7 +679,7 @@ def test_stop_ends_the_iteration_and_metrics_count_what_was_delivered() -> None:
         kinesis = scripted({SHARD: [[1, 2, 3]]})
         kinesis.shard("orders", SHARD).lag_ms = 250
         consumer, _ = make_consumer(kinesis)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         batch = await consumer.__anext__()
         assert len(batch) == 3 and batch.millis_behind_latest == 250
         table = batch.to_arrow()

@@ -14,6 +14,7 @@ from consumer_harness import (
     make_lease,
     only,
     run,
+    take,
     until,
 )
 from fake_kinesis import START, FakeKinesis, event_stream_error, shard_id
@@ -66,7 +67,7 @@ def test_batches_come_from_subscriptions_and_a_new_holding_resumes_right_after_t
     async def scenario() -> None:
         fake, seqs = stream_of(*plain(6))
         consumer, coordinator = efo_consumer(fake)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         first = await consumer.__anext__()
         assert [r.sequence_number for r in first.records] == seqs[:2] and first.shard_id == SHARD
         await first.checkpoint()
@@ -75,7 +76,7 @@ def test_batches_come_from_subscriptions_and_a_new_holding_resumes_right_after_t
         assert coordinator.writes == [(SHARD, seqs[1])]
 
         only(consumer).on_lost(lease(), "taken")  # the checkpoint is all the next holding knows
-        only(consumer).on_acquired(lease(Checkpoint.sequence(seqs[1]), counter=2))
+        take(only(consumer), lease(Checkpoint.sequence(seqs[1]), counter=2))
         again = await consumer.__anext__()
         assert [r.sequence_number for r in again.records] == [seqs[2]]  # the event AT seqs[1], which is dropped
         await again.checkpoint()
@@ -92,7 +93,7 @@ def test_the_shards_end_reaches_the_coordinator_with_its_children() -> None:
     async def scenario() -> None:
         fake, seqs = stream_of(*plain(3), closed=True)
         consumer, coordinator = efo_consumer(fake)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         seen: list[str] = []
         while consumer.held_shards():
             batch = await consumer.__anext__()
@@ -111,7 +112,7 @@ def test_a_kpl_aggregate_arrives_de_aggregated_and_a_checkpoint_inside_it_resume
         users = [(f"user{i}", None, b"u%d" % i) for i in range(3)]
         fake, seqs = stream_of(b"plain", aggregate(users), b"after", per_event=10)
         consumer, coordinator = efo_consumer(fake)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         batch = await consumer.__anext__()
         got = [(r.sequence_number, r.sub_sequence_number, r.partition_key, r.data) for r in batch.records]
         assert got == [(seqs[0], 0, "k0", b"plain"), *[(seqs[1], i, f"user{i}", b"u%d" % i) for i in range(3)],
@@ -121,7 +122,7 @@ def test_a_kpl_aggregate_arrives_de_aggregated_and_a_checkpoint_inside_it_resume
         assert coordinator.writes == [(SHARD, f"{seqs[1]}/1")]
 
         only(consumer).on_lost(lease(), "taken")
-        only(consumer).on_acquired(lease(Checkpoint.sequence(seqs[1], 1), counter=2))
+        take(only(consumer), lease(Checkpoint.sequence(seqs[1], 1), counter=2))
         resumed = await consumer.__anext__()
         assert [(r.sequence_number, r.sub_sequence_number) for r in resumed.records] == [(seqs[1], 2), (seqs[2], 0)]
         assert subscribed_at(fake)[-1] == Position.after_sequence(seqs[1], 1)
@@ -148,7 +149,7 @@ def test_an_internal_failure_on_one_shards_event_stream_costs_that_shard_a_resub
         fake.inject("subscribe_event", event_stream_error("InternalFailureException"), shard_id=shards[1], calls=(2,))
         consumer, _ = efo_consumer(fake)
         for sid in shards:
-            only(consumer).on_acquired(make_lease(sid))
+            take(only(consumer), make_lease(sid))
         seen: dict[str, list[str]] = {sid: [] for sid in shards}
         while sum(map(len, seen.values())) < 15:
             batch = await consumer.__anext__()

@@ -10,7 +10,7 @@ and subscriptions a holding opened after its first. Built as
 from __future__ import annotations
 
 import pytest
-from consumer_harness import make_consumer, make_lease, only, run
+from consumer_harness import make_consumer, make_lease, only, run, take
 from fake_kinesis import FakeKinesis, event_stream_error, shard_id
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -59,7 +59,7 @@ def test_event_stream_failures_by_code_and_resubscribes_are_counted_and_exported
     async def scenario() -> Consumer:
         fake, seqs = failing_stream()
         consumer = efo_consumer(fake)
-        only(consumer).on_acquired(make_lease(SHARD))
+        take(only(consumer), make_lease(SHARD))
         seen: list[str] = []
         while len(seen) < len(seqs):
             batch = await consumer.__anext__()

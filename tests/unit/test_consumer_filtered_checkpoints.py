@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from consumer_harness import make_consumer, make_lease, only, run, until
+from consumer_harness import make_consumer, make_lease, only, run, take, until
 from fake_kinesis import FakeKinesis
 
 from kinesis_src import KeyRange
@@ -65,7 +65,7 @@ def test_a_checkpoint_follows_the_filtered_records_so_a_new_holder_finds_it_afte
     async def scenario() -> None:
         fake = straddled(IN[:1], later)
         first, coordinator = reading(fake)
-        only(first).on_acquired(lease())
+        take(only(first), lease())
         batch = await first.__anext__()
         assert [r.partition_key for r in batch.records] == IN[:1]
         await batch.checkpoint()
@@ -75,7 +75,7 @@ def test_a_checkpoint_follows_the_filtered_records_so_a_new_holder_finds_it_afte
         fake.trim("orders", before=T0 + 1800)  # the in-range record expired; the others are still there
         fake.put_record("orders", IN[1], b"new", sequence_number="00100", arrival=T0 + 7200)
         second, _ = reading(fake, check_retention=True, fail_on_data_loss=True)
-        only(second).on_acquired(lease(Checkpoint.sequence(coordinator.writes[-1][1]), counter=2))
+        take(only(second), lease(Checkpoint.sequence(coordinator.writes[-1][1]), counter=2))
         resumed = await asyncio.wait_for(second.__anext__(), 5)
         assert [r.partition_key for r in resumed.records] == [IN[1]]
         assert second.metrics.checkpoints_expired == 0
@@ -90,7 +90,7 @@ def test_without_a_filtered_checkpoint_the_next_holder_reports_the_loss() -> Non
         fake = straddled(IN[:1], OUT[:4])
         fake.trim("orders", before=T0 + 1800)
         consumer, _ = reading(fake, check_retention=True, fail_on_data_loss=True)
-        only(consumer).on_acquired(lease(Checkpoint.sequence("00001")))
+        take(only(consumer), lease(Checkpoint.sequence("00001")))
         fake.put_record("orders", IN[1], b"new", sequence_number="00100", arrival=T0 + 7200)
         with pytest.raises(DataLossError, match="00001"):
             await consumer.__anext__()
@@ -108,7 +108,7 @@ def test_a_filtered_position_is_never_checkpointed_past_a_batch_not_acknowledged
     async def scenario() -> None:
         fake = straddled(IN[:1], later)
         consumer, coordinator = reading(fake)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         batch = await consumer.__anext__()
         await until(lambda: consumer.metrics.records_filtered == len(later), "every filtered record to be read")
         pages = fake.count("get_records", SHARD)
@@ -134,7 +134,7 @@ def test_a_queued_in_range_batch_holds_back_the_filtered_position_after_it() -> 
             fake.put_record("orders", key, key.encode(), sequence_number=f"{n:05d}")
         fake.shard("orders", SHARD).page_sizes = [3, 1, 3]
         consumer, coordinator = reading(fake)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         await until(lambda: consumer.metrics.records_filtered == 6, "every filtered record to be read")
         pages = fake.count("get_records", SHARD)
         await until(lambda: fake.count("get_records", SHARD) >= pages + 3, "three more (empty) pages")
@@ -151,7 +151,7 @@ def test_filtered_positions_are_written_at_most_once_per_interval() -> None:
     async def scenario() -> None:
         fake = straddled([], OUT[:30], page_size=2)
         consumer, coordinator = reading(fake, interval_s=3600.0)
-        only(consumer).on_acquired(lease())
+        take(only(consumer), lease())
         await until(lambda: consumer.metrics.records_filtered == 30, "every filtered record to be read")
         assert fake.count("get_records", SHARD) >= 15 and coordinator.writes == []
         only(consumer).filtered_checkpoint_interval_s = 0.0  # the interval has passed

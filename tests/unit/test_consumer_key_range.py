@@ -9,7 +9,7 @@ whose hash key is in the range are delivered). Plus the options' bad input.
 from __future__ import annotations
 
 import pytest
-from consumer_harness import make_consumer, make_lease, only, run, until
+from consumer_harness import make_consumer, make_lease, only, run, take, until
 from fake_kinesis import FakeKinesis
 
 from kinesis_src import KeyRange
@@ -48,7 +48,7 @@ def test_a_straddled_shard_delivers_only_the_keys_in_range_and_counts_the_rest()
     async def scenario() -> None:
         consumer, coordinator = make_consumer(two_halves(), key_range=key_range)
         for shard, (lo, hi) in ((LOW, (0, HALF)), (HIGH, (HALF + 1, 2**128 - 1))):
-            only(consumer).on_acquired(make_lease(shard, hash_range=HashRange(lo, hi)))
+            take(only(consumer), make_lease(shard, hash_range=HashRange(lo, hi)))
         got: list[str] = []
         while len(got) < len(wanted):
             batch = await consumer.__anext__()
@@ -68,14 +68,14 @@ def test_a_shard_outside_the_range_is_ended_unread_and_a_covered_shard_is_read_w
     async def scenario() -> None:
         fake = two_halves()
         consumer, coordinator = make_consumer(fake, key_range=key_range)
-        only(consumer).on_acquired(make_lease(HIGH, hash_range=HashRange(HALF + 1, 2**128 - 1)))
+        take(only(consumer), make_lease(HIGH, hash_range=HashRange(HALF + 1, 2**128 - 1)))
         await until(lambda: (HIGH, "SHARD_END ") in coordinator.writes, "the out-of-range shard to be ended")
         assert not [c for c in fake.calls_to("get_shard_iterator") if c.shard_id == HIGH]  # never read
         # A record put with an explicit hash key inside shard 1 is placed by it, whatever its
         # partition key's MD5: a covered shard is not filtered, so it is delivered.
         stray = next(k for k in (f"x{i}" for i in range(100)) if hash_key_of(k) not in key_range)
         fake.put_record("orders", stray, b"explicit", explicit_hash_key="5")
-        only(consumer).on_acquired(make_lease(LOW, hash_range=HashRange(0, HALF)))
+        take(only(consumer), make_lease(LOW, hash_range=HashRange(0, HALF)))
         got: list[str] = []
         while len(got) < len(in_range(key_range)) + 1:
             batch = await consumer.__anext__()

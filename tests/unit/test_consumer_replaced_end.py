@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from consumer_harness import make_consumer, make_lease, only, run, until
+from consumer_harness import make_consumer, make_lease, only, run, take, until
 from moto_threads import serialized_mock_aws  # tests/moto_threads.py
 
 from kinesis_src.aws.dynamodb import DynamoDBClient
@@ -74,7 +74,7 @@ def test_a_shard_end_written_after_its_holding_was_replaced_is_refused_and_the_n
         clock = Clock()
         table = table_for(dynamodb)
         table.create_lease(Lease(SHARD, Checkpoint.trim_horizon(), HashRange(0, 100)))
-        coordinator = LeaseCoordinator(table, "me", timing=TIMING, clock=clock, listener=reader)
+        coordinator = LeaseCoordinator(table, "me", timing=TIMING, clock=clock, listener=reader, held=reader.held)
         coordinator.register()
         reader.coordinator = coordinator
         assert coordinator.run_once().acquired == [SHARD]
@@ -119,14 +119,14 @@ def test_a_replaced_holding_whose_shard_end_ran_out_of_retries_does_not_give_the
     async def scenario() -> None:
         consumer, coordinator = make_consumer(closed_shard([1]))
         reader = only(consumer)
-        reader.on_acquired(make_lease(SHARD, counter=1, hash_range=HashRange(0, 100)))
+        take(reader, make_lease(SHARD, counter=1, hash_range=HashRange(0, 100)))
         last = await consumer.__anext__()
         assert last.ends_shard
         coordinator.end_gate = threading.Event()
         coordinator.end_errors[SHARD] = RetriesExhaustedError("SHARD_END: retries ran out", ThrottledError("throttled"))
         checkpoint = asyncio.create_task(last.checkpoint())
         await until(lambda: reader.holdings.get(SHARD).state.phase is ShardPhase.ENDING, "the SHARD_END write")
-        reader.on_acquired(make_lease(SHARD, counter=3, hash_range=HashRange(0, 100)))  # re-taken meanwhile
+        take(reader, make_lease(SHARD, counter=3, hash_range=HashRange(0, 100)))  # re-taken meanwhile
         new = reader.holdings.get(SHARD)
         coordinator.end_gate.set()
         with pytest.raises(LeaseLostError):

@@ -16,7 +16,7 @@ import asyncio
 import threading
 
 import pytest
-from consumer_harness import RecordingCoordinator, make_consumer, make_lease, only, run, until
+from consumer_harness import RecordingCoordinator, make_consumer, make_lease, only, run, take, until
 from fake_kinesis import FakeKinesis, Gate
 
 from kinesis_src import KeyRange
@@ -62,7 +62,7 @@ def test_the_end_batch_after_a_last_batch_taken_during_a_checkpoint_write_carrie
         final_page = kinesis.inject("get_records", Gate(), shard_id=SHARD, calls=(2,))
         consumer, coordinator = make_consumer(kinesis)
         reader = only(consumer)
-        reader.on_acquired(lease())
+        take(reader, lease())
         first = await consumer.__anext__()
         coordinator.checkpoint_gate = threading.Event()
         write = asyncio.create_task(first.checkpoint())
@@ -99,14 +99,14 @@ def test_a_lease_re_taken_while_its_shard_end_is_written_leaves_no_runtime_error
     async def scenario() -> None:
         consumer, coordinator = make_consumer(closed_shard([1]))
         reader = only(consumer)
-        reader.on_acquired(lease(counter=1))
+        take(reader, lease(counter=1))
         last = await consumer.__anext__()
         assert last.ends_shard
         coordinator.end_gate = threading.Event()
         checkpoint = asyncio.create_task(last.checkpoint())
         await until(lambda: reader.holdings.get(SHARD).state.phase is ShardPhase.ENDING, "the SHARD_END write")
         old = reader.holdings.get(SHARD)
-        reader.on_acquired(lease(counter=3))  # lost and re-taken while the write waits
+        take(reader, lease(counter=3))  # lost and re-taken while the write waits
         assert old.state.phase is ShardPhase.LOST and reader.holdings.get(SHARD) is not old
         if not write_lands:
             coordinator.lost.add(SHARD)  # the condition on the old counter fails
@@ -148,10 +148,10 @@ def test_an_out_of_range_shard_whose_shard_end_write_fails_is_handed_back_and_en
         coordinator = FailsOnce()
         reader = only(consumer)
         reader.coordinator = coordinator  # type: ignore[assignment]
-        reader.on_acquired(lease())
+        take(reader, lease())
         await until(lambda: coordinator.released == [SHARD], "the lease to be handed back")
         assert coordinator.writes == [] and consumer.held_shards() == []
-        reader.on_acquired(lease(counter=2))  # a later cycle takes it again
+        take(reader, lease(counter=2))  # a later cycle takes it again
         await until(lambda: coordinator.writes == [(SHARD, "SHARD_END ")], "SHARD_END at the second take")
         assert coordinator.released == [SHARD] and fake.count("get_shard_iterator", SHARD) == 0  # never read
 

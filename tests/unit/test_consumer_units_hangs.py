@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import asyncio
 
-from consumer_harness import RecordingCoordinator, make_consumer, make_lease, run, until
+from consumer_harness import (
+    RecordingCoordinator,
+    make_consumer,
+    make_lease,
+    run,
+    take,
+    until,
+)
 from fake_kinesis import FakeKinesis
 
 from kinesis_src.consumer import Consumer
@@ -48,7 +55,7 @@ def two_units(consumer: Consumer, lower_trusted: bool) -> tuple[StreamReader, St
 
 async def waiting_on_lower(consumer: Consumer, lower: StreamReader) -> asyncio.Task:
     """__anext__ took LOWER's batch off the queue and waits for LOWER to be trusted."""
-    lower.on_acquired(make_lease(SHARD))
+    take(lower, make_lease(SHARD))
     await until(lambda: not consumer.handout.queue.empty(), "LOWER's batch")
     task = asyncio.create_task(consumer.__anext__())
     await until(lambda: consumer.handout.queue.empty(), "__anext__ to take LOWER's batch")
@@ -62,7 +69,7 @@ def test_a_batch_of_a_unit_handed_over_while_it_waited_is_dropped_and_other_unit
         lower, upper = two_units(consumer, lower_trusted=False)
         task = await waiting_on_lower(consumer, lower)
         await consumer.units._stop(f"orders@{LOWER}", lower)  # claimed by a sticky worker: handed over
-        upper.on_acquired(make_lease(SHARD))
+        take(upper, make_lease(SHARD))
         try:
             batch = await asyncio.wait_for(task, WAIT_S)
         except TimeoutError:
@@ -99,7 +106,7 @@ def test_a_batch_of_a_trusted_reader_still_waits_for_nothing() -> None:
     async def scenario() -> list[str]:
         consumer, _ = make_consumer(stream_of_both_halves())
         lower, _ = two_units(consumer, lower_trusted=True)
-        lower.on_acquired(make_lease(SHARD))
+        take(lower, make_lease(SHARD))
         batch = await asyncio.wait_for(consumer.__anext__(), WAIT_S)
         return [r.partition_key for r in batch.records]
 

@@ -159,7 +159,8 @@ def test_a_holding_carries_its_leases_owner_switches_and_its_batches_say_whether
 
     from kinesis_src.consumer.batch import Batch
     from kinesis_src.consumer.metrics import ConsumerMetrics
-    from kinesis_src.consumer.shard_state import Holdings
+    from kinesis_src.consumer.shard_state import HeldShard, Holdings
+    from kinesis_src.leases.held_leases import HeldLeases
     from kinesis_src.leases.model import Checkpoint, Lease
     from kinesis_src.records import RecordPage
     from lineage import HashRange
@@ -167,7 +168,9 @@ def test_a_holding_carries_its_leases_owner_switches_and_its_batches_say_whether
     async def scenario() -> tuple[int, int, bool, bool]:
         lease = Lease(SHARD, Checkpoint.trim_horizon(), HashRange(0, 10), counter=4, owner="me",
                       owner_switches_since_checkpoint=3)
-        held = Holdings(ConsumerMetrics("me"), 1).take(lease)
+        leases = HeldLeases[HeldShard]()
+        leases.hold(lease, 0.0)
+        held = Holdings(leases, ConsumerMetrics("me"), 1).take(lease)
         page = RecordPage(["k"], [b"x"], ["1"], [None], [None], "it", 0)
 
         async def never(batch: Batch, record: object) -> None:

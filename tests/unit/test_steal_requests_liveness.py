@@ -88,7 +88,7 @@ def test_a_forced_steal_is_not_taken_by_a_later_incarnation(dynamodb) -> None:  
     a.run_once()
     c = worker(dynamodb, "c", clock)
     lease = table.list_leases()[0]
-    written_in = c._incarnation
+    written_in = c.held_leases.incarnation
     c._declared_dead()
     c.register()
     assert c.is_live()
