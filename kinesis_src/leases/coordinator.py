@@ -15,8 +15,10 @@ items change only on a change of owner or a checkpoint. Guarantees:
 * **Self-doubt**: ``held()`` reports leases only within ``failover_s`` of
   the last acknowledged heartbeat, so a paused worker stops first.
 
-Rationale: docs/leases.md, "Expiry and fencing". Balancing, takes, steals
-and releases: :mod:`.ownership`; the renewal loop: :mod:`.renewal_loop`.
+Rationale: docs/leases.md, "Expiry and fencing". The coordinator runs its
+parts: the held set (:mod:`.held_leases`), balancing, takes and releases
+(:mod:`.ownership`), steals (:mod:`.steal_requests`), the renewal loop
+(:mod:`.renewal_loop`).
 """
 
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from lineage import shard_sort_key
 
@@ -35,9 +37,9 @@ from ..errors import (
 )
 from ..names import validate_worker_id
 from ..positions import Position
+from ..records import ChildShard
 from .cycle_report import CycleReport
 from .cycle_report import transient as _transient
-from .expiry import ExpiryJudge
 from .held_leases import HeldLeases
 from .in_place import run_sync
 from .listener import LeaseListener, NoListener, SyncsShards
@@ -45,12 +47,13 @@ from .model import (
     Checkpoint,
     HeartbeatStatus,
     Lease,
+    ShardEndResult,
     Throughput,
 )
-from .ownership import OwnershipSteps
+from .ownership import Ownership
 from .renewal import HeartbeatRenewal, RenewalMode
 from .renewal_loop import RenewalDriver
-from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook
+from .steal_requests import STEAL_PATIENCE_RENEWALS, Steals
 from .step_loop import StepLoop
 from .table import LeaseTable
 from .table_calls import TableCalls
@@ -65,7 +68,7 @@ log = logging.getLogger(__name__)
 _FATAL_NOTE = "the lease coordinator stopped; fix the cause and restart the worker"
 
 
-class LeaseCoordinator(OwnershipSteps):
+class LeaseCoordinator:
     """Keeps this worker's share of an application's leases on one stream.
 
     Its steps are coroutines (:mod:`.table_calls`). ``astart()`` runs the
@@ -104,13 +107,17 @@ class LeaseCoordinator(OwnershipSteps):
         self.renewals = RenewalDriver(self.renewal, timing, self._fail, lambda: self.failure is not None)
         self._cycle_report: CycleReport | None = None  # the cycle running now (in-cycle renewals report to it)
         self._next_sync = float("-inf")
-        self._judge = ExpiryJudge(timing.failover_s, clock)
-        self._steal_wanted_since: float | None = None
-        self._need_announced_at = float("-inf")  # when this worker last announced that it starves
-        self._steal_book = StealBook()  # this worker's open steal requests
         self._views = ViewReader(self.calls, timing, clock, table.known_partitions, self.worker_id)
         self._last_scan = float("-inf")
         self._cycles = StepLoop(f"leases-{self.worker_id}", self._cycle_step, lambda: self.failure is not None)
+        self.ownership = Ownership(
+            self.worker_id, timing, clock, held=self.held_leases, calls=self.calls, views=self._views,
+            renewal=self.renewal, listener=self.listener, is_live=self.is_live, now_ms=table.now_ms,
+            where=self._where(), preserve_shard_order=preserve_shard_order,
+            sync=None if shard_sync is None else self._sync, wake=self._cycles.wake,
+        )
+        self.steals = Steals(self.worker_id, timing, clock, ownership=self.ownership, calls=self.calls,
+                             renewal=self.renewal, views=self._views)
         self.failure: BaseException | None = None
         self.cycles = 0
 
@@ -177,7 +184,7 @@ class LeaseCoordinator(OwnershipSteps):
         if release:
             for lease in self.held_leases.leases().values():
                 await self.renewals.renew_while_stopping()
-                await self._release(lease, "worker stopping")
+                await self.ownership.release(lease, "worker stopping")
 
     async def _deregister(self) -> None:
         self.renewal.stop()
@@ -225,10 +232,7 @@ class LeaseCoordinator(OwnershipSteps):
         return self.failure is None and self.renewal.is_live()
 
     def lease(self, shard_id: str) -> Lease:
-        lease = self.held_leases.lease(shard_id)
-        if lease is None:
-            raise self._not_held(shard_id)
-        return lease
+        return self.ownership.lease(shard_id)
 
     def report_throughput(self, shard_id: str, records: int, nbytes: int) -> None:
         """The consumer delivered ``records`` records of ``nbytes`` bytes from a held shard.
@@ -268,12 +272,12 @@ class LeaseCoordinator(OwnershipSteps):
         """The lease to fence on (LeaseLostError if ``counter`` is not held), the checkpoint, the estimate."""
         if isinstance(checkpoint, Position):
             checkpoint = Checkpoint.from_position(checkpoint)
-        lease = self.held_at(shard_id, counter, "a checkpoint")
+        lease = self.ownership.held_at(shard_id, counter, "a checkpoint")
         meter = self.held_leases.meter(shard_id)
         return lease, checkpoint, None if meter is None else meter.rate(self.clock(), self.table.now_ms())
 
     def _checkpoint_rejected(self, lease: Lease) -> None:
-        self._drop(lease, "checkpoint rejected: lease taken over")
+        self.ownership.drop(lease, "checkpoint rejected: lease taken over")
         self._views.invalidate()  # the table changed unannounced (or unseen yet): read it again
 
     def _checkpointed(self, updated: Lease) -> Lease:
@@ -283,9 +287,18 @@ class LeaseCoordinator(OwnershipSteps):
     def release(self, shard_id: str) -> bool:
         return run_sync(self.arelease(shard_id))
 
+    def shard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease], counter: int | None = None,
+                    ) -> ShardEndResult:
+        return run_sync(self.ashard_ended(shard_id, children, counter))
+
+    async def ashard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease], counter: int | None = None,
+                           ) -> ShardEndResult:
+        """The shard was read to its end: child leases, SHARD_END, given up (:meth:`.Ownership.end_shard`)."""
+        return await self.ownership.end_shard(shard_id, children, counter)
+
     async def arelease(self, shard_id: str) -> bool:
         """Give one held lease up now (the caller has checkpointed)."""
-        return await self._release(self.lease(shard_id), "released by the consumer", notify=False)
+        return await self.ownership.release(self.lease(shard_id), "released by the consumer", notify=False)
 
     # -- the cycle ------------------------------------------------------------------------
 
@@ -300,16 +313,19 @@ class LeaseCoordinator(OwnershipSteps):
         if in_cycle:
             report.heartbeat = await self.renewal.arenew_if_due()
         view, report.read_leases = await self._views.aread()
-        view = await self._honour_requests(view, report)  # first: a thief may force once this view goes stale
-        live = await self._judge_workers(view, report)
-        await self._reconcile(view, report)
+        ownership = self.ownership
+        view = await self.steals.honour(view, report)  # first: a thief may force once this view goes stale
+        live = await ownership.judge_workers(view, report)
+        await ownership.reconcile(view, report)
         if self._sync_due(live):
             view, report.read_leases = await self._views.aread(force=True)  # sync reads leases before listing
             report.synced = await self._sync(view.leases.values())
             if self.renewal.change_pending:
                 view, _ = await self._views.aread(force=True)
-            await self._reconcile(view, report)
-        await self._balance(view, live, report)
+            await ownership.reconcile(view, report)
+        wanted = await ownership.balance(view, live, report)
+        if wanted is not None:
+            await self.steals.steal(wanted, view, progressed=bool(report.acquired), report=report)
         if in_cycle and self.renewal.change_pending:
             report.announced = await self.renewal.arenew() is HeartbeatStatus.RENEWED
         elif not in_cycle:
@@ -341,23 +357,23 @@ class LeaseCoordinator(OwnershipSteps):
         self.failure = error
         log.error("worker %s: %s: %s", self.worker_id, _FATAL_NOTE, error)
         for lease in self.held_leases.leases().values():
-            self._drop(lease, f"coordinator stopped: {type(error).__name__}")
+            self.ownership.drop(lease, f"coordinator stopped: {type(error).__name__}")
 
     def _next_wake(self) -> float:
         """Next scan, the moment a watched worker would expire, or (renewing in the cycle) the next
         heartbeat: the first."""
-        wake = min(self._last_scan + self.timing.scan_s, self._judge.next_expiry())
+        wake = min(self._last_scan + self.timing.scan_s, self.ownership.judge.next_expiry())
         if self.renewal.mode is RenewalMode.IN_CYCLE:
             wake = min(wake, self.renewal.next_due)
         return wake
 
     def _declared_dead(self) -> None:
         """Another worker deleted our heartbeat: every lease may be someone else's by now, those of takes
-        still in flight included (:meth:`~.ownership.OwnershipSteps._acquire` does not hold them)."""
+        still in flight included (:meth:`~.ownership.Ownership.take` does not hold them)."""
         with self.held_leases.lock:
             self.held_leases.incarnation += 1
         for lease in self.held_leases.leases().values():
-            self._drop(lease, "this worker was declared dead", self._cycle_report)
+            self.ownership.drop(lease, "this worker was declared dead", self._cycle_report)
 
     def _sync_due(self, live: set[str]) -> bool:
         if self.shard_sync is None or self.clock() < self._next_sync:
@@ -369,20 +385,13 @@ class LeaseCoordinator(OwnershipSteps):
         try:
             report = await self.calls.sync_shards(self.shard_sync, leases)  # type: ignore[arg-type]
             if getattr(report, "changed", True):
-                self._note_change()  # created or deleted leases: announced like any ownership change
+                self.ownership.note_change()  # created or deleted leases: announced like any ownership change
             return report
         except KinesisSourceError as exc:
             if not _transient(exc):
                 raise
             log.warning("worker %s: shard sync failed, retrying at the next interval: %s", self.worker_id, exc)
             return None
-
-    def _not_held(self, shard_id: str) -> LeaseLostError:
-        return LeaseLostError(
-            f"worker {self.worker_id} does not hold the lease on shard {shard_id} of {self._where()} "
-            "(never taken, or lost); stop processing the shard",
-            shard_id,
-        )
 
     def _where(self) -> str:
         t = self.table

@@ -35,7 +35,7 @@ class Held(Generic[H]):
 
 class HeldLeases(Generic[H]):
     """Shard id -> :class:`Held`. ``incarnation`` goes up when the worker learns it was declared dead:
-    a take sent before that is not held (:meth:`~.ownership.OwnershipSteps._acquire`)."""
+    a take sent before that is not held (:meth:`~.ownership.Ownership.take`)."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()

@@ -1,4 +1,4 @@
-"""What a coordinator cycle changes: judge the workers, reconcile the held set, balance.
+"""What a coordinator cycle changes: judge the workers, reconcile the held set, balance, end shards.
 
 Balancing (:func:`plan_assignment`, pure) weighs each lease by its shard's
 throughput (:mod:`.throughput`), or counts leases without estimates, and
@@ -9,7 +9,6 @@ are the exception, not the rule as in the KCL.
 
 Takes are staggered by home worker, and a worker that loses
 :data:`STALE_AFTER_LOST_RACES` takes in a row waits for a fresh view.
-:class:`OwnershipSteps` is mixed into :class:`~.coordinator.LeaseCoordinator`.
 Rules and hysteresis: docs/leases.md, "Assignment".
 """
 
@@ -26,45 +25,61 @@ from .assignment import plan_assignment
 from .cycle_report import CycleReport
 from .expiry import ExpiryJudge, Observation
 from .held_leases import HeldLeases
-from .in_place import run_sync
-from .listener import LeaseListener, SyncsShards
+from .listener import LeaseListener
 from .model import Lease, ShardEndResult, TableView, WorkerHeartbeat
 from .renewal import HeartbeatRenewal
-from .steal_requests import STEAL_PATIENCE_RENEWALS, StealBook, StealSteps  # noqa: F401 (re-exported)
 from .table_calls import TableCalls
 from .throughput import lease_weights
 from .timing import LeaseTiming
 
 if TYPE_CHECKING:
-    from .table import LeaseTable
     from .view import ViewReader
 
 log = logging.getLogger(__name__)
 
 STALE_AFTER_LOST_RACES = 2  # takes lost in a row before the rest of a cycle's takes wait for a fresh view
+SyncLeases = Callable[[Iterable[Lease]], Awaitable[object | None]]
 
 
-class OwnershipSteps(StealSteps):
-    """The cycle's steps that change who holds what (mixed into the coordinator)."""
+class Ownership:
+    """The steps that change who holds what, over the worker's one held set (:mod:`.held_leases`).
 
-    table: LeaseTable
-    calls: TableCalls
-    worker_id: str
-    timing: LeaseTiming
-    preserve_shard_order: bool
-    listener: LeaseListener
-    clock: Callable[[], float]
-    renewal: HeartbeatRenewal
-    held_leases: HeldLeases
-    _judge: ExpiryJudge
-    is_live: Callable[[], bool]
-    _views: ViewReader
-    _steal_wanted_since: float | None
-    _need_announced_at: float
-    _steal_book: StealBook
-    shard_sync: SyncsShards | None
-    _sync: Callable[..., Awaitable[object | None]]
-    wake: Callable[[], None]
+    ``where`` names the stream and table in errors; ``sync``: the coordinator's shard sync (None without one), run when a
+    merge child's other parent has no lease yet; ``wake``: runs the next
+    cycle now (a shard ended: its children are leasable).
+    """
+
+    def __init__(
+        self, worker_id: str, timing: LeaseTiming, clock: Callable[[], float], *, held: HeldLeases,
+        calls: TableCalls, views: ViewReader, renewal: HeartbeatRenewal, listener: LeaseListener,
+        is_live: Callable[[], bool], now_ms: Callable[[], int], where: str, preserve_shard_order: bool = True,
+        sync: SyncLeases | None = None, wake: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.worker_id = worker_id
+        self.timing = timing
+        self.clock = clock
+        self.held = held
+        self.calls = calls
+        self.views = views
+        self.renewal = renewal
+        self.listener = listener
+        self.is_live = is_live
+        self.now_ms = now_ms
+        self.where = where  # the table, application and stream, for errors
+        self.preserve_shard_order = preserve_shard_order
+        self.sync = sync
+        self.wake = wake
+        self.judge = ExpiryJudge(timing.failover_s, clock)
+
+    def lease(self, shard_id: str) -> Lease:
+        lease = self.held.lease(shard_id)
+        if lease is None:
+            raise LeaseLostError(
+                f"worker {self.worker_id} does not hold the lease on shard {shard_id} of {self.where} "
+                "(never taken, or lost); stop processing the shard",
+                shard_id,
+            )
+        return lease
 
     def held_at(self, shard_id: str, counter: int | None, what: str) -> Lease:
         """The lease held on ``shard_id``; LeaseLostError, nothing written, if ``counter`` (the holding a
@@ -80,12 +95,8 @@ class OwnershipSteps(StealSteps):
             )
         return lease
 
-    def shard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease], counter: int | None = None,
-                    ) -> ShardEndResult:
-        return run_sync(self.ashard_ended(shard_id, children, counter))
-
-    async def ashard_ended(self, shard_id: str, children: Sequence[ChildShard | Lease], counter: int | None = None,
-                           ) -> ShardEndResult:
+    async def end_shard(self, shard_id: str, children: Sequence[ChildShard | Lease], counter: int | None = None,
+                        ) -> ShardEndResult:
         """The shard was read to its end: create child leases, mark it SHARD_END, give it up.
 
         ``counter``: the lease counter of the holding that read the shard to
@@ -99,11 +110,11 @@ class OwnershipSteps(StealSteps):
         try:
             result = await self.calls.mark_shard_end(lease, child_leases)
         except LeaseLostError:
-            self._drop(lease, "SHARD_END rejected: lease taken over")
-            self._views.invalidate()  # the table changed unannounced (or unseen yet): read it again
+            self.drop(lease, "SHARD_END rejected: lease taken over")
+            self.views.invalidate()  # the table changed unannounced (or unseen yet): read it again
             raise
-        self.held_leases.let_go(shard_id)
-        self._note_change()
+        self.held.let_go(shard_id)
+        self.note_change()
         log.info(
             "worker %s: shard %s reached SHARD_END; children %s (created %s)",
             self.worker_id, shard_id, ", ".join(result.lease.child_shard_ids) or "none",
@@ -123,12 +134,12 @@ class OwnershipSteps(StealSteps):
         in shard-id order); it runs only when a co-parent is missing.
         """
         co_parents = {p for child in children for p in child.parent_shard_ids if p != shard_id}
-        if not co_parents or self.shard_sync is None:
+        if not co_parents or self.sync is None:
             return
         leases = await self.calls.list_leases()
         if co_parents <= {l.shard_id for l in leases}:
             return
-        await self._sync(leases)
+        await self.sync(leases)
         still = sorted(co_parents - {l.shard_id for l in await self.calls.list_leases()}, key=shard_sort_key)
         if still:
             log.warning(
@@ -137,11 +148,11 @@ class OwnershipSteps(StealSteps):
                 ", ".join(still),
             )
 
-    async def _judge_workers(self, view: TableView, report: CycleReport) -> set[str]:
+    async def judge_workers(self, view: TableView, report: CycleReport) -> set[str]:
         """Live workers by the one judge (this worker is); expired ones are declared dead (a conditional delete)."""
         others = {w: (b.session, b.heartbeat) for w, b in view.workers.items() if w != self.worker_id}
         live = {self.worker_id}
-        for worker_id, seen in self._judge.observe_all(others).items():
+        for worker_id, seen in self.judge.observe_all(others).items():
             if not seen.expired or not await self._declare_dead(view.workers[worker_id], seen, report):
                 live.add(worker_id)
         return live
@@ -155,24 +166,24 @@ class OwnershipSteps(StealSteps):
             self.worker_id, beat.worker_id, beat.heartbeat, seen.unchanged_s,
         )
         report.declared_dead.append(beat.worker_id)
-        self._judge.forget(beat.worker_id)
+        self.judge.forget(beat.worker_id)
         return True
 
-    async def _reconcile(self, view: TableView, report: CycleReport) -> None:
+    async def reconcile(self, view: TableView, report: CycleReport) -> None:
         """Make the held set agree with the table: drop what others own, adopt what names us."""
-        for shard_id, lease in self.held_leases.leases().items():
+        for shard_id, lease in self.held.leases().items():
             current = view.leases.get(shard_id)
             if self._older_than_mine(current, lease, view):
                 continue  # a cached view from before this worker's own write: it knows better
             if current is None or current.owner != self.worker_id:
                 reason = "lease deleted" if current is None else f"taken by {current.owner or 'nobody'}"
-                self._drop(lease, reason, report)
+                self.drop(lease, reason, report)
             elif current.counter != lease.counter:
-                self.held_leases.update(current)
-        held = self.held_leases.leases()
+                self.held.update(current)
+        held = self.held.leases()
         for shard_id, lease in view.leases.items():
             if lease.owner == self.worker_id and shard_id not in held and not lease.is_shard_end:
-                if not await self._acquire(lease, "adopted (owned by this worker id)", report) and not self.is_live():
+                if not await self.take(lease, "adopted (owned by this worker id)", report) and not self.is_live():
                     return
 
     def _older_than_mine(self, current: Lease | None, held: Lease, view: TableView) -> bool:
@@ -187,38 +198,40 @@ class OwnershipSteps(StealSteps):
         """
         if current is not None:
             return current.counter < held.counter
-        return self._views.read_at <= self.held_leases.acquired_at(held.shard_id)
+        return self.views.read_at <= self.held.acquired_at(held.shard_id)
 
-    async def _balance(self, view: TableView, live: set[str], report: CycleReport) -> None:
+    async def balance(self, view: TableView, live: set[str], report: CycleReport) -> tuple[Lease, ...] | None:
+        """Shed, hand over and take as planned; the leases the plan would steal, or None if it stopped early
+        (nothing of the steals is done then)."""
         if not self.is_live():
             log.debug("worker %s: heartbeat overdue or deleted: takes, steals and sheds nothing", self.worker_id)
-            return
-        mine = self.held_leases.leases()
+            return None
+        mine = self.held.leases()
         leases = [mine.get(sid, lease) for sid, lease in view.leases.items()]
         plan = plan_assignment(
             self.worker_id, leases, live,
             preserve_shard_order=self.preserve_shard_order, max_steals=self.timing.max_steals_per_cycle,
-            weights=lease_weights(leases, self.table.now_ms()),
+            weights=lease_weights(leases, self.now_ms()),
         )
         hand_to = dict(plan.hand_to)
         for lease in plan.release:
             taker = hand_to.get(lease.shard_id)
             why = f"shedding: above fair share of {plan.assignable} over {plan.workers}" if taker is None \
                 else f"handed over to starving worker {taker}"
-            if await self._release(lease, why, taker=taker):
+            if await self.release(lease, why, taker=taker):
                 report.released.append(lease.shard_id)
         lost_in_a_row = 0
         for lease in plan.take:
             if not self.is_live():  # the takes outlasted the heartbeat (throttled writes): stop here
-                return
+                return None
             how = "unowned" if lease.owner is None else f"from dead worker {lease.owner}"
-            lost_in_a_row = 0 if await self._acquire(lease, how, report) else lost_in_a_row + 1
+            lost_in_a_row = 0 if await self.take(lease, how, report) else lost_in_a_row + 1
             if lost_in_a_row >= STALE_AFTER_LOST_RACES:  # others took what this view shows free:
-                self._views.invalidate()  # stop, and plan again next cycle on a fresh read
-                return
-        await self._steal(plan.steal, view, progressed=bool(report.acquired), report=report)
+                self.views.invalidate()  # stop, and plan again next cycle on a fresh read
+                return None
+        return plan.steal
 
-    async def _acquire(self, lease: Lease, how: str, report: CycleReport, victim: str | None = None,
+    async def take(self, lease: Lease, how: str, report: CycleReport, victim: str | None = None,
                  incarnation: int | None = None) -> bool:
         """Take ``lease`` (conditional on its owner and counter) and hold it; only while this worker is live.
 
@@ -230,7 +243,7 @@ class OwnershipSteps(StealSteps):
         ``incarnation``: a forced steal's, that of its request; nothing is
         taken if this worker was declared dead since (:mod:`.steal_requests`).
         """
-        held = self.held_leases
+        held = self.held
         incarnation = held.incarnation if incarnation is None else incarnation
         if not self.is_live():
             return False
@@ -245,7 +258,7 @@ class OwnershipSteps(StealSteps):
             declared_dead = incarnation != held.incarnation
             if not declared_dead:
                 held.hold(taken, self.clock())
-        self._note_change(() if victim is None else (victim,))
+        self.note_change(() if victim is None else (victim,))
         if declared_dead:
             log.info("worker %s took %s as it learnt it had been declared dead: not held", self.worker_id,
                      lease.shard_id)
@@ -255,7 +268,7 @@ class OwnershipSteps(StealSteps):
         self.listener.on_acquired(taken)
         return True
 
-    async def _release(self, lease: Lease, why: str, notify: bool = True, taker: str | None = None) -> bool:
+    async def release(self, lease: Lease, why: str, notify: bool = True, taker: str | None = None) -> bool:
         """Give a held lease up (after the listener's checkpoint, with ``notify``); ``taker``: the starving
         worker it is handed to, named in the announcement so that it reads the leases at once."""
         if notify:
@@ -263,32 +276,33 @@ class OwnershipSteps(StealSteps):
                 await self.listener.before_release(lease)
             except Exception as exc:  # the release still happens: its checkpoint is simply older
                 log.warning("worker %s: before_release(%s) failed: %s", self.worker_id, lease.shard_id, exc)
-        current = self.held_leases.let_go(lease.shard_id) or lease
+        current = self.held.let_go(lease.shard_id) or lease
         try:
             released = await self.calls.release_lease(current)
         except KinesisSourceError as exc:
             log.warning("worker %s: release of %s failed (%s); it will expire", self.worker_id, lease.shard_id, exc)
             return False
         if released is not None:
-            self._note_change(() if taker is None else (taker,))
+            self.note_change(() if taker is None else (taker,))
         log.info("worker %s released lease on %s (%s)", self.worker_id, lease.shard_id, why)
         return released is not None
 
-    def _note_change(self, notify: Iterable[str] = ()) -> None:
+    def note_change(self, notify: Iterable[str] = ()) -> None:
         """This worker changed lease ownership: announce it with the next heartbeat (sent at the end
         of this cycle, or at once by the renewal loop), and read the leases again next cycle whether
         that announcement lands or not. ``notify``: workers the change concerns (a steal's victim, a
         hand-over's taker), who read the leases at once (:mod:`.view`)."""
         self.renewal.note_change(notify)
-        self._views.invalidate()
+        self.views.invalidate()
 
-    def _drop(self, lease: Lease, reason: str, report: CycleReport | None = None) -> None:
+    def drop(self, lease: Lease, reason: str, report: CycleReport | None = None) -> None:
         """Forget a held lease: only the holding at ``lease``'s counter. A write fenced on an older
         holding (a checkpoint or SHARD_END that started before this worker took the shard again) says
         nothing about the newer one, which dropping would take from the consumer until re-adopted."""
-        if self.held_leases.let_go(lease.shard_id, lease.counter) is None:
+        if self.held.let_go(lease.shard_id, lease.counter) is None:
             return
         log.info("worker %s lost lease on %s: %s", self.worker_id, lease.shard_id, reason)
         if report is not None:
             report.lost.append(lease.shard_id)
         self.listener.on_lost(lease, reason)
+

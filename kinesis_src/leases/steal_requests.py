@@ -1,13 +1,13 @@
 """The two-phase steal: a starving worker asks the holder to release a lease before it takes it by force.
 
 A forced steal lets the old holder deliver records the thief may already
-have checkpointed, so a thief whose patience ran out (:meth:`StealSteps._patient`):
+have checkpointed, so a thief whose patience ran out (:meth:`Steals._patient`):
 
 1. **Requests**: writes ``stealRequestedBy`` on the lease
    (:meth:`~.table.LeaseTable.request_steal`, counter unchanged) and names
    the holder in its heartbeat (``leaseNotify``, :mod:`.view`).
 2. **Waits for the release**: the holder honours it first thing in its next
-   cycle, gracefully (:meth:`StealSteps._honour_requests`).
+   cycle, gracefully (:meth:`Steals.honour`).
 3. **Forces** only ``failover_s`` after its announcement (:class:`StealBook`):
    the holder is an older version or cannot read the table.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import logging
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from .cycle_report import CycleReport
 from .model import Lease, TableView
@@ -30,8 +30,7 @@ from .renewal import HeartbeatRenewal
 from .timing import LeaseTiming
 
 if TYPE_CHECKING:
-    from .held_leases import HeldLeases
-    from .table import LeaseTable
+    from .ownership import Ownership
     from .table_calls import TableCalls
     from .view import ViewReader
 
@@ -115,39 +114,37 @@ def requested_of(me: str, held: Mapping[str, Lease], view: TableView) -> list[tu
     return asked
 
 
-class StealSteps:
-    """The cycle's steps around steals: patience, requests, forcing; honouring others' requests.
+class Steals:
+    """A starving worker's steals (patience, requests, forcing) and the honouring of others' requests,
+    through the worker's :class:`~.ownership.Ownership`."""
 
-    Mixed into :class:`~.ownership.OwnershipSteps` (the coordinator's state)."""
+    def __init__(self, worker_id: str, timing: LeaseTiming, clock: Callable[[], float], *, ownership: Ownership,
+                 calls: TableCalls, renewal: HeartbeatRenewal, views: ViewReader) -> None:
+        self.worker_id = worker_id
+        self.timing = timing
+        self.clock = clock
+        self.ownership = ownership
+        self.calls = calls
+        self.renewal = renewal
+        self.views = views
+        self.book = StealBook()  # this worker's open requests
+        self.wanted_since: float | None = None
+        self.need_announced_at = float("-inf")  # when this worker last announced that it starves
 
-    table: LeaseTable
-    calls: TableCalls
-    worker_id: str
-    timing: LeaseTiming
-    clock: Callable[[], float]
-    renewal: HeartbeatRenewal
-    held_leases: HeldLeases
-    _views: ViewReader
-    _steal_wanted_since: float | None
-    _need_announced_at: float
-    _steal_book: StealBook
-    _acquire: Callable[..., Awaitable[bool]]
-    _release: Callable[..., Awaitable[bool]]
-
-    async def _steal(self, wanted: tuple[Lease, ...], view: TableView, progressed: bool, report: CycleReport) -> None:
+    async def steal(self, wanted: tuple[Lease, ...], view: TableView, progressed: bool, report: CycleReport) -> None:
         """Act on the plan's wish to steal: force requests that are due, or request, once patient."""
-        book = self._steal_book
-        book.keep_incarnation(self.held_leases.incarnation)
+        book = self.book
+        book.keep_incarnation(self.ownership.held.incarnation)
         book.track(view.leases, self.renewal.announced, self.clock())
         if not wanted:
             book.clear()  # no longer starving: a holder that still sees a request releases anyway
-            self._steal_wanted_since = None
+            self.wanted_since = None
             return
         self._announce_need({lease.owner for lease in wanted if lease.owner})
         for request in book.due(self.clock(), self.timing.failover_s):
             victim = request.lease.owner
             why = f"stolen from {victim}, which did not release it within {self.timing.failover_s:g}s of the request"
-            if await self._acquire(request.lease, why, report, victim=victim, incarnation=book.incarnation):
+            if await self.ownership.take(request.lease, why, report, victim=victim, incarnation=book.incarnation):
                 report.stolen.append(request.lease.shard_id)
         if book.open:
             return  # the holders release at their next cycle, or are forced once due
@@ -161,19 +158,19 @@ class StealSteps:
             report.lost_races.append(lease.shard_id)
             return
         ticket = self.renewal.note_change((lease.owner,) if lease.owner else ())
-        self._steal_book.add(StealRequest(requested, ticket))
+        self.book.add(StealRequest(requested, ticket))
         report.requested.append(lease.shard_id)
         log.info("worker %s asked %s to release %s", self.worker_id, lease.owner, lease.shard_id)
 
-    async def _honour_requests(self, view: TableView, report: CycleReport) -> TableView:
+    async def honour(self, view: TableView, report: CycleReport) -> TableView:
         """Release, gracefully, the held leases that starving workers asked for; the view as if they
         had taken them (so this cycle neither plans them nor hands them over again)."""
-        asked = requested_of(self.worker_id, self.held_leases.leases(), view)
+        asked = requested_of(self.worker_id, self.ownership.held.leases(), view)
         if not asked:
             return view
         moved = {}
         for lease, thief in asked:
-            if await self._release(lease, f"its release was requested by starving worker {thief}", taker=thief):
+            if await self.ownership.release(lease, f"its release was requested by starving worker {thief}", taker=thief):
                 report.released.append(lease.shard_id)
             moved[lease.shard_id] = replace(view.leases[lease.shard_id], owner=thief, steal_requested_by=None)
         return TableView({**view.leases, **moved}, view.workers)
@@ -193,12 +190,12 @@ class StealSteps:
         announce every scan on a small fleet).
         """
         now = self.clock()
-        if now - self._need_announced_at >= STEAL_PATIENCE_RENEWALS * self.timing.renew_s:
-            self._need_announced_at = now
+        if now - self.need_announced_at >= STEAL_PATIENCE_RENEWALS * self.timing.renew_s:
+            self.need_announced_at = now
             self.renewal.note_change(givers)
 
     def _steal_patience_s(self) -> float:
-        return STEAL_PATIENCE_RENEWALS * self.timing.renew_s + self._views.gap_s
+        return STEAL_PATIENCE_RENEWALS * self.timing.renew_s + self.views.gap_s
 
     def _patient(self, steals: tuple[Lease, ...], progressed: bool) -> tuple[Lease, ...]:
         """Ask for a lease only if the wish outlasts 1.5 renewals, plus the least gap between the others'
@@ -211,9 +208,9 @@ class StealSteps:
         renewals (5 s) ran out before any holder could see the need.
         """
         now = self.clock()
-        if self._steal_wanted_since is None or progressed:
-            self._steal_wanted_since = now
-        if now - self._steal_wanted_since < self._steal_patience_s():
+        if self.wanted_since is None or progressed:
+            self.wanted_since = now
+        if now - self.wanted_since < self._steal_patience_s():
             return ()
-        self._steal_wanted_since = None
+        self.wanted_since = None
         return steals

@@ -116,7 +116,7 @@ def test_throttled_reads_never_get_a_live_worker_declared_dead():
 def test_at_a_cold_start_most_takes_win_their_race():
     # issue #12: 65-80 % of takes lost their condition race when every worker took the same free leases
     # in shard order; free leases now have a home worker, and a worker that loses two races in a row
-    # waits for a fresh view (coordinator.STALE_AFTER_LOST_RACES)
+    # waits for a fresh view (ownership.STALE_AFTER_LOST_RACES)
     with Simulation(SimConfig(shards=200, workers=10, seed=3)) as sim:
         start = sim.phase("start", lambda: sim.start_workers(10))
         won = start.moves["acquired"] + start.moves["stolen"]

@@ -10,7 +10,7 @@ converge within 60 s, with 50 forced steals (the lease simulation).
 
 from __future__ import annotations
 
-from kinesis_src.leases.ownership import STEAL_PATIENCE_RENEWALS
+from kinesis_src.leases.steal_requests import STEAL_PATIENCE_RENEWALS
 from kinesis_src.leases.timing import LeaseTiming
 from tests.unit.test_lease_view_freshness import GAP_S, SPACED
 from tests.unit.test_leases_coordinator import (  # noqa: F401

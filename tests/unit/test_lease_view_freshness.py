@@ -10,7 +10,7 @@ workers, the simulation's "forced steal" windows).
 
 from __future__ import annotations
 
-from kinesis_src.leases.ownership import STEAL_PATIENCE_RENEWALS
+from kinesis_src.leases.steal_requests import STEAL_PATIENCE_RENEWALS
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.leases.table_calls import TableCalls
 from kinesis_src.leases.timing import LeaseTiming

@@ -21,7 +21,12 @@ import pytest
 from kinesis_src.errors import CorruptLeaseError
 from kinesis_src.leases.model import Checkpoint, Lease, TableView, WorkerHeartbeat
 from kinesis_src.leases.schema.lease_items import LEASE_OWNER, STEAL_REQUEST, LeaseCodec
-from kinesis_src.leases.steal_requests import RequestState, StealBook, StealRequest, requested_of
+from kinesis_src.leases.steal_requests import (
+    RequestState,
+    StealBook,
+    StealRequest,
+    requested_of,
+)
 from kinesis_src.leases.timing import LeaseTiming
 from kinesis_src.records import ChildShard
 from tests.lease_sim import SimConfig, Simulation
@@ -131,7 +136,7 @@ def test_the_thief_forces_only_failover_s_after_its_announcement_was_acknowledge
         clock.advance(TIMING.scan_s)
         a.renewal.renew_if_due()
         assert b.run_once().stolen == []
-    assert b.renewal.announced < b._steal_book.open[requested[0]].ticket
+    assert b.renewal.announced < b.steals.book.open[requested[0]].ticket
     b.renewals.step()  # it lands now
     sent_at, stolen = clock(), []
     while not stolen:

@@ -42,7 +42,7 @@ def _announced_request(clock: Clock, holder: LeaseCoordinator, thief: LeaseCoord
     thief.renewals.step()  # the announcement naming the holder lands
     _step(clock, holder)
     thief.run_once()  # dates it
-    assert thief._steal_book.open[requested[0]].announced_at is not None
+    assert thief.steals.book.open[requested[0]].announced_at is not None
     return requested[0]
 
 
@@ -92,5 +92,5 @@ def test_a_forced_steal_is_not_taken_by_a_later_incarnation(dynamodb) -> None:  
     c._declared_dead()
     c.register()
     assert c.is_live()
-    assert not run_sync(c._acquire(lease, "forced", CycleReport(), victim="a", incarnation=written_in))
+    assert not run_sync(c.ownership.take(lease, "forced", CycleReport(), victim="a", incarnation=written_in))
     assert owners(dynamodb)[lease.shard_id] == "a"
