@@ -23,7 +23,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from ..aws.async_dynamodb import AsyncDynamoDBClient, usable
+from ..aws.async_dynamodb import ThreadedDynamoDB, open_async_dynamodb
+from ..aws.dynamodb import DynamoDBClient
 from ..aws.async_kinesis import AsyncKinesisClient
 from ..errors import ConfigurationError
 from ..retrieval.registration import ConsumerMode, FanOutTarget
@@ -131,7 +132,7 @@ class Consumer:
             connections = FAN_OUT_CONNECTIONS if config.consumer_mode is ConsumerMode.EFO else POLLING_CONNECTIONS
             client = AsyncKinesisClient(config.settings, connections)
             handout.kinesis = await client.__aenter__()
-        opening = asyncio.ensure_future(self._open_dynamodb())  # on the loop while the thread prepares
+        opening = asyncio.ensure_future(open_async_dynamodb(config.settings))  # on the loop while the thread prepares
         try:
             await self.units.in_thread(self._new_coordinator)
             handout.dynamodb = await opening
@@ -150,12 +151,6 @@ class Consumer:
             "" if config.key_range is None else f", key range {config.key_range}",
         )
 
-    async def _open_dynamodb(self) -> AsyncDynamoDBClient | None:
-        """The checkpoints' async writer (:mod:`kinesis_src.aws.async_dynamodb`), where usable."""
-        if not usable(self.config.settings):
-            return None
-        return await AsyncDynamoDBClient(self.config.settings).__aenter__()
-
     def _new_coordinator(self) -> None:
         """Every reader's lease coordinator, on a worker thread (:meth:`.unit_readers.UnitReaders.prepare`)."""
         self.units.prepare(self._guard)
@@ -165,6 +160,8 @@ class Consumer:
         coordinator still starting, a claim being written): wait for it first, then stop what it started."""
         self.handout.stopping = True
         self._sigterm.remove()
+        if self.handout.dynamodb is None:  # its opening failed: what the start wrote is undone without it
+            self.handout.dynamodb = ThreadedDynamoDB(DynamoDBClient(self.config.settings))
         await self.units.drain()
         for reader in self.readers.values():
             await reader.stop_fetching()

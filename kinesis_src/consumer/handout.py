@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 
 if TYPE_CHECKING:
-    from ..aws.async_dynamodb import AsyncDynamoDBClient
+    from ..aws.async_dynamodb import AsyncDynamoDB
     from ..aws.async_kinesis import AsyncKinesisClient
     from .batch import Batch
     from .shard_state import HeldShard
@@ -34,7 +34,7 @@ class Handout:
         self.failure: BaseException | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.kinesis = kinesis  # open between start() and close(), or given by the caller
-        self.dynamodb: AsyncDynamoDBClient | None = None  # the checkpoints' writer, where usable (open likewise)
+        self.dynamodb: AsyncDynamoDB | None = None  # the lease and claim writes' client (open likewise)
         self._progress = asyncio.Event()  # set whenever the in-flight batch changes or is acknowledged
 
     def enqueue(self, batch: Batch) -> None:

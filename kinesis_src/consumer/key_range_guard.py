@@ -11,7 +11,6 @@ they follow the claims (:mod:`.unit_readers`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Callable
@@ -20,7 +19,7 @@ from ..errors import KeyRangeClaimLostError, KinesisSourceError
 from .range_claims import RangeClaims
 
 if TYPE_CHECKING:
-    from ..aws.async_dynamodb import AsyncDynamoDBClient
+    from ..aws.async_dynamodb import AsyncDynamoDB
     from .consumer_config import ConsumerConfig
 
 log = logging.getLogger(__name__)
@@ -30,10 +29,10 @@ class KeyRangeGuard:
     """A sticky worker's claims, one per stream; ``fail`` ends the consumer when one is found gone."""
 
     def __init__(self, config: ConsumerConfig, fail: Callable[[BaseException], None],
-                 dynamodb: Callable[[], AsyncDynamoDBClient | None] = lambda: None) -> None:
+                 dynamodb: Callable[[], AsyncDynamoDB | None]) -> None:
         self.config = config
         self._fail = fail
-        self._dynamodb = dynamodb  # the open async client: renewals on the loop (else on a worker thread)
+        self._dynamodb = dynamodb  # the open async client, from start() to close()
         self.claims: dict[str, RangeClaims] = {}
         self._beaten_at = 0.0
 
@@ -54,11 +53,10 @@ class KeyRangeGuard:
         self._beaten_at = time.monotonic()
 
     async def release(self) -> None:
-        """close(): remove the claims (on the loop with the async client, else on a worker thread)."""
-        dynamodb = self._dynamodb()
+        """close(): remove the claims."""
         for stream, claims in list(self.claims.items()):
             try:
-                await (claims.arelease(dynamodb) if dynamodb is not None else asyncio.to_thread(claims.release))
+                await claims.arelease(self._dynamodb())
             except KinesisSourceError as exc:
                 log.warning("consumer %s: could not remove its key-range claim on %r (%s); it expires",
                             self.config.worker_id, stream, exc)
@@ -87,8 +85,7 @@ class KeyRangeGuard:
     async def renew(self) -> None:
         for stream, claims in list(self.claims.items()):
             try:
-                dynamodb = self._dynamodb()
-                kept = await (claims.arenew(dynamodb) if dynamodb is not None else asyncio.to_thread(claims.renew))
+                kept = await claims.arenew(self._dynamodb())
             except KinesisSourceError as exc:  # transient: the next renewal retries; expiry takes the failover time
                 log.warning("consumer %s: key-range claim renewal on %r failed: %s", self.config.worker_id, stream, exc)
                 continue

@@ -39,7 +39,7 @@ from . import unit_registry
 from .units import UnitMap
 
 if TYPE_CHECKING:
-    from ..aws.async_dynamodb import AsyncDynamoDBClient
+    from ..aws.async_dynamodb import AsyncDynamoDB
     from .consumer_config import ConsumerConfig
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class RangeClaims:
         """The registration version, the unit map and every claim (live or not), in claim order."""
         return _registry_of(self.dynamodb.query(self.table_name, HASH_KEY, self.partition))
 
-    async def aread_all(self, dynamodb: AsyncDynamoDBClient) -> tuple[int, UnitMap, list[RangeClaim]]:
+    async def aread_all(self, dynamodb: AsyncDynamoDB) -> tuple[int, UnitMap, list[RangeClaim]]:
         """:meth:`read_all` by ``dynamodb`` on the caller's event loop."""
         return _registry_of(await dynamodb.query(self.table_name, HASH_KEY, self.partition))
 
@@ -158,7 +158,7 @@ class RangeClaims:
         request = self._renewal()
         return request is not None and self.dynamodb.update_item(**request).ok
 
-    async def arenew(self, dynamodb: AsyncDynamoDBClient) -> bool:
+    async def arenew(self, dynamodb: AsyncDynamoDB) -> bool:
         """:meth:`renew` by ``dynamodb`` on the caller's event loop."""
         request = self._renewal()
         return request is not None and (await dynamodb.update_item(**request)).ok
@@ -177,7 +177,7 @@ class RangeClaims:
             self._delete(self.mine)
             self.mine = None
 
-    async def arelease(self, dynamodb: AsyncDynamoDBClient) -> None:
+    async def arelease(self, dynamodb: AsyncDynamoDB) -> None:
         """:meth:`release` by ``dynamodb`` on the caller's event loop."""
         if self.mine is not None:
             await dynamodb.delete_item(**self._deletion(self.mine))
@@ -187,7 +187,7 @@ class RangeClaims:
         """Delete a claim judged dead, unless its heartbeat moved since it was read."""
         return self._delete(claim)
 
-    async def adelete_dead(self, dynamodb: AsyncDynamoDBClient, claim: RangeClaim) -> bool:
+    async def adelete_dead(self, dynamodb: AsyncDynamoDB, claim: RangeClaim) -> bool:
         """:meth:`delete_dead` by ``dynamodb`` on the caller's event loop."""
         return (await dynamodb.delete_item(**self._deletion(claim))).ok
 

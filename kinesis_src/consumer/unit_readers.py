@@ -40,7 +40,7 @@ from .unit_split import split_unit, unit_table, wait_until_unread
 from .units import FULL, Split, describe, scope_of
 
 if TYPE_CHECKING:
-    from ..aws.async_dynamodb import AsyncDynamoDBClient
+    from ..aws.async_dynamodb import AsyncDynamoDB
     from ..leases.coordinator import LeaseCoordinator
     from .consumer_config import ConsumerConfig
     from .handout import Handout
@@ -191,27 +191,21 @@ class UnitReaders:
         coordinator would be dealt leases that nobody reads until it is judged dead. A start that fails
         removes it (a cancelled one: ``close()`` or the start's abort does).
         """
-        dynamodb = self.handout.dynamodb  # on the loop where it can, else on a worker thread
-        free = self._unit_still_free_on(reader, dynamodb) if dynamodb is not None else \
-            self.in_thread(self._unit_still_free, reader)
-        if not await free:
+        if not await self._unit_still_free(reader):
             return False
         coordinator: LeaseCoordinator = reader.coordinator  # type: ignore[assignment]  # plan() gave it one
         await coordinator.astart()  # a start that fails stops itself
         return True
 
-    def _unit_still_free(self, reader: StreamReader) -> bool:
-        return run_sync(self._unit_still_free_on(reader, None))
-
-    async def _unit_still_free_on(self, reader: StreamReader, dynamodb: AsyncDynamoDBClient | None) -> bool:
+    async def _unit_still_free(self, reader: StreamReader) -> bool:
         """Without a range: the heartbeat, then the claims read again; False, no heartbeat left, if the
-        unit was claimed meanwhile. By ``dynamodb`` on the loop, or in place without one."""
+        unit was claimed meanwhile."""
         coordinator: LeaseCoordinator = reader.coordinator  # type: ignore[assignment]
         if self.config.key_range is not None:
             return True
         try:
             await coordinator.renewal.aregister()
-            if self.handout.stopping or reader.unit not in await self._afree(reader.stream, dynamodb):
+            if self.handout.stopping or reader.unit not in await self._afree(reader.stream, self.handout.dynamodb):
                 await coordinator.astop(release=False)
                 return False
         except BaseException:
@@ -237,7 +231,7 @@ class UnitReaders:
     def _free(self, stream: str) -> tuple[KeyRange, ...]:
         return run_sync(self._afree(stream, None))
 
-    async def _afree(self, stream: str, dynamodb: AsyncDynamoDBClient | None) -> tuple[KeyRange, ...]:
+    async def _afree(self, stream: str, dynamodb: AsyncDynamoDB | None) -> tuple[KeyRange, ...]:
         """Units no live claim overlaps and nobody splits (dead claims are deleted; orphan splits noted):
         read by ``dynamodb`` on the loop, or in place without one."""
         claims = self.claims(stream)
@@ -278,8 +272,7 @@ class UnitReaders:
             if handout.stopping:
                 return
             try:
-                dynamodb = handout.dynamodb  # the claims read on the loop where it can, else on a worker thread
-                free = await (self._afree(stream, dynamodb) if dynamodb is not None else self.in_thread(self._free, stream))
+                free = await self._afree(stream, handout.dynamodb)
             except KinesisSourceError as exc:  # transient: the next tick reads again
                 log.warning("consumer %s: could not read the key-range claims of %r: %s", c.worker_id, stream, exc)
                 continue

@@ -24,7 +24,7 @@ from .schema.lease_items import (
 from .schema.values import number_value, string_value, strings_value
 
 if TYPE_CHECKING:
-    from ..aws.async_dynamodb import AsyncDynamoDBClient
+    from ..aws.async_dynamodb import AsyncDynamoDB
     from ..aws.dynamodb import DynamoDBClient, Item, WriteResult
 
 
@@ -49,13 +49,13 @@ class HeartbeatItems:
         naming the workers the change concerns (``notify``: they read the leases at once)."""
         return self._beat(self._worker_key(worker.worker_id), worker, changed, notify)
 
-    async def aheartbeat(self, dynamodb: AsyncDynamoDBClient, worker: WorkerHeartbeat, changed: bool = False,
+    async def aheartbeat(self, dynamodb: AsyncDynamoDB, worker: WorkerHeartbeat, changed: bool = False,
                          notify: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
         """:meth:`heartbeat` sent by ``dynamodb`` on the caller's event loop."""
         request, now = self._beat_request(self._worker_key(worker.worker_id), worker, changed, notify)
         return self._beat_outcome(await dynamodb.update_item(**request), worker, now)
 
-    async def aregister_worker(self, dynamodb: AsyncDynamoDBClient, worker_id: str) -> WorkerHeartbeat:
+    async def aregister_worker(self, dynamodb: AsyncDynamoDB, worker_id: str) -> WorkerHeartbeat:
         """:meth:`register_worker` written by ``dynamodb`` on the caller's event loop."""
         worker, item = self._registration(self._worker_key(worker_id), validate_worker_id(worker_id))
         await dynamodb.put_item(self.table_name, item)
@@ -65,13 +65,13 @@ class HeartbeatItems:
         """Delete a heartbeat observed unchanged for the failover time, if still unchanged."""
         return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=True)
 
-    async def adeclare_worker_dead(self, dynamodb: AsyncDynamoDBClient, worker: WorkerHeartbeat) -> bool:
+    async def adeclare_worker_dead(self, dynamodb: AsyncDynamoDB, worker: WorkerHeartbeat) -> bool:
         return await self._adelete_heartbeat(dynamodb, worker, check_heartbeat=True)
 
     def deregister_worker(self, worker: WorkerHeartbeat) -> bool:
         return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=False)
 
-    async def aderegister_worker(self, dynamodb: AsyncDynamoDBClient, worker: WorkerHeartbeat) -> bool:
+    async def aderegister_worker(self, dynamodb: AsyncDynamoDB, worker: WorkerHeartbeat) -> bool:
         return await self._adelete_heartbeat(dynamodb, worker, check_heartbeat=False)
 
     def read_claim(self) -> WorkerHeartbeat | None:
@@ -160,7 +160,7 @@ class HeartbeatItems:
         condition, expr = _heartbeat_condition(worker, check_heartbeat)
         return self.dynamodb.delete_item(self.table_name, key, condition, **expr).ok
 
-    async def _adelete_heartbeat(self, dynamodb: AsyncDynamoDBClient, worker: WorkerHeartbeat,
+    async def _adelete_heartbeat(self, dynamodb: AsyncDynamoDB, worker: WorkerHeartbeat,
                                  check_heartbeat: bool) -> bool:
         """:meth:`_delete_heartbeat` of a worker's heartbeat, by ``dynamodb`` on the caller's event loop."""
         condition, expr = _heartbeat_condition(worker, check_heartbeat)

@@ -15,7 +15,7 @@ from .schema.lease_items import LeaseCodec
 from .schema.values import string_value, strings_value
 
 if TYPE_CHECKING:
-    from ..aws.async_dynamodb import AsyncDynamoDBClient
+    from ..aws.async_dynamodb import AsyncDynamoDB
     from ..aws.dynamodb import DynamoDBClient, Item
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class ShardEndWrites:
     def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
         return run_sync(self.amark_shard_end(None, lease, children))
 
-    async def amark_shard_end(self, dynamodb: AsyncDynamoDBClient | None, lease: Lease, children: Sequence[Lease],
+    async def amark_shard_end(self, dynamodb: AsyncDynamoDB | None, lease: Lease, children: Sequence[Lease],
                               ) -> ShardEndResult:
         """Mark the parent SHARD_END and unowned, and create its child leases: one transaction, sent by
         ``dynamodb`` on the caller's event loop (the table's layout known), or in place without one.

@@ -66,7 +66,7 @@ from .schema.values import number_value, string_value
 from .shard_end import ShardEndWrites
 
 if TYPE_CHECKING:
-    from ..aws.async_dynamodb import AsyncDynamoDBClient
+    from ..aws.async_dynamodb import AsyncDynamoDB
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         return self._view([item for partition in self._scan_partitions(self.layout())
                            for item in self.dynamodb.query(self.table_name, HASH_KEY, partition)])
 
-    async def ascan(self, dynamodb: AsyncDynamoDBClient) -> TableView:
+    async def ascan(self, dynamodb: AsyncDynamoDB) -> TableView:
         """:meth:`scan` read by ``dynamodb`` on the caller's event loop, once the layout is known
         (:meth:`~.layout_records.LayoutRecords.known_layout`)."""
         layout = self.known_layout()
@@ -194,7 +194,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         """The heartbeat items alone: one consistent Query over the ``worker#`` sort keys (~1 RCU)."""
         return self._workers(self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, WORKER_PREFIX))
 
-    async def alist_workers(self, dynamodb: AsyncDynamoDBClient) -> dict[str, WorkerHeartbeat]:
+    async def alist_workers(self, dynamodb: AsyncDynamoDB) -> dict[str, WorkerHeartbeat]:
         """:meth:`list_workers` read by ``dynamodb`` on the caller's event loop."""
         return self._workers(await dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, WORKER_PREFIX))
 
@@ -231,7 +231,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         A steal request on it is for the previous holder: removed."""
         return self._lease_or_none(self._update_held(lease, *_take(new_owner)))
 
-    async def atake_lease(self, dynamodb: AsyncDynamoDBClient, lease: Lease, new_owner: str) -> Lease | None:
+    async def atake_lease(self, dynamodb: AsyncDynamoDB, lease: Lease, new_owner: str) -> Lease | None:
         """:meth:`take_lease` written by ``dynamodb`` on the caller's event loop."""
         return self._lease_or_none(await self._aupdate_held(dynamodb, lease, *_take(new_owner)))
 
@@ -245,7 +245,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         """
         return self._lease_or_none(self._update_held(lease, *_steal_request(thief)))
 
-    async def arequest_steal(self, dynamodb: AsyncDynamoDBClient, lease: Lease, thief: str) -> Lease | None:
+    async def arequest_steal(self, dynamodb: AsyncDynamoDB, lease: Lease, thief: str) -> Lease | None:
         return self._lease_or_none(await self._aupdate_held(dynamodb, lease, *_steal_request(thief)))
 
     def renew_lease(self, lease: Lease) -> Lease | None:
@@ -257,7 +257,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         """Give the lease up (graceful hand-off): unowned, counter + 1 so the old holder is fenced."""
         return self._lease_or_none(self._update_held(lease, _RELEASE))
 
-    async def arelease_lease(self, dynamodb: AsyncDynamoDBClient, lease: Lease) -> Lease | None:
+    async def arelease_lease(self, dynamodb: AsyncDynamoDB, lease: Lease) -> Lease | None:
         return self._lease_or_none(await self._aupdate_held(dynamodb, lease, _RELEASE))
 
     def checkpoint(self, lease: Lease, checkpoint: Checkpoint, throughput: Throughput | None = None) -> Lease:
@@ -267,7 +267,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         result = self._update_held(lease, update, values=values)
         return self._lease_or_lost(lease, result, f"checkpoint {checkpoint}")
 
-    async def acheckpoint(self, dynamodb: AsyncDynamoDBClient, lease: Lease, checkpoint: Checkpoint,
+    async def acheckpoint(self, dynamodb: AsyncDynamoDB, lease: Lease, checkpoint: Checkpoint,
                           throughput: Throughput | None = None) -> Lease:
         """:meth:`checkpoint`, the same request, written by an async client on the caller's loop."""
         result = await self._aupdate_held(dynamodb, lease, *self._progress_update(checkpoint, throughput))
@@ -304,7 +304,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         args, expr = self._held_update(lease, update, values or {})
         return self.dynamodb.update_item(*args, **expr)
 
-    async def _aupdate_held(self, dynamodb: AsyncDynamoDBClient, lease: Lease, update: str,
+    async def _aupdate_held(self, dynamodb: AsyncDynamoDB, lease: Lease, update: str,
                             values: Mapping[str, Any] | None = None) -> WriteResult:
         args, expr = self._held_update(lease, update, values or {})
         return await dynamodb.update_item(*args, **expr)

@@ -27,7 +27,7 @@ from .model import (
 )
 
 if TYPE_CHECKING:
-    from ..aws.async_dynamodb import AsyncDynamoDBClient
+    from ..aws.async_dynamodb import AsyncDynamoDB
     from .listener import SyncsShards
     from .table import LeaseTable
 
@@ -38,7 +38,7 @@ class TableCalls:
     worker thread, except those ``dynamodb`` (the async client, once open) makes on the loop itself."""
 
     def __init__(self, table: LeaseTable, offload: bool = False,
-                 dynamodb: Callable[[], AsyncDynamoDBClient | None] = lambda: None) -> None:
+                 dynamodb: Callable[[], AsyncDynamoDB | None] = lambda: None) -> None:
         self.table = table
         self.offload = offload
         self.dynamodb = dynamodb

@@ -17,7 +17,7 @@ from moto_threads import serialized_mock_aws  # tests/moto_threads.py
 
 from kinesis_src.consumer import Consumer
 from kinesis_src.errors import RetriesExhaustedError, ThrottledError
-from kinesis_src.leases.table import LeaseTable
+from kinesis_src.leases.table_calls import TableCalls
 from kinesis_src.leases.timing import LeaseTiming
 from lineage import KeyRange, hash_key_of
 
@@ -47,15 +47,15 @@ def test_an_out_of_range_parent_whose_shard_end_fails_once_is_ended_later_and_th
 ) -> None:
     fake, outside, child = merged
     attempts: list[str] = []
-    mark_shard_end = LeaseTable.mark_shard_end
+    mark_shard_end = TableCalls.mark_shard_end
 
-    def fails_once(table: LeaseTable, lease: Any, children: Any) -> Any:
+    async def fails_once(calls: TableCalls, lease: Any, children: Any) -> Any:
         attempts.append(lease.shard_id)
         if lease.shard_id == outside and attempts.count(outside) == 1:  # throttled through a reshard
             raise RetriesExhaustedError("SHARD_END: DynamoDB retries ran out", ThrottledError("throttled"))
-        return mark_shard_end(table, lease, children)
+        return await mark_shard_end(calls, lease, children)
 
-    monkeypatch.setattr(LeaseTable, "mark_shard_end", fails_once)
+    monkeypatch.setattr(TableCalls, "mark_shard_end", fails_once)
     wanted = sorted(b"c%d" % i for i in range(20) if hash_key_of(f"child-{i}") in UPPER)
     assert wanted
 
