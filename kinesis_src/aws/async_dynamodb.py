@@ -6,14 +6,14 @@ as :class:`.dynamodb.DynamoDBClient`'s: a failed condition is an answer
 checkpoints, heartbeats and the coordinator's reads of the heartbeats run
 without a hop to a worker thread (docs/architecture.md). Where aiobotocore cannot serve (:func:`usable`: a moto mock, which answers
 only botocore's own client, or an endpoint URL with a path),
-:class:`ThreadedDynamoDB` offers the same calls over the botocore client,
+:class:`BotocoreDynamoDB` offers the same calls over the botocore client,
 each on a worker thread: callers await one interface either way
-(:func:`open_async_dynamodb`).
+(:func:`open_async_dynamodb`). It also runs a step written once for both
+worlds in place, for synchronous callers (:mod:`kinesis_src.in_place`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from ..config import AwsSettings
 from ..errors import AccessDeniedError, ResourceNotFoundError
 from .async_kinesis import aio_client_config, new_aio_session
+from .botocore_dynamodb import BotocoreDynamoDB
 from .boundary import acall, interceptor_active
 from .dynamodb import DynamoDBClient, named
 from .dynamodb_results import (
@@ -83,6 +84,12 @@ class AsyncDynamoDBClient:
         out = await self._call("UpdateItem", table, aconditional(lambda: self._open().update_item(**args)))
         return write_result(out, "Attributes")
 
+    async def get_item(self, table: str, key: Item) -> Item | None:
+        """GetItem, read consistently."""
+        out = await self._call("GetItem", table, lambda: self._open().get_item(TableName=table, Key=key,
+                                                                             ConsistentRead=True))
+        return out.get("Item")
+
     async def put_item(self, table: str, item: Item, condition: str | None = None, **expr: Any) -> WriteResult:
         args = put_args(table, item, condition, **expr)
         return write_result(await self._call("PutItem", table, aconditional(lambda: self._open().put_item(**args))),
@@ -137,42 +144,11 @@ class AsyncDynamoDBClient:
             raise named(exc, operation, table, self.endpoint, self.settings.region) from exc
 
 
-class ThreadedDynamoDB:
-    """:class:`AsyncDynamoDBClient`'s calls over the botocore client, each on a worker thread."""
-
-    def __init__(self, client: DynamoDBClient) -> None:
-        self.client = client
-        self.requests = client.requests
-
-    async def __aenter__(self) -> ThreadedDynamoDB:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        return None
-
-    async def update_item(self, table: str, key: Item, update: str, condition: str | None = None,
-                          **expr: Any) -> WriteResult:
-        return await asyncio.to_thread(self.client.update_item, table, key, update, condition, **expr)
-
-    async def put_item(self, table: str, item: Item, condition: str | None = None, **expr: Any) -> WriteResult:
-        return await asyncio.to_thread(self.client.put_item, table, item, condition, **expr)
-
-    async def delete_item(self, table: str, key: Item, condition: str | None = None, **expr: Any) -> WriteResult:
-        return await asyncio.to_thread(self.client.delete_item, table, key, condition, **expr)
-
-    async def transact_write(self, table: str, actions: Sequence[Mapping[str, Any]]) -> TransactOutcome:
-        return await asyncio.to_thread(self.client.transact_write, table, actions)
-
-    async def query(self, table: str, hash_name: str, hash_value: str, range_name: str | None = None,
-                    range_prefix: str | None = None) -> list[Item]:
-        return await asyncio.to_thread(self.client.query, table, hash_name, hash_value, range_name, range_prefix)
-
-
-AsyncDynamoDB = AsyncDynamoDBClient | ThreadedDynamoDB
+AsyncDynamoDB = AsyncDynamoDBClient | BotocoreDynamoDB
 
 
 async def open_async_dynamodb(settings: AwsSettings) -> AsyncDynamoDB:
     """The async DynamoDB calls, open: on aiobotocore where :func:`usable`, else over botocore on threads."""
     if usable(settings):
         return await AsyncDynamoDBClient(settings).__aenter__()
-    return ThreadedDynamoDB(DynamoDBClient(settings))
+    return BotocoreDynamoDB(DynamoDBClient(settings))

@@ -26,7 +26,7 @@ from .boundary import acall, millisecond_timestamps, new_session
 from .credentials import configure_aio
 from .decode import check_complete, decode_get_records, fast_parse, page_of
 from .direct_get_records import DirectGetRecords, wanted
-from .kinesis import shard_not_found, stream_not_found
+from .kinesis import StreamSummary, shard_not_found, stream_not_found, stream_summary
 from .sigv4 import Keys
 
 if TYPE_CHECKING:
@@ -149,13 +149,13 @@ class AsyncKinesisClient:
 
         return AsyncFanOut(self)
 
-    async def describe_stream_status(self, stream: str) -> str:
+    async def describe_stream(self, stream: str) -> StreamSummary:
         what = f"DescribeStreamSummary of stream {stream!r}"
         try:
             out = await self._call(what, lambda: self._client.describe_stream_summary(StreamName=stream))
         except ResourceNotFoundError as exc:
             raise self._stream_not_found(stream) from exc
-        return str(out["StreamDescriptionSummary"]["StreamStatus"])
+        return stream_summary(out)
 
     async def get_shard_iterator(self, stream: str, shard_id: str, position: Position) -> str:
         what = f"GetShardIterator({position}) on shard {shard_id} of stream {stream!r}"
@@ -191,7 +191,7 @@ class AsyncKinesisClient:
 
     async def _stream_or_shard_missing(self, stream: str, shard_id: str) -> ResourceNotFoundError:
         try:
-            await self.describe_stream_status(stream)
+            await self.describe_stream(stream)
         except StreamNotFoundError as missing:
             return missing
         return shard_not_found(stream, shard_id, self.endpoint)

@@ -51,6 +51,19 @@ class StreamSummary:
         return StreamIdentity(self.arn, created)
 
 
+def stream_summary(out: dict[str, Any]) -> StreamSummary:
+    """A DescribeStreamSummary answer, read (both clients)."""
+    d = out["StreamDescriptionSummary"]
+    return StreamSummary(
+        name=d["StreamName"],
+        arn=d["StreamARN"],
+        status=d["StreamStatus"],
+        open_shard_count=int(d.get("OpenShardCount", 0)),
+        retention_hours=int(d.get("RetentionPeriodHours", 24)),
+        created=d.get("StreamCreationTimestamp"),
+    )
+
+
 def stream_not_found(stream: str, endpoint: str, region: str) -> StreamNotFoundError:
     return StreamNotFoundError(
         f"stream {stream!r} does not exist at {endpoint} (region {region}). "
@@ -109,15 +122,7 @@ class KinesisClient:
             out = self._call(what, lambda: self._client.describe_stream_summary(**ref.api_args()))
         except ResourceNotFoundError as exc:
             raise self._stream_not_found(ref) from exc
-        d = out["StreamDescriptionSummary"]
-        return StreamSummary(
-            name=d["StreamName"],
-            arn=d["StreamARN"],
-            status=d["StreamStatus"],
-            open_shard_count=int(d.get("OpenShardCount", 0)),
-            retention_hours=int(d.get("RetentionPeriodHours", 24)),
-            created=d.get("StreamCreationTimestamp"),
-        )
+        return stream_summary(out)
 
     def _stream_not_found(self, stream: Stream) -> StreamNotFoundError:
         return stream_not_found(as_ref(stream).label, self.endpoint, self.settings.region)

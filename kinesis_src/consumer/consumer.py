@@ -23,9 +23,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from ..aws.async_dynamodb import ThreadedDynamoDB, open_async_dynamodb
-from ..aws.dynamodb import DynamoDBClient
+from ..aws.async_dynamodb import open_async_dynamodb
 from ..aws.async_kinesis import AsyncKinesisClient
+from ..aws.botocore_dynamodb import BotocoreDynamoDB
+from ..aws.dynamodb import DynamoDBClient
 from ..errors import ConfigurationError
 from ..retrieval.registration import ConsumerMode, FanOutTarget
 from .batch import Batch
@@ -161,7 +162,7 @@ class Consumer:
         self.handout.stopping = True
         self._sigterm.remove()
         if self.handout.dynamodb is None:  # its opening failed: what the start wrote is undone without it
-            self.handout.dynamodb = ThreadedDynamoDB(DynamoDBClient(self.config.settings))
+            self.handout.dynamodb = BotocoreDynamoDB(DynamoDBClient(self.config.settings))
         await self.units.drain()
         for reader in self.readers.values():
             await reader.stop_fetching()
@@ -169,8 +170,9 @@ class Consumer:
             if reader.coordinator is not None:  # started, starting, or only registered: its heartbeat goes
                 await reader.coordinator.astop()
         await self._guard.release()
+        if self.handout.kinesis is not None:
+            await self.units.deregister_fan_outs()  # failures are logged; the start's is raised
         await self._close_clients()
-        await asyncio.to_thread(self.units.deregister_fan_outs)  # failures are logged; the start's is raised
 
     async def close(self) -> None:
         """Stop fetching, release every lease (graceful hand-off), deregister, close clients."""
@@ -186,8 +188,8 @@ class Consumer:
             if reader.coordinator is not None:
                 await reader.coordinator.astop()
         await self._guard.release()
+        failures = await self.units.deregister_fan_outs()
         await self._close_clients()
-        failures = await asyncio.to_thread(self.units.deregister_fan_outs)
         log.info("consumer %s stopped: %s", self.worker_id, self.metrics.summary())
         if failures:
             raise failures[0]

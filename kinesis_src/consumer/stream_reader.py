@@ -38,7 +38,7 @@ from ..leases.coordinator import LeaseCoordinator
 from ..leases.held_leases import HeldLeases
 from ..leases.model import Checkpoint, Lease
 from ..leases.shard_sync import ShardSync
-from ..leases.stream_binding import bind_stream
+from ..leases.stream_binding import abind_stream, bind_stream
 from ..leases.table import LeaseTable
 from ..leases.table_calls import TableCalls
 from ..records import RecordPage
@@ -98,11 +98,21 @@ class StreamReader:
 
     def new_coordinator(self, table: LeaseTable) -> LeaseCoordinator:
         """Check the stream (missing: fails naming it; recreated: refused), then the coordinator."""
-        c = self.config
-        kinesis = KinesisClient(c.settings)
-        summary = kinesis.describe_stream(self.stream)  # a missing stream fails here, with its name
+        summary = KinesisClient(self.config.settings).describe_stream(self.stream)  # a missing stream fails here
         if summary.identity is not None:  # a recreated stream fails here, before any lease is read
             bind_stream(table, summary.identity)
+        return self._coordinator(table)
+
+    async def anew_coordinator(self, table: LeaseTable) -> LeaseCoordinator:
+        """:meth:`new_coordinator` on the loop."""
+        summary = await self.handout.kinesis.describe_stream(self.stream)  # type: ignore[union-attr]
+        if summary.identity is not None:
+            await abind_stream(table, summary.identity, self.handout.dynamodb)  # type: ignore[arg-type]
+        return self._coordinator(table)
+
+    def _coordinator(self, table: LeaseTable) -> LeaseCoordinator:
+        c = self.config
+        kinesis = KinesisClient(c.settings)  # shard sync lists the stream with it
         return LeaseCoordinator(
             table,
             c.worker_id,

@@ -29,7 +29,7 @@ from ..aws import DynamoDBClient, KinesisClient
 from ..clock import since_boot
 from ..errors import ConsumerLimitError, KinesisSourceError
 from ..leases.expiry import ExpiryJudge
-from ..leases.in_place import run_sync
+from ..in_place import run_sync
 from ..retrieval.registration import ConsumerMode, Registrations, unit_consumer_name
 from .batch import Batch
 from .range_claims import RangeClaims, live_and_dead
@@ -217,16 +217,24 @@ class UnitReaders:
         """EFO: the stream consumer of the reader's unit, registered (or found) and ACTIVE; blocking."""
         c = self.config
         if c.consumer_mode is ConsumerMode.EFO and reader.fan_out is None:
-            name = unit_consumer_name(c.consumer_name, reader.scope, scope_of(self.default_unit))
-            reader.fan_out = self.fan_outs.register(lambda: KinesisClient(c.settings), reader.stream, name)
+            reader.fan_out = self.fan_outs.register(lambda: KinesisClient(c.settings), reader.stream,
+                                                    self._fan_out_name(reader))
 
-    def deregister_fan_outs(self) -> list[KinesisSourceError]:
+    async def aregister_fan_out(self, reader: StreamReader) -> None:
+        """:meth:`register_fan_out` on the loop."""
+        if self.config.consumer_mode is ConsumerMode.EFO and reader.fan_out is None:
+            reader.fan_out = await self.fan_outs.aregister(self.handout.kinesis, reader.stream,  # type: ignore[arg-type]
+                                                           self._fan_out_name(reader))
+
+    def _fan_out_name(self, reader: StreamReader) -> str:
+        return unit_consumer_name(self.config.consumer_name, reader.scope, scope_of(self.default_unit))  # type: ignore[arg-type]
+
+    async def deregister_fan_outs(self) -> list[KinesisSourceError]:
         """With ``require_consumer_deregistration``: every consumer this worker registered, read now or
         before a hand-over; each failure is logged and returned."""
-        c = self.config
-        if not c.require_consumer_deregistration or not self.fan_outs.targets():
+        if not self.config.require_consumer_deregistration or not self.fan_outs.targets():
             return []
-        return self.fan_outs.deregister_all(KinesisClient(c.settings))
+        return await self.fan_outs.aderegister_all(self.handout.kinesis)  # type: ignore[arg-type]
 
     def _free(self, stream: str) -> tuple[KeyRange, ...]:
         return run_sync(self._afree(stream, None))
@@ -312,17 +320,14 @@ class UnitReaders:
             self._starting.pop(key, None)
 
     async def _start_reader_of(self, reader: StreamReader) -> bool:
-        await self.in_thread(self._new_reader_coordinator, reader)
+        await self.aregister_fan_out(reader)  # first: the coordinator may start fetching before start() returns
+        reader.coordinator = await reader.anew_coordinator(reader.lease_table())
         if not await self.start_reader(reader):
             return False
         if self.handout.stopping:  # close() began meanwhile and will not see this reader
             await reader.coordinator.astop(release=True)  # type: ignore[union-attr]
             return False
         return True
-
-    def _new_reader_coordinator(self, reader: StreamReader) -> None:
-        self.register_fan_out(reader)  # first: the coordinator may start fetching before start() returns
-        reader.coordinator = reader.new_coordinator(reader.lease_table())
 
     def _finish(self, stream: str, split: Split) -> None:
         """Finish a split whose claimer is gone, in the background (it waits for the unit's readers).

@@ -41,7 +41,7 @@ from ..records import ChildShard
 from .cycle_report import CycleReport
 from .cycle_report import transient as _transient
 from .held_leases import HeldLeases
-from .in_place import run_sync
+from ..in_place import run_sync
 from .listener import LeaseListener, NoListener, SyncsShards
 from .model import (
     Checkpoint,

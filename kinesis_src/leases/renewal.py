@@ -17,7 +17,7 @@ import threading
 from typing import Callable, Iterable
 
 from ..errors import WorkerIdInUseError
-from .in_place import run_sync
+from ..in_place import run_sync
 from .model import HeartbeatStatus, WorkerHeartbeat
 from .table_calls import TableCalls
 from .timing import LeaseTiming

@@ -17,7 +17,7 @@ from typing import Callable
 
 from ..errors import KinesisSourceError
 from .cycle_report import transient
-from .in_place import run_sync
+from ..in_place import run_sync
 from .renewal import HeartbeatRenewal, RenewalMode
 from .step_loop import StepLoop
 from .timing import LeaseTiming

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import KinesisSourceError
-from .in_place import run_sync
+from ..in_place import run_sync
 from .model import Checkpoint, CheckpointKind, Lease, ShardEndResult
 from .schema.keys import HASH_KEY
 from .schema.lease_items import LeaseCodec

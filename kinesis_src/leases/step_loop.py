@@ -11,7 +11,7 @@ import asyncio
 import threading
 from typing import Awaitable, Callable
 
-from .in_place import run_sync
+from ..in_place import run_sync
 
 
 class Wakeup:

@@ -12,16 +12,27 @@ stream as it is now when it starts, and refuses to read a different one.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
+from ..aws.botocore_dynamodb import BotocoreDynamoDB
 from ..identity import StreamIdentity, check_same_stream
+from ..in_place import run_sync
 from .schema.keys import HASH_KEY, identity_key, identity_partition, lease_partition
 from .schema.lease_items import identity_item
 from .table import LeaseTable
+
+if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDB
 
 log = logging.getLogger(__name__)
 
 
 def bind_stream(table: LeaseTable, current: StreamIdentity) -> StreamIdentity:
+    """:func:`abind_stream` for synchronous callers, in place."""
+    return run_sync(abind_stream(table, current, BotocoreDynamoDB(table.dynamodb)))
+
+
+async def abind_stream(table: LeaseTable, current: StreamIdentity, dynamodb: AsyncDynamoDB) -> StreamIdentity:
     """Record ``current`` as this application's stream, or check it against the one recorded.
 
     Raises :class:`~kinesis_src.errors.StreamRecreatedError` when the leases
@@ -30,13 +41,15 @@ def bind_stream(table: LeaseTable, current: StreamIdentity) -> StreamIdentity:
     """
     key = identity_key(table.application, table.stream)
     item = identity_item(key, current)
-    result = table.dynamodb.put_item(table.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY})
-    if result.ok:
-        log.info("lease table %r: application %r reads %s", table.table_name, table.application, current.describe())
-        return current
-    stored = result.item or table.dynamodb.get_item(table.table_name, key)
-    if stored is None:  # deleted between the two requests: bind again
-        return bind_stream(table, current)
+    while True:
+        result = await dynamodb.put_item(table.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY})
+        if result.ok:
+            log.info("lease table %r: application %r reads %s", table.table_name, table.application,
+                     current.describe())
+            return current
+        stored = result.item or await dynamodb.get_item(table.table_name, key)
+        if stored is not None:  # else deleted between the two requests: bind again
+            break
     recorded = table.codec.identity(stored)
     check_same_stream(
         recorded,

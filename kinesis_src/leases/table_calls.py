@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
-from .in_place import in_place
+from ..in_place import in_place
 from .model import (
     Checkpoint,
     HeartbeatStatus,

@@ -20,7 +20,7 @@ import random
 import threading
 from typing import Callable, Mapping
 
-from .in_place import run_sync
+from ..in_place import run_sync
 from .model import Lease, TableView, WorkerHeartbeat
 from .table_calls import TableCalls
 from .timing import LeaseTiming

@@ -25,11 +25,15 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..aws import KinesisClient
 from ..aws.fanout import check_consumer_stream
 from ..errors import ConfigurationError, KinesisSourceError
 from ..names import MAX_NAME_LENGTH, validate_consumer_name
+
+if TYPE_CHECKING:
+    from ..aws.async_kinesis import AsyncKinesisClient
 
 log = logging.getLogger(__name__)
 
@@ -89,15 +93,27 @@ class FanOutTarget:
 def register(kinesis: KinesisClient, stream: str, name: str, *, stream_arn: str | None = None) -> FanOutTarget:
     """Find or register ``name`` on the stream and wait until it is ACTIVE (idempotent: every worker may)."""
     arn = stream_arn or kinesis.describe_stream(stream).arn
-    consumer = kinesis.fan_out().register_consumer(arn, name)
-    check_consumer_stream(consumer.arn, arn)
-    log.info("stream %r: enhanced fan-out consumer %r is ACTIVE (%s)", stream, name, consumer.arn)
-    return FanOutTarget(consumer.arn, arn, name)
+    return _active(stream, name, arn, kinesis.fan_out().register_consumer(arn, name).arn)
+
+
+async def aregister(kinesis: AsyncKinesisClient, stream: str, name: str) -> FanOutTarget:
+    """:func:`register` on the Consumer's event loop."""
+    arn = (await kinesis.describe_stream(stream)).arn
+    return _active(stream, name, arn, (await kinesis.fan_out().register_consumer(arn, name)).arn)
+
+
+def _active(stream: str, name: str, stream_arn: str, consumer_arn: str) -> FanOutTarget:
+    check_consumer_stream(consumer_arn, stream_arn)
+    log.info("stream %r: enhanced fan-out consumer %r is ACTIVE (%s)", stream, name, consumer_arn)
+    return FanOutTarget(consumer_arn, stream_arn, name)
 
 
 def deregister(kinesis: KinesisClient, target: FanOutTarget) -> None:
     """Deregister the consumer: its subscriptions end, the stream's consumer slot is free again."""
-    removed = kinesis.fan_out().deregister_consumer(target.consumer_arn)
+    _deregistered(target, kinesis.fan_out().deregister_consumer(target.consumer_arn))
+
+
+def _deregistered(target: FanOutTarget, removed: bool) -> None:
     log.info(
         "enhanced fan-out consumer %r %s", target.consumer_name,
         "deregistered" if removed else "was not registered any more",
@@ -126,16 +142,26 @@ class Registrations:
         with self._lock:
             return self._targets.setdefault((stream, name), target)
 
+    async def aregister(self, kinesis: AsyncKinesisClient, stream: str, name: str) -> FanOutTarget:
+        """:meth:`register` on the Consumer's event loop."""
+        with self._lock:
+            known = self._targets.get((stream, name))
+        if known is not None:
+            return known
+        target = await aregister(kinesis, stream, name)
+        with self._lock:
+            return self._targets.setdefault((stream, name), target)
+
     def targets(self) -> list[FanOutTarget]:
         with self._lock:
             return list(self._targets.values())
 
-    def deregister_all(self, kinesis: KinesisClient) -> list[KinesisSourceError]:
+    async def aderegister_all(self, kinesis: AsyncKinesisClient) -> list[KinesisSourceError]:
         """Deregister every consumer registered here; each is tried, and the failures are returned."""
         failures: list[KinesisSourceError] = []
         for target in self.targets():
             try:
-                deregister(kinesis, target)
+                _deregistered(target, await kinesis.fan_out().deregister_consumer(target.consumer_arn))
             except KinesisSourceError as exc:
                 log.warning("could not deregister enhanced fan-out consumer %r: %s", target.consumer_name, exc)
                 failures.append(exc)

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Self
 
 from kinesis_src.aws.fanout import ConsumerDescription, FanOutEvent
+from kinesis_src.aws.kinesis import StreamSummary
 from kinesis_src.positions import Position
 from kinesis_src.records import RecordPage
 
@@ -40,9 +41,9 @@ class AsyncFakeKinesis:
         """AsyncKinesisClient.fan_out(): the twin answers the AsyncFanOut calls itself."""
         return self
 
-    async def describe_stream_status(self, stream: str) -> str:
-        await self._enter("describe_stream_status", stream)
-        return self.fake.stream(stream).status
+    async def describe_stream(self, stream: str) -> StreamSummary:
+        await self._enter("describe_stream", stream)
+        return self.fake.summary(stream)
 
     async def get_shard_iterator(self, stream: str, shard_id: str, position: Position) -> str:
         await self._enter("get_shard_iterator", stream, shard_id, position)

@@ -239,6 +239,9 @@ class FakeKinesis:
 
     def describe_stream(self, stream: str) -> StreamSummary:
         self.enter("describe_stream", stream)
+        return self.summary(stream)
+
+    def summary(self, stream: str) -> StreamSummary:
         s = self.stream(stream)
         return StreamSummary(s.name, s.arn, s.status, len(s.open_shards()), s.retention_hours, s.created)
 

@@ -221,7 +221,7 @@ def test_the_async_client_answers_the_same_when_botocore_parses_them(endpoint, a
             iterator = await kinesis.get_shard_iterator("orders", SHARD, Position.trim_horizon())
             page = await kinesis.get_records(iterator, 10_000, SHARD, "orders")
             with pytest.raises(MalformedResponseError, match="DescribeStreamSummary"):
-                await kinesis.describe_stream_status("orders")
+                await kinesis.describe_stream("orders")
             return iterator, rows(page)
 
     iterator, page = asyncio.run(run())

@@ -18,7 +18,7 @@ from kinesis_src.errors import (
 )
 from kinesis_src.leases.claim import QueryClaim
 from kinesis_src.leases.coordinator import LeaseCoordinator
-from kinesis_src.leases.in_place import run_sync
+from kinesis_src.in_place import run_sync
 from kinesis_src.leases.model import Checkpoint, HeartbeatStatus, Lease
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.leases.timing import LeaseTiming

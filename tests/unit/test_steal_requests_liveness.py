@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kinesis_src.leases.coordinator import LeaseCoordinator
 from kinesis_src.leases.cycle_report import CycleReport
-from kinesis_src.leases.in_place import run_sync
+from kinesis_src.in_place import run_sync
 from kinesis_src.leases.table import LeaseTable
 from tests.unit.test_leases_coordinator import (  # noqa: F401
     TIMING,

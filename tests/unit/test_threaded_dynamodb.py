@@ -6,7 +6,8 @@ import asyncio
 
 from moto_threads import serialized_mock_aws  # tests/moto_threads.py
 
-from kinesis_src.aws.async_dynamodb import ThreadedDynamoDB, open_async_dynamodb
+from kinesis_src.aws.async_dynamodb import open_async_dynamodb
+from kinesis_src.aws.botocore_dynamodb import BotocoreDynamoDB
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.leases.model import Checkpoint, Lease
@@ -32,7 +33,7 @@ def test_under_moto_the_async_calls_run_over_botocore_and_answer_as_the_sync_cli
                 return dynamodb, taken, again
 
         dynamodb, taken, again = asyncio.run(scenario())
-        assert isinstance(dynamodb, ThreadedDynamoDB)
+        assert isinstance(dynamodb, BotocoreDynamoDB)
         assert taken is not None and taken.owner == "me" and again is None
         assert table.get_lease(SHARD).owner == "me"
         assert dynamodb.requests["UpdateItem"] == 2

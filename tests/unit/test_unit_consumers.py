@@ -172,17 +172,22 @@ def test_units_started_at_runtime_get_their_own_consumers_and_close_deregisters_
     fake: FakeKinesis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The worker reads the whole space under the plain name; a sticky claim cuts it; the pieces it then
-    starts have a consumer each, registered off the event loop (it waits for ACTIVE). The whole space's
-    consumer stays registered after its hand-over (others may be subscribed under it, and it may come
-    back), and close() deregisters all three on request."""
-    registered_on_loop: list[bool] = []
-    register = registration_module.register
+    starts have a consumer each, registered once, awaited on the event loop (the wait for ACTIVE sleeps
+    there without blocking it). The whole space's consumer stays registered after its hand-over (others
+    may be subscribed under it, and it may come back), and close() deregisters all three on request."""
+    registered: list[tuple[str, bool]] = []  # (name, registered by awaiting on the loop)
+    register, aregister = registration_module.register, registration_module.aregister
 
-    def recording(*args: Any, **kwargs: Any) -> FanOutTarget:
-        registered_on_loop.append(on_a_loop())
-        return register(*args, **kwargs)
+    def recording(kinesis: Any, stream: str, name: str, **kwargs: Any) -> FanOutTarget:
+        registered.append((name, on_a_loop()))
+        return register(kinesis, stream, name, **kwargs)
+
+    async def arecording(kinesis: Any, stream: str, name: str) -> FanOutTarget:
+        registered.append((name, True))
+        return await aregister(kinesis, stream, name)
 
     monkeypatch.setattr(registration_module, "register", recording)
+    monkeypatch.setattr(registration_module, "aregister", arecording)
 
     async def scenario() -> tuple[FanOutTarget | None, dict[str, FanOutTarget | None], set[str]]:
         async with worker("orders", require_consumer_deregistration=True) as consumer:
@@ -195,14 +200,15 @@ def test_units_started_at_runtime_get_their_own_consumers_and_close_deregisters_
             targets = {key: reader.fan_out for key, reader in consumer.readers.items()}
             return whole.fan_out, targets, set(fake.stream("orders").consumers)
 
-    whole, targets, registered = asyncio.run(asyncio.wait_for(scenario(), 40))
-    assert registered_on_loop == [False, False, False]  # the whole space's, then each piece's: once each
+    whole, targets, names = asyncio.run(asyncio.wait_for(scenario(), 40))
+    assert registered[0] == (APP, False)  # the whole space's, at start (prepared on a worker thread)
+    assert sorted(registered[1:]) == sorted((name, True) for name in piece_names())  # each piece's, once
     assert whole is not None and whole.consumer_name == APP
     assert all(t is not None for t in targets.values())
     arns = {t.consumer_arn for t in targets.values() if t is not None}
     assert len(arns) == 2 and whole.consumer_arn not in arns
     assert {t.consumer_name for t in targets.values() if t is not None} == piece_names()
-    assert registered == {APP} | piece_names()  # kept while the worker runs
+    assert names == {APP} | piece_names()  # kept while the worker runs
     assert fake.stream("orders").consumers == {}  # require_consumer_deregistration: every one, at close
 
 

@@ -1,0 +1,36 @@
+"""Run a step (a coroutine) to its end on the calling thread, every AWS call made in place.
+
+Steps the Consumer awaits on its event loop (the lease coordinator's, the
+stream binding's) are written once as coroutines; synchronous callers (the
+lease simulation, tests, the CLI, Spark) run them with :func:`run_sync`,
+during which :func:`in_place` is true and each call blocks instead of
+awaiting an async client or a worker thread (:mod:`.leases.table_calls`,
+:class:`.aws.async_dynamodb.BotocoreDynamoDB`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any, Coroutine, TypeVar
+
+T = TypeVar("T")
+
+_IN_PLACE: contextvars.ContextVar[bool] = contextvars.ContextVar("lease_calls_in_place", default=False)
+
+
+def run_sync(step: Coroutine[Any, Any, T]) -> T:
+    """Run a step to its end on the calling thread, every call made in place."""
+    token = _IN_PLACE.set(True)
+    try:
+        step.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        _IN_PLACE.reset(token)
+    step.close()
+    raise RuntimeError("a step waited on an event loop while run synchronously")
+
+
+def in_place() -> bool:
+    """True while :func:`run_sync` runs a step on this thread."""
+    return _IN_PLACE.get()
