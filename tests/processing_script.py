@@ -12,6 +12,7 @@ import asyncio
 from collections import defaultdict
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, AsyncIterator, Callable
 
 from consumer_harness import until
@@ -45,6 +46,7 @@ class ScriptedConsumer:
     config: ConsumerConfig = field(default_factory=lambda: ConsumerConfig(
         "s", application_name="app", worker_id="me", region="us-east-1", endpoint_url=NOWHERE,
     ))
+    handout: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(kinesis=None, dynamodb=None))
     _queue: asyncio.Queue[Batch | None] = field(default_factory=asyncio.Queue)
     _states: dict[tuple[str, int], ShardState] = field(default_factory=dict)
     _indexes: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))

@@ -170,6 +170,13 @@ class AsyncKinesisClient:
             raise await self._stream_or_shard_missing(stream, shard_id) from exc
         return str(out["ShardIterator"])
 
+    async def put_record(self, stream: str, partition_key: str, data: bytes) -> dict[str, Any]:
+        """PutRecord (the Consumer's dead letters)."""
+        return await self._call(
+            f"PutRecord to stream {stream!r}",
+            lambda: self._client.put_record(StreamName=stream, PartitionKey=partition_key, Data=data),
+        )
+
     async def get_records(self, iterator: str, limit: int, shard_id: str, stream: str) -> RecordPage:
         what = f"GetRecords on shard {shard_id} of stream {stream!r}"
         try:

@@ -23,7 +23,11 @@ class BotocoreDynamoDB:
 
     def __init__(self, client: DynamoDBClient) -> None:
         self.client = client
-        self.requests = client.requests
+
+    @property
+    def requests(self) -> Any:
+        """Requests by operation, the botocore client's count."""
+        return self.client.requests
 
     async def __aenter__(self) -> BotocoreDynamoDB:
         return self

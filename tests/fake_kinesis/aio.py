@@ -45,6 +45,10 @@ class AsyncFakeKinesis:
         await self._enter("describe_stream", stream)
         return self.fake.summary(stream)
 
+    async def put_record(self, stream: str, partition_key: str, data: bytes) -> dict[str, Any]:
+        await self._enter("put_record", stream)
+        return self.fake.put_record(stream, partition_key, data)
+
     async def get_shard_iterator(self, stream: str, shard_id: str, position: Position) -> str:
         await self._enter("get_shard_iterator", stream, shard_id, position)
         return self.fake.iterator(stream, shard_id, position)

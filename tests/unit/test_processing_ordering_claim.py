@@ -5,15 +5,22 @@ from __future__ import annotations
 import pytest
 from moto import mock_aws
 
+from kinesis_src.aws.botocore_dynamodb import BotocoreDynamoDB
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer.processing.options import Ordering
-from kinesis_src.consumer.processing.ordering_claim import claim_ordering, ordering_key
+from kinesis_src.consumer.processing.ordering_claim import claim_ordering as aclaim_ordering
+from kinesis_src.consumer.processing.ordering_claim import ordering_key
 from kinesis_src.errors import ConfigurationError
+from kinesis_src.in_place import run_sync
 from kinesis_src.leases.table import LeaseTable
 from kinesis_src.retry import RetryPolicy
 
 TABLE = "kinesis-src-app"
+
+
+def claim_ordering(dynamodb: DynamoDBClient, *args: object) -> None:
+    run_sync(aclaim_ordering(BotocoreDynamoDB(dynamodb), *args))  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from lineage import HashRange, KeyRange
-
+from kinesis_src.aws.botocore_dynamodb import BotocoreDynamoDB
 from kinesis_src.consumer import unit_registry
 from kinesis_src.consumer.processing.options import Ordering
 from kinesis_src.consumer.processing.ordering_claim import claim_ordering
@@ -20,14 +19,21 @@ from kinesis_src.consumer.range_claims import RangeClaim, RangeClaims
 from kinesis_src.consumer.stream_list import note_stream_list
 from kinesis_src.consumer.units import FULL, Split, UnitMap
 from kinesis_src.identity import StreamIdentity
+from kinesis_src.in_place import run_sync
 from kinesis_src.leases.layout_records import LayoutRecords
 from kinesis_src.leases.model import Checkpoint, Lease, Throughput, WorkerHeartbeat
 from kinesis_src.leases.progress_store import ProgressStore, ShardProgress
 from kinesis_src.leases.schema import batch_items, consumer_items, keys
-from kinesis_src.leases.schema.keys import claim_key, identity_key, lease_partition, worker_key
+from kinesis_src.leases.schema.keys import (
+    claim_key,
+    identity_key,
+    lease_partition,
+    worker_key,
+)
 from kinesis_src.leases.schema.lease_items import LeaseCodec, identity_item, layout_item
 from kinesis_src.positions import Position
 from kinesis_src.spark.plan_store import PlanStore
+from lineage import HashRange, KeyRange
 
 APP, STREAM, TABLE = "app", "orders", "kinesis-src-app"
 DAY_S = 24 * 3600
@@ -172,7 +178,7 @@ def test_a_stream_list_item() -> None:
 
 def test_an_ordering_claim_item() -> None:
     dynamodb = RecordingDynamoDB()
-    claim_ordering(dynamodb, TABLE, APP, STREAM, Ordering.KEY, "w1")  # type: ignore[arg-type]
+    run_sync(claim_ordering(BotocoreDynamoDB(dynamodb), TABLE, APP, STREAM, Ordering.KEY, "w1"))  # type: ignore[arg-type]
     assert dynamodb.puts == [{"pk": s("processing#app#orders"), "sk": s("ordering"), "ordering": s("key"),
                               "workerId": s("w1")}]
     assert consumer_items.ordering_item(APP, STREAM, "key", "w1") == dynamodb.puts[0]

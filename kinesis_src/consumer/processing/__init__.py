@@ -10,10 +10,8 @@ a dead letter. Built on the Consumer's batches and ``batch.checkpoint(record)``;
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...aws import DynamoDBClient
 from ...errors import ConfigurationError
 from .dead_letter import (
     CallableDeadLetter,
@@ -35,9 +33,6 @@ from .ordering_claim import claim_ordering
 from .outcomes import Outcome, Reject, Release
 from .processor import Handler, Processor
 from .retries import Backoff
-
-if TYPE_CHECKING:
-    from ..consumer_config import ConsumerConfig
 
 __all__ = [
     "Backoff",
@@ -90,16 +85,14 @@ async def process(
     )
     if not callable(handler):
         raise ConfigurationError(f"handler must be a callable taking one record, got {type(handler).__name__}")
-    config = consumer.config
-    sink = await asyncio.to_thread(open_dead_letter, dead_letter, config.settings)
-    await asyncio.to_thread(_claim, config, options.ordering)
+    config, handout = consumer.config, consumer.handout
+    sink = await open_dead_letter(dead_letter, handout.kinesis)
+    if handout.dynamodb is None:
+        raise ConfigurationError("process() runs inside `async with Consumer(...) as consumer:`, once it started")
+    for stream in config.streams:
+        await claim_ordering(handout.dynamodb, config.lease_table_name, config.application_name, stream,
+                             options.ordering, config.worker_id)
     metrics = metrics if metrics is not None else ProcessingMetrics()
     await Processor(consumer, handler, options, sink, metrics).run()
     return metrics
 
-
-def _claim(config: ConsumerConfig, ordering: Ordering) -> None:
-    dynamodb = DynamoDBClient(config.settings)
-    for stream in config.streams:
-        claim_ordering(dynamodb, config.lease_table_name, config.application_name, stream, ordering,
-                       config.worker_id)

@@ -19,12 +19,13 @@ import inspect
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ...aws import KinesisClient
-from ...config import AwsSettings
 from ...errors import ConfigurationError, StreamNotFoundError
 from ...records import Record
+
+if TYPE_CHECKING:
+    from ...aws.async_kinesis import AsyncKinesisClient
 
 ENVELOPE_VERSION = 1
 
@@ -96,12 +97,12 @@ class DeadLetterSink:
 class StreamDeadLetter(DeadLetterSink):
     """Puts each dead letter's JSON envelope on a Kinesis stream (PutRecord, the client's retries)."""
 
-    def __init__(self, kinesis: KinesisClient, stream: str) -> None:
-        self.kinesis = kinesis
+    def __init__(self, kinesis: AsyncKinesisClient, stream: str) -> None:
+        self.kinesis = kinesis  # the consumer's own, open
         self.stream = stream
 
     async def send(self, letter: DeadLetter) -> None:
-        await asyncio.to_thread(self.kinesis.put_record, self.stream, letter.record.partition_key or "-", letter.to_json())
+        await self.kinesis.put_record(self.stream, letter.record.partition_key or "-", letter.to_json())
 
     def describe(self) -> str:
         return f"stream {self.stream!r}"
@@ -125,8 +126,10 @@ class CallableDeadLetter(DeadLetterSink):
         return f"callable {getattr(self.fn, '__qualname__', repr(self.fn))}"
 
 
-def open_dead_letter(dead_letter: str | DeadLetterCallable | None, settings: AwsSettings) -> DeadLetterSink | None:
-    """The sink for the ``dead_letter`` option; a stream must exist (checked here, before anything is read)."""
+async def open_dead_letter(dead_letter: str | DeadLetterCallable | None, kinesis: AsyncKinesisClient | None,
+                           ) -> DeadLetterSink | None:
+    """The sink for the ``dead_letter`` option; a stream must exist (checked here, before anything is read):
+    written with ``kinesis``, the consumer's open client."""
     if dead_letter is None:
         return None
     if callable(dead_letter):
@@ -135,9 +138,10 @@ def open_dead_letter(dead_letter: str | DeadLetterCallable | None, settings: Aws
         raise ConfigurationError(
             f"dead_letter must be a Kinesis stream name, a callable taking a DeadLetter, or None; got {dead_letter!r}"
         )
-    kinesis = KinesisClient(settings)
+    if kinesis is None:
+        raise ConfigurationError("process() runs inside `async with Consumer(...) as consumer:`, once it started")
     try:
-        kinesis.describe_stream(dead_letter)
+        await kinesis.describe_stream(dead_letter)
     except StreamNotFoundError as exc:
         raise ConfigurationError(
             f"dead_letter stream {dead_letter!r} does not exist at {kinesis.endpoint}: create it first "

@@ -15,24 +15,28 @@ stays otherwise; it is one small item per application and stream.
 
 from __future__ import annotations
 
-from ...aws import DynamoDBClient
+from typing import TYPE_CHECKING
+
 from ...errors import ConfigurationError
 from ...leases.schema.consumer_items import ordering_item, recorded_ordering
 from ...leases.schema.keys import HASH_KEY, ordering_key, ordering_partition
 from .options import Ordering
 
+if TYPE_CHECKING:
+    from ...aws.async_dynamodb import AsyncDynamoDB
+
 __all__ = ["claim_ordering", "ordering_key"]
 
 
-def claim_ordering(
-    dynamodb: DynamoDBClient, table: str, application: str, stream: str, ordering: Ordering, worker_id: str
+async def claim_ordering(
+    dynamodb: AsyncDynamoDB, table: str, application: str, stream: str, ordering: Ordering, worker_id: str
 ) -> None:
     """Record ``ordering`` for (application, stream), or check it against the one recorded first."""
     item = ordering_item(application, stream, ordering.value, worker_id)
-    result = dynamodb.put_item(table, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY})
+    result = await dynamodb.put_item(table, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY})
     if result.ok:
         return
-    stored = result.item or dynamodb.get_item(table, ordering_key(application, stream)) or {}
+    stored = result.item or await dynamodb.get_item(table, ordering_key(application, stream)) or {}
     first, by = recorded_ordering(stored)
     if first == ordering.value:
         return
