@@ -50,13 +50,7 @@ class ShardDiscovery:
     def _full(self, start: Position | None) -> tuple[str, ...]:
         shards = self._list(shard_filter=_filter_for(start))
         changed = self._update(shards, "full listing")
-        try:
-            self.graph.validate()
-        except LineageError as exc:
-            raise LineageListingError(
-                f"the shard listing of stream {self.stream!r} is inconsistent: {exc}. If the stream "
-                "is being resharded, retry once it is ACTIVE."
-            ) from exc
+        validated(self.graph, self.stream)
         log.info(
             "stream %r: %d shards known, %d open", self.stream, len(self.graph), len(self.graph.open_shards())
         )
@@ -86,10 +80,27 @@ class ShardDiscovery:
         return shards
 
     def _update(self, shards: list[dict[str, Any]], what: str) -> tuple[str, ...]:
-        try:
-            return tuple(self.graph.update(shards))
-        except LineageError as exc:
-            raise LineageListingError(f"stream {self.stream!r}, {what}: {exc}") from exc
+        return updated(self.graph, shards, self.stream, what)
+
+
+def updated(graph: ShardGraph, shards: list[dict[str, Any]], stream: object, what: str) -> tuple[str, ...]:
+    """Feed a listing into ``graph``; the ids new or changed (a listing the lineage refuses is an error)."""
+    try:
+        return tuple(graph.update(shards))
+    except LineageError as exc:
+        raise LineageListingError(f"stream {stream!r}, {what}: {exc}") from exc
+
+
+def validated(graph: ShardGraph, stream: object) -> ShardGraph:
+    """``graph`` once a full listing made it: an inconsistent lineage is an error."""
+    try:
+        graph.validate()
+    except LineageError as exc:
+        raise LineageListingError(
+            f"the shard listing of stream {stream!r} is inconsistent: {exc}. If the stream "
+            "is being resharded, retry once it is ACTIVE."
+        ) from exc
+    return graph
 
 
 def _filter_for(start: Position | None) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ so it needs its own subclass; the decoding function is the same).
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
@@ -26,7 +27,8 @@ from .boundary import acall, millisecond_timestamps, new_session
 from .credentials import configure_aio
 from .decode import check_complete, decode_get_records, fast_parse, page_of
 from .direct_get_records import DirectGetRecords, wanted
-from .kinesis import StreamSummary, shard_not_found, stream_not_found, stream_summary
+from .fanout_calls import Call, adrive
+from .kinesis import StreamSummary, shard_listing_plan, shard_not_found, stream_not_found, stream_summary
 from .sigv4 import Keys
 
 if TYPE_CHECKING:
@@ -169,6 +171,19 @@ class AsyncKinesisClient:
         except ResourceNotFoundError as exc:
             raise await self._stream_or_shard_missing(stream, shard_id) from exc
         return str(out["ShardIterator"])
+
+    async def list_shards(self, stream: str, page_size: int = 1000) -> list[dict[str, Any]]:
+        """Every page of ListShards (:func:`.kinesis.shard_listing_plan`): the whole stream."""
+        pages = itertools.count(1)
+
+        async def page(request: Call) -> Any:
+            try:
+                return await self._call(f"ListShards of stream {stream!r} (page {next(pages)})",
+                                        lambda: request.on(self._client))
+            except ResourceNotFoundError as exc:
+                raise self._stream_not_found(stream) from exc
+
+        return await adrive(shard_listing_plan({"StreamName": stream, "MaxResults": page_size}, page_size), page)
 
     async def put_record(self, stream: str, partition_key: str, data: bytes) -> dict[str, Any]:
         """PutRecord (the Consumer's dead letters)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from ..records import RecordPage
 from ..stream_ref import StreamRef, as_ref
 from .boundary import call, client_config, new_session, use_fast_parser
 from .decode import page_of
+from .fanout_calls import Call, Plan, drive
 
 if TYPE_CHECKING:
     from .fanout import FanOut
@@ -49,6 +51,19 @@ class StreamSummary:
             return None
         created = self.created if self.created.tzinfo else self.created.replace(tzinfo=timezone.utc)
         return StreamIdentity(self.arn, created)
+
+
+def shard_listing_plan(request: dict[str, Any], page_size: int) -> Plan[list[dict[str, Any]]]:
+    """Every page of ListShards, following NextToken (both clients). NextToken must be sent without
+    StreamName and the other arguments (the API rejects both together), so the first request differs."""
+    shards: list[dict[str, Any]] = []
+    while True:
+        out = yield Call("list_shards", request)
+        shards.extend(out.get("Shards", ()))
+        token = out.get("NextToken")
+        if not token:
+            return shards
+        request = {"NextToken": token, "MaxResults": page_size}
 
 
 def stream_summary(out: dict[str, Any]) -> StreamSummary:
@@ -134,32 +149,22 @@ class KinesisClient:
         shard_filter: dict[str, Any] | None = None,
         page_size: int = 1000,
     ) -> list[dict[str, Any]]:
-        """Every page of ListShards, following NextToken.
-
-        NextToken must be sent without StreamName and the other arguments
-        (the API rejects both together), so the first request differs.
-        """
+        """Every page of ListShards (:func:`shard_listing_plan`)."""
         ref = as_ref(stream)
         first: dict[str, Any] = {**ref.api_args(), "MaxResults": page_size}
         if exclusive_start_shard_id:
             first["ExclusiveStartShardId"] = exclusive_start_shard_id
         if shard_filter:
             first["ShardFilter"] = shard_filter
-        shards: list[dict[str, Any]] = []
-        request = first
-        pages = 0
-        while True:
-            what = f"ListShards of stream {ref!r} (page {pages + 1})"
+        pages = itertools.count(1)
+
+        def page(request: Call) -> Any:
             try:
-                out = self._call(what, lambda req=request: self._client.list_shards(**req))
+                return self._call(f"ListShards of stream {ref!r} (page {next(pages)})", lambda: request.on(self._client))
             except ResourceNotFoundError as exc:
                 raise self._stream_not_found(stream) from exc
-            shards.extend(out.get("Shards", ()))
-            pages += 1
-            token = out.get("NextToken")
-            if not token:
-                return shards
-            request = {"NextToken": token, "MaxResults": page_size}
+
+        return drive(shard_listing_plan(first, page_size), page)
 
     # -- reading -------------------------------------------------------------------
 

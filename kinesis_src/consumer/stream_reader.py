@@ -34,6 +34,7 @@ from ..errors import (
     ShardNotFoundError,
 )
 from ..key_filter import filter_page
+from ..aws.botocore_dynamodb import BotocoreDynamoDB
 from ..leases.coordinator import LeaseCoordinator
 from ..leases.held_leases import HeldLeases
 from ..leases.model import Checkpoint, Lease
@@ -112,20 +113,23 @@ class StreamReader:
 
     def _coordinator(self, table: LeaseTable) -> LeaseCoordinator:
         c = self.config
-        kinesis = KinesisClient(c.settings)  # shard sync lists the stream with it
+        calls = TableCalls(table, offload=True, dynamodb=lambda: self.handout.dynamodb)
+        sync = ShardSync(KinesisClient(c.settings), table, c.initial_position, calls=calls,
+                         akinesis=lambda: self.handout.kinesis)
         return LeaseCoordinator(
             table,
             c.worker_id,
             timing=c.lease_timing,
             preserve_shard_order=c.preserve_shard_order,
-            shard_sync=UnitShardSync(ShardSync(kinesis, table, c.initial_position), self.unit, self._read_units),
+            shard_sync=UnitShardSync(sync, self.unit, self._read_units),
             listener=self,
             held=self.held,
-            calls=TableCalls(table, offload=True, dynamodb=lambda: self.handout.dynamodb),
+            calls=calls,
         )
 
-    def _read_units(self) -> UnitMap:
-        return RangeClaims.of(self.config, self.stream).read_all()[1]
+    async def _read_units(self) -> UnitMap:
+        claims = RangeClaims.of(self.config, self.stream)
+        return (await claims.aread_all(self.handout.dynamodb or BotocoreDynamoDB(claims.dynamodb)))[1]
 
     async def stop_fetching(self) -> None:
         """close(): deliver nothing more, stop every fetcher (the coordinator releases the leases)."""

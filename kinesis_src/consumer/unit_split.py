@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Callable, Collection, Iterable
+from typing import Awaitable, Callable, Collection, Iterable
 
 from lineage import KeyRange
 
@@ -152,15 +152,15 @@ class UnitShardSync:
     partition per sync.
     """
 
-    def __init__(self, sync: SyncsShards, unit: KeyRange, read_units: Callable[[], UnitMap]) -> None:
+    def __init__(self, sync: SyncsShards, unit: KeyRange, read_units: Callable[[], Awaitable[UnitMap]]) -> None:
         self.sync = sync
         self.unit = unit
         self.read_units = read_units
 
-    def run(self, leases: Iterable[Lease] | None = None) -> object:
-        units = self.read_units()
+    async def arun(self, leases: Iterable[Lease] | None = None) -> object:
+        units = await self.read_units()
         if self.unit not in units.units or any(s.unit == self.unit for s in units.splits):
             log.info("shard sync of %s skipped: it was split (or is being split) into other units",
                      describe(self.unit))
             return SyncReport((), (), (), 0)
-        return self.sync.run(leases)
+        return await self.sync.arun(leases)

@@ -34,6 +34,6 @@ class NoListener:
 
 
 class SyncsShards(Protocol):
-    """What the coordinator needs from :class:`kinesis_src.shard_sync.ShardSync`."""
+    """What the coordinator needs from :class:`~.shard_sync.ShardSync`: one sync, awaited."""
 
-    def run(self, leases: Iterable[Lease] | None = None) -> object: ...
+    async def arun(self, leases: Iterable[Lease] | None = None) -> object: ...

@@ -11,7 +11,9 @@ lists the whole stream (no ShardFilter, so trimmed shards are told apart), and:
    unread records were lost; this unblocks their children.
 3. **Cleans up drained parents** once every child has started.
 
-Every delete is conditional on the lease's counter. Details: docs/leases.md, "Shard sync".
+Every delete is conditional on the lease's counter. A run is a coroutine
+written once: the Consumer awaits it on its loop (the async clients), other
+callers run it in place (:func:`run`). Details: docs/leases.md, "Shard sync".
 """
 
 from __future__ import annotations
@@ -19,16 +21,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from lineage import ShardGraph, shard_sort_key
 
 from ..aws import KinesisClient
-from ..discovery import ShardDiscovery
+from ..discovery import updated, validated
 from ..errors import ConfigurationError
+from ..in_place import in_place, run_sync
 from ..positions import Position, PositionKind
 from .model import Checkpoint, Lease
 from .table import LeaseTable
+from .table_calls import TableCalls
 
 log = logging.getLogger(__name__)
 
@@ -55,23 +59,30 @@ class ShardSync:
         initial_position: Position | None = None,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        calls: TableCalls | None = None,
+        akinesis: Callable[[], Any] = lambda: None,
     ) -> None:
         self.kinesis = kinesis
+        self.akinesis = akinesis  # the open async client (the Consumer's), else None: the listing via ``kinesis``
         self.table = table
+        self.calls = calls or TableCalls(table)
         self.initial_position = initial_position or Position.trim_horizon()
         self.clock = clock
         if self.initial_position.kind in (PositionKind.AT_SEQUENCE_NUMBER, PositionKind.AFTER_SEQUENCE_NUMBER):
             raise ConfigurationError("the initial position of a stream is latest, trim_horizon or at_timestamp")
 
     def run(self, leases: Iterable[Lease] | None = None) -> SyncReport:
+        return run_sync(self.arun(leases))
+
+    async def arun(self, leases: Iterable[Lease] | None = None) -> SyncReport:
         """One sync. ``leases`` must have been read before this call lists the stream."""
-        current = {l.shard_id: l for l in (self.table.list_leases() if leases is None else leases)}
-        discovery = ShardDiscovery(self.kinesis, self.table.stream)
-        discovery.refresh()
-        graph = discovery.graph
-        created = self._create(graph, current)
-        trimmed = self._delete_trimmed(graph, current)
-        drained = self._clean_drained(graph, current)
+        current = {l.shard_id: l for l in (await self.calls.list_leases() if leases is None else leases)}
+        graph = ShardGraph()
+        updated(graph, await self._listing(), self.table.stream, "full listing")
+        validated(graph, self.table.stream)
+        created = await self._create(graph, current)
+        trimmed = await self._delete_trimmed(graph, current)
+        drained = await self._clean_drained(graph, current)
         report = SyncReport(created, trimmed, drained, len(graph))
         if report.changed:
             log.info(
@@ -80,12 +91,18 @@ class ShardSync:
             )
         return report
 
+    async def _listing(self) -> list[dict[str, Any]]:
+        kinesis = None if in_place() else self.akinesis()
+        if kinesis is not None:
+            return await kinesis.list_shards(self.table.stream)
+        return await self.calls.run(self.kinesis.list_shards, self.table.stream)
+
     # -- 1. create ------------------------------------------------------------------
 
-    def _create(self, graph: ShardGraph, current: dict[str, Lease]) -> tuple[str, ...]:
+    async def _create(self, graph: ShardGraph, current: dict[str, Lease]) -> tuple[str, ...]:
         fresh_table = not current
         if fresh_table:
-            self.table.ensure_layout(expected_leases=len(graph))  # spread over keys by the stream's size
+            await self.calls.ensure_layout(len(graph))  # spread over keys by the stream's size
         consumed = _with_leased_descendant(graph, current)
         start = self._pinned_start()
         created = []
@@ -96,7 +113,7 @@ class ShardSync:
             if checkpoint is None:
                 continue
             lease = Lease.for_shard(graph.shard(shard_id), checkpoint)
-            if self.table.create_lease(lease):
+            if await self.calls.create_lease(lease):
                 created.append(shard_id)
             current[shard_id] = lease
         return tuple(created)
@@ -115,7 +132,7 @@ class ShardSync:
 
     # -- 2. trimmed -----------------------------------------------------------------
 
-    def _delete_trimmed(self, graph: ShardGraph, current: dict[str, Lease]) -> tuple[str, ...]:
+    async def _delete_trimmed(self, graph: ShardGraph, current: dict[str, Lease]) -> tuple[str, ...]:
         newest = graph.max_shard_id()
         deleted = []
         for shard_id, lease in sorted(current.items(), key=lambda kv: shard_sort_key(kv[0])):
@@ -127,14 +144,14 @@ class ShardSync:
                     "at checkpoint %s: records after that checkpoint were never processed and are lost",
                     shard_id, self.table.stream, lease.checkpoint,
                 )
-            if self.table.delete_lease(lease, only_if_shard_end=False):
+            if await self.calls.delete_lease(lease, only_if_shard_end=False):
                 deleted.append(shard_id)
                 del current[shard_id]
         return tuple(deleted)
 
     # -- 3. drained parents -----------------------------------------------------------
 
-    def _clean_drained(self, graph: ShardGraph, current: dict[str, Lease]) -> tuple[str, ...]:
+    async def _clean_drained(self, graph: ShardGraph, current: dict[str, Lease]) -> tuple[str, ...]:
         deleted = []
         for shard_id, lease in sorted(current.items(), key=lambda kv: shard_sort_key(kv[0])):
             if not lease.is_shard_end:
@@ -142,7 +159,7 @@ class ShardSync:
             children = set(lease.child_shard_ids) | (set(graph.children(shard_id)) if shard_id in graph else set())
             if not children or not all(self._child_started(c, graph, current) for c in children):
                 continue
-            if self.table.delete_lease(lease, only_if_shard_end=True):
+            if await self.calls.delete_lease(lease, only_if_shard_end=True):
                 deleted.append(shard_id)
         for shard_id in deleted:
             del current[shard_id]

@@ -80,6 +80,12 @@ def _wall_ms() -> int:
 _RELEASE = "SET #counter = :next, #updated = :now REMOVE #owner, #req"  # counter + 1: the old holder is fenced
 
 
+def _created(lease: Lease, result: WriteResult) -> bool:
+    if result.ok:
+        log.debug("created %s", lease.describe())
+    return result.ok
+
+
 def _take(new_owner: str) -> tuple[str, dict[str, Any]]:
     return ("SET #owner = :new, #counter = :next, #switches = #switches + :one, #updated = :now REMOVE #req",
             {":new": string_value(new_owner), ":one": number_value(1)})
@@ -203,11 +209,12 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         return {worker.worker_id: worker for worker in workers}
 
     def list_leases(self) -> list[Lease]:
-        return [
-            self.codec.lease(item)
-            for partition in self.layout().lease_partitions()
-            for item in self.dynamodb.query(self.table_name, HASH_KEY, partition, RANGE_KEY, LEASE_PREFIX)
-        ]
+        return [self.codec.lease(item) for partition in self.layout().lease_partitions()
+                for item in self.dynamodb.query(self.table_name, HASH_KEY, partition, RANGE_KEY, LEASE_PREFIX)]
+
+    async def alist_leases(self, dynamodb: AsyncDynamoDB) -> list[Lease]:
+        return [self.codec.lease(item) for partition in self.layout().lease_partitions()
+                for item in await dynamodb.query(self.table_name, HASH_KEY, partition, RANGE_KEY, LEASE_PREFIX)]
 
     def get_lease(self, shard_id: str) -> Lease | None:
         item = self.dynamodb.get_item(self.table_name, self._lease_key(shard_id))
@@ -217,14 +224,16 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
 
     def create_lease(self, lease: Lease) -> bool:
         """Put-if-absent; False when a lease for the shard already exists (idempotent create)."""
+        return _created(lease, self.dynamodb.put_item(**self._creation(lease)))
+
+    async def acreate_lease(self, dynamodb: AsyncDynamoDB, lease: Lease) -> bool:
+        return _created(lease, await dynamodb.put_item(**self._creation(lease)))
+
+    def _creation(self, lease: Lease) -> dict[str, Any]:
         partition = self.ensure_layout().partition_of(lease.shard_id)
         item = self.codec.lease_item(partition, replace(lease, last_updated_ms=self.now_ms()))
-        result = self.dynamodb.put_item(
-            self.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY}
-        )
-        if result.ok:
-            log.debug("created %s", lease.describe())
-        return result.ok
+        return {"table": self.table_name, "item": item, "condition": "attribute_not_exists(#pk)",
+                "names": {"#pk": HASH_KEY}}
 
     def take_lease(self, lease: Lease, new_owner: str) -> Lease | None:
         """Take an unowned or expired lease (or steal a live one): None if it changed meanwhile.
@@ -285,19 +294,20 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
 
     def delete_lease(self, lease: Lease, only_if_shard_end: bool) -> bool:
         """Delete a drained (or trimmed) lease, unless it changed since ``lease`` was read."""
-        condition = "#counter = :cur"
+        return self.dynamodb.delete_item(**self._deletion(lease, only_if_shard_end)).ok
+
+    async def adelete_lease(self, dynamodb: AsyncDynamoDB, lease: Lease, only_if_shard_end: bool) -> bool:
+        return (await dynamodb.delete_item(**self._deletion(lease, only_if_shard_end))).ok
+
+    def _deletion(self, lease: Lease, only_if_shard_end: bool) -> dict[str, Any]:
+        condition, names = "#counter = :cur", {"#counter": LEASE_COUNTER}
         values = {":cur": number_value(lease.counter)}
         if only_if_shard_end:
             condition += " AND #cp = :end"
+            names["#cp"] = CHECKPOINT
             values[":end"] = string_value(CheckpointKind.SHARD_END.value)
-        result = self.dynamodb.delete_item(
-            self.table_name,
-            self._lease_key(lease.shard_id),
-            condition,
-            names={"#counter": LEASE_COUNTER, "#cp": CHECKPOINT} if only_if_shard_end else {"#counter": LEASE_COUNTER},
-            values=values,
-        )
-        return result.ok
+        return {"table": self.table_name, "key": self._lease_key(lease.shard_id), "condition": condition,
+                "names": names, "values": values}
 
     def _update_held(self, lease: Lease, update: str, values: Mapping[str, Any] | None = None) -> WriteResult:
         """A conditional update on the expected owner and counter (the fencing condition)."""

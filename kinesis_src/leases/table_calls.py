@@ -1,13 +1,13 @@
-"""The lease table's calls as the coordinator awaits them.
+"""The lease table's calls as the coordinator (and its shard sync) awaits them.
 
 The coordinator's steps are coroutines written once. A synchronous caller
 (the lease simulation, tests, the CLI) runs one with
-:func:`~.in_place.run_sync`: the table's calls are made in place and the
-coroutine never suspends. On an event loop (the Consumer) each call awaits the asynchronous client where
-the table has a twin for it (every call but the reads of the leases alone
-and shard sync), or runs on a worker thread meanwhile (checkpoints too:
-the Consumer's acknowledgements write through here); every remaining thread
-hop of the coordinator is in this module.
+:func:`~kinesis_src.in_place.run_sync`: the table's calls are made in place
+and the coroutine never suspends. On an event loop (the Consumer) each call
+awaits the asynchronous client's twin; only a call that needs the table's
+layout before it is known (a table's first read, a fresh table's first
+shard sync) runs on a worker thread meanwhile. Every remaining thread hop
+of the coordinator is in this module.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ class TableCalls:
         self.offload = offload
         self.dynamodb = dynamodb
 
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``: in place, or on a worker thread with ``offload``."""
         if self.offload and not in_place():
             return await asyncio.to_thread(fn, *args)
         return fn(*args)
@@ -55,7 +56,7 @@ class TableCalls:
         dynamodb = None if in_place() else self.dynamodb()
         if dynamodb is not None and (not needs_layout or self.table.known_layout() is not None):
             return await getattr(self.table, f"a{op}")(dynamodb, *args)
-        return await self._call(getattr(self.table, op), *args)
+        return await self.run(getattr(self.table, op), *args)
 
     async def list_workers(self) -> dict[str, WorkerHeartbeat]:
         return await self._either("list_workers")
@@ -64,7 +65,16 @@ class TableCalls:
         return await self._either("scan", needs_layout=True)
 
     async def list_leases(self) -> list[Lease]:
-        return await self._call(self.table.list_leases)
+        return await self._either("list_leases", needs_layout=True)
+
+    async def create_lease(self, lease: Lease) -> bool:
+        return await self._either("create_lease", lease, needs_layout=True)
+
+    async def delete_lease(self, lease: Lease, only_if_shard_end: bool) -> bool:
+        return await self._either("delete_lease", lease, only_if_shard_end, needs_layout=True)
+
+    async def ensure_layout(self, expected_leases: int) -> object:
+        return await self.run(self.table.ensure_layout, expected_leases)
 
     async def take_lease(self, lease: Lease, owner: str) -> Lease | None:
         return await self._either("take_lease", lease, owner)
@@ -95,4 +105,4 @@ class TableCalls:
         return await self._either("deregister_worker", me)
 
     async def sync_shards(self, sync: SyncsShards, leases: Iterable[Lease] | None) -> object:
-        return await self._call(sync.run, leases)
+        return await sync.arun(leases)

@@ -45,6 +45,10 @@ class AsyncFakeKinesis:
         await self._enter("describe_stream", stream)
         return self.fake.summary(stream)
 
+    async def list_shards(self, stream: str, page_size: int = 1000) -> list[dict[str, Any]]:
+        await self._enter("list_shards", stream)
+        return self.fake.listing(stream)
+
     async def put_record(self, stream: str, partition_key: str, data: bytes) -> dict[str, Any]:
         await self._enter("put_record", stream)
         return self.fake.put_record(stream, partition_key, data)

@@ -254,12 +254,19 @@ class FakeKinesis:
         self.enter("list_shards", stream, exclusive_start_shard_id=exclusive_start_shard_id, shard_filter=shard_filter)
         if shard_filter and self.shard_filter == "rejected":
             raise InvalidRequestError("ListShards: InvalidArgumentException: ShardFilter not supported")
-        shards = sorted(self.stream(stream).shards.values(), key=lambda sh: sh.shard_id)
+        shards = self._sorted_shards(stream)
         if exclusive_start_shard_id and not self.ignores_exclusive_start:
             shards = [sh for sh in shards if sh.shard_id > exclusive_start_shard_id]
         if shard_filter and self.shard_filter == "supported":
             shards = [sh for sh in shards if passes_filter(sh, shard_filter)]
         return [sh.listing() for sh in shards]
+
+    def listing(self, stream: str) -> list[dict[str, Any]]:
+        """The whole stream's ListShards answer, without recording a call (the async twin records its own)."""
+        return [sh.listing() for sh in self._sorted_shards(stream)]
+
+    def _sorted_shards(self, stream: str) -> list[Any]:
+        return sorted(self.stream(stream).shards.values(), key=lambda sh: sh.shard_id)
 
     def get_shard_iterator(self, stream: str, shard_id: str, position: Position) -> str:
         self._wait(self.enter("get_shard_iterator", stream, shard_id, position))

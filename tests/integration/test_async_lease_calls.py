@@ -3,7 +3,8 @@
 Each async call must be its synchronous twin: the same stored item and the
 same answer (renewed, declared dead, replaced) for a heartbeat, the same
 view for a read of the table, the same item and refusal for a take, a steal
-request, a release and SHARD_END, and for the key-range claims' reads,
+request, a release and SHARD_END, for shard sync's lease creates, lists
+and deletes, and for the key-range claims' reads,
 renewals and deletes. DynamoDB Local.
 """
 
@@ -113,6 +114,24 @@ def test_the_async_take_request_and_release_write_what_the_sync_ones_write(
         assert stored_lease(dynamodb, table, "shard-a") == stored_lease(dynamodb, table, "shard-b")
     stale = replace(b, counter=b.counter - 1)  # a lease changed since it was read: refused, nothing written
     assert on_loop(dynamodb, lambda c: table.atake_lease(c, stale, "w3")) is None is table.take_lease(stale, "w3")
+
+
+def test_shard_sync_s_async_creates_lists_and_deletes_are_the_sync_ones(
+    dynamodb: DynamoDBClient, table: LeaseTable,
+) -> None:
+    assert table.create_lease(Lease("shard-a", Checkpoint.trim_horizon(), WHOLE))
+    assert on_loop(dynamodb, lambda c: table.acreate_lease(c, Lease("shard-b", Checkpoint.trim_horizon(), WHOLE)))
+    assert stored_lease(dynamodb, table, "shard-a") == stored_lease(dynamodb, table, "shard-b")
+    again = Lease("shard-a", Checkpoint.trim_horizon(), WHOLE)  # exists: refused by both, nothing written
+    assert not table.create_lease(again) and not on_loop(dynamodb, lambda c: table.acreate_lease(c, again))
+    assert on_loop(dynamodb, table.alist_leases) == table.list_leases()
+    a, b = table.get_lease("shard-a"), table.get_lease("shard-b")
+    assert a is not None and b is not None
+    assert not table.delete_lease(a, only_if_shard_end=True)  # not ended: kept by both
+    assert not on_loop(dynamodb, lambda c: table.adelete_lease(c, b, only_if_shard_end=True))
+    assert table.delete_lease(a, only_if_shard_end=False)
+    assert on_loop(dynamodb, lambda c: table.adelete_lease(c, b, only_if_shard_end=False))
+    assert table.list_leases() == [] == on_loop(dynamodb, table.alist_leases)
 
 
 def test_the_async_read_of_the_table_finds_what_the_sync_one_finds(dynamodb: DynamoDBClient, table_name: str) -> None:

@@ -14,6 +14,7 @@ from kinesis_src.consumer.range_claims import RangeClaim, live_and_dead, observe
 from kinesis_src.consumer.unit_split import UnitShardSync, wait_until_unread
 from kinesis_src.consumer.units import FULL, UnitMap
 from kinesis_src.errors import KinesisSourceError
+from kinesis_src.in_place import run_sync
 from kinesis_src.leases.expiry import ExpiryJudge
 from kinesis_src.leases.model import WorkerHeartbeat
 from lineage import KeyRange
@@ -77,7 +78,7 @@ class _CountingSync:
     def __init__(self) -> None:
         self.runs = 0
 
-    def run(self, leases: object = None) -> str:
+    async def arun(self, leases: object = None) -> str:
         self.runs += 1
         return "synced"
 
@@ -88,14 +89,18 @@ def test_a_retired_unit_s_lease_set_is_never_synced_again() -> None:
     maps = [UnitMap(), UnitMap().with_claim(lower, "sticky")]
     maps.append(maps[1].after(maps[1].splits[0]))
     sync = _CountingSync()
-    whole = UnitShardSync(sync, FULL, lambda: maps[0])
-    assert whole.run() == "synced"  # no registry: the whole space is the one unit
+
+    async def first() -> UnitMap:
+        return maps[0]
+
+    whole = UnitShardSync(sync, FULL, first)
+    assert run_sync(whole.arun()) == "synced"  # no registry: the whole space is the one unit
     maps.pop(0)
-    assert not whole.run().changed  # being split
+    assert not run_sync(whole.arun()).changed  # being split
     maps.pop(0)
-    assert not whole.run().changed  # split
+    assert not run_sync(whole.arun()).changed  # split
     assert sync.runs == 1
-    assert UnitShardSync(sync, lower, lambda: maps[0]).run() == "synced"
+    assert run_sync(UnitShardSync(sync, lower, first).arun()) == "synced"
 
 
 class _UnreadableRegistry:
