@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from lineage import KeyRange
 
 from ..aws import DynamoDBClient, KinesisClient
+from ..aws.botocore_dynamodb import BotocoreDynamoDB
 from ..errors import (
     DataLossError,
     KinesisSourceError,
@@ -34,7 +35,6 @@ from ..errors import (
     ShardNotFoundError,
 )
 from ..key_filter import filter_page
-from ..aws.botocore_dynamodb import BotocoreDynamoDB
 from ..leases.coordinator import LeaseCoordinator
 from ..leases.held_leases import HeldLeases
 from ..leases.model import Checkpoint, Lease
@@ -82,6 +82,7 @@ class StreamReader:
         self.metrics = metrics
         self.fan_out: FanOutTarget | None = None  # EFO: its unit's own stream consumer (.unit_readers)
         self.coordinator: LeaseCoordinator | None = None
+        self._claims: RangeClaims | None = None  # the stream's key-range claims, read before each shard sync
         self.held = HeldLeases[HeldShard]()  # the one held set: its coordinator's leases, this reader's holdings
         self.holdings = Holdings(self.held, metrics, config.prefetch_batches)
         self.filtered_checkpoint_interval_s = FILTERED_CHECKPOINT_INTERVAL_S
@@ -90,7 +91,7 @@ class StreamReader:
             self.on_lost, handout.progressed, config.end_ack_warning_s,
         )
 
-    # -- start and stop (on worker threads) --------------------------------------------------
+    # -- start and stop --------------------------------------------------------------------
 
     def lease_table(self) -> LeaseTable:
         c = self.config
@@ -128,7 +129,9 @@ class StreamReader:
         )
 
     async def _read_units(self) -> UnitMap:
-        claims = RangeClaims.of(self.config, self.stream)
+        if self._claims is None:
+            self._claims = RangeClaims.of(self.config, self.stream)
+        claims = self._claims
         return (await claims.aread_all(self.handout.dynamodb or BotocoreDynamoDB(claims.dynamodb)))[1]
 
     async def stop_fetching(self) -> None:
