@@ -35,13 +35,13 @@ from ..errors import (
     KinesisSourceError,
     LeaseLostError,
 )
+from ..in_place import run_sync
 from ..names import validate_worker_id
 from ..positions import Position
 from ..records import ChildShard
 from .cycle_report import CycleReport
 from .cycle_report import transient as _transient
 from .held_leases import HeldLeases
-from ..in_place import run_sync
 from .listener import LeaseListener, NoListener, SyncsShards
 from .model import (
     Checkpoint,
@@ -370,8 +370,7 @@ class LeaseCoordinator:
     def _declared_dead(self) -> None:
         """Another worker deleted our heartbeat: every lease may be someone else's by now, those of takes
         still in flight included (:meth:`~.ownership.Ownership.take` does not hold them)."""
-        with self.held_leases.lock:
-            self.held_leases.incarnation += 1
+        self.held_leases.new_incarnation()
         for lease in self.held_leases.leases().values():
             self.ownership.drop(lease, "this worker was declared dead", self._cycle_report)
 

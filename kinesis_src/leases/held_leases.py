@@ -38,18 +38,27 @@ class HeldLeases(Generic[H]):
     a take sent before that is not held (:meth:`~.ownership.Ownership.take`)."""
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()
+        self._lock = threading.RLock()
         self.incarnation = 0
         self._entries: dict[str, Held[H]] = {}
 
     # -- the coordinator's side -----------------------------------------------------------
 
-    def hold(self, lease: Lease, now: float) -> None:
-        """Hold ``lease``; a holding still attached (an earlier one of the shard) stays for the reader to retire."""
-        with self.lock:
+    def hold(self, lease: Lease, now: float, incarnation: int | None = None) -> bool:
+        """Hold ``lease``; False, not held, if ``incarnation`` (the take's) is no longer the worker's. A
+        holding still attached (an earlier one of the shard) stays for the reader to retire."""
+        with self._lock:
+            if incarnation is not None and incarnation != self.incarnation:
+                return False
             before = self._entries.get(lease.shard_id)
             holding = None if before is None else before.holding
             self._entries[lease.shard_id] = Held(lease, RateMeter(now), now, holding)
+            return True
+
+    def new_incarnation(self) -> None:
+        """The worker learnt it was declared dead: takes sent before now are not held."""
+        with self._lock:
+            self.incarnation += 1
 
     def lease(self, shard_id: str) -> Lease | None:
         entry = self._kept(shard_id)
@@ -57,7 +66,7 @@ class HeldLeases(Generic[H]):
 
     def leases(self) -> dict[str, Lease]:
         """Every lease held now (a copy)."""
-        with self.lock:
+        with self._lock:
             return {shard_id: e.lease for shard_id, e in self._entries.items() if e.kept}
 
     def meter(self, shard_id: str) -> RateMeter | None:
@@ -70,14 +79,14 @@ class HeldLeases(Generic[H]):
 
     def update(self, lease: Lease, same_counter: bool = False) -> None:
         """The held lease as written or read now; with ``same_counter``, only if still held at its counter."""
-        with self.lock:
+        with self._lock:
             entry = self._kept(lease.shard_id)
             if entry is not None and (not same_counter or entry.lease.counter == lease.counter):
                 entry.lease = lease
 
     def let_go(self, shard_id: str, counter: int | None = None) -> Lease | None:
         """Stop holding the shard (only the holding at ``counter``, if given); the lease let go, or None."""
-        with self.lock:
+        with self._lock:
             entry = self._kept(shard_id)
             if entry is None or (counter is not None and entry.lease.counter != counter):
                 return None
@@ -87,7 +96,7 @@ class HeldLeases(Generic[H]):
             return entry.lease
 
     def _kept(self, shard_id: str) -> Held[H] | None:
-        with self.lock:
+        with self._lock:
             entry = self._entries.get(shard_id)
             return entry if entry is not None and entry.kept else None
 
@@ -95,24 +104,24 @@ class HeldLeases(Generic[H]):
 
     def attach(self, shard_id: str, holding: H) -> None:
         """The reader's state of the holding of a held shard (replacing any earlier one)."""
-        with self.lock:
+        with self._lock:
             entry = self._kept(shard_id)
             if entry is None:
                 raise RuntimeError(f"shard {shard_id} is not held: no holding can be attached to it")
             entry.holding = holding
 
     def holding(self, shard_id: str) -> H | None:
-        with self.lock:
+        with self._lock:
             entry = self._entries.get(shard_id)
             return None if entry is None else entry.holding
 
     def holdings(self) -> list[H]:
-        with self.lock:
+        with self._lock:
             return [e.holding for e in self._entries.values() if e.holding is not None]
 
     def detach(self, shard_id: str, holding: H) -> bool:
         """Retire ``holding`` if it is the shard's current one (an entry let go leaves with it); True if it was."""
-        with self.lock:
+        with self._lock:
             entry = self._entries.get(shard_id)
             if entry is None or entry.holding is not holding:
                 return False

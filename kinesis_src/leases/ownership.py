@@ -44,9 +44,10 @@ SyncLeases = Callable[[Iterable[Lease]], Awaitable[object | None]]
 class Ownership:
     """The steps that change who holds what, over the worker's one held set (:mod:`.held_leases`).
 
-    ``where`` names the stream and table in errors; ``sync``: the coordinator's shard sync (None without one), run when a
-    merge child's other parent has no lease yet; ``wake``: runs the next
-    cycle now (a shard ended: its children are leasable).
+    ``where`` names the stream and table in errors; ``sync``: the
+    coordinator's shard sync (None without one), run when a merge child's
+    other parent has no lease yet; ``wake``: runs the next cycle now (a
+    shard ended: its children are leasable).
     """
 
     def __init__(
@@ -254,12 +255,9 @@ class Ownership:
             log.debug("worker %s lost the race for %s", self.worker_id, lease.shard_id)
             report.lost_races.append(lease.shard_id)
             return False
-        with held.lock:
-            declared_dead = incarnation != held.incarnation
-            if not declared_dead:
-                held.hold(taken, self.clock())
+        kept = held.hold(taken, self.clock(), incarnation)
         self.note_change(() if victim is None else (victim,))
-        if declared_dead:
+        if not kept:
             log.info("worker %s took %s as it learnt it had been declared dead: not held", self.worker_id,
                      lease.shard_id)
             return False
