@@ -124,7 +124,7 @@ class Registrations:
     """The stream consumers one worker registered (or found), by (stream, name); thread-safe.
 
     A unit read again (handed over, then back) reuses its target without a call,
-    and :meth:`deregister_all` reaches the consumers of units this worker no
+    and :meth:`aderegister_all` reaches the consumers of units this worker no
     longer reads as well as those it does.
     """
 
@@ -134,21 +134,18 @@ class Registrations:
 
     def register(self, kinesis: Callable[[], KinesisClient], stream: str, name: str) -> FanOutTarget:
         """:func:`register`, once per (stream, name); ``kinesis`` makes the client only when needed."""
-        with self._lock:
-            known = self._targets.get((stream, name))
-        if known is not None:
-            return known
-        target = register(kinesis(), stream, name)
-        with self._lock:
-            return self._targets.setdefault((stream, name), target)
+        return self._known(stream, name) or self._keep(stream, name, register(kinesis(), stream, name))
 
     async def aregister(self, kinesis: AsyncKinesisClient, stream: str, name: str) -> FanOutTarget:
         """:meth:`register` on the Consumer's event loop."""
+        return self._known(stream, name) or self._keep(stream, name, await aregister(kinesis, stream, name))
+
+    def _known(self, stream: str, name: str) -> FanOutTarget | None:
         with self._lock:
-            known = self._targets.get((stream, name))
-        if known is not None:
-            return known
-        target = await aregister(kinesis, stream, name)
+            return self._targets.get((stream, name))
+
+    def _keep(self, stream: str, name: str, target: FanOutTarget) -> FanOutTarget:
+        """The target registered first (two registrations of one unit may race): kept, and returned."""
         with self._lock:
             return self._targets.setdefault((stream, name), target)
 

@@ -283,6 +283,22 @@ def test_a_wrong_option_fails_before_anything_is_read_naming_it(options: dict[st
     run(scenario)
 
 
+def test_process_before_the_consumer_started_fails_naming_the_fix_and_reads_nothing() -> None:
+    async def scenario() -> None:
+        consumer = ScriptedConsumer()  # its handout has no open clients: start() never ran
+        consumer.put("shard-1", [("a", 1)])
+
+        async def handler(record: DeliveredRecord) -> None:
+            raise AssertionError("a record was processed")
+
+        for dead_letter in (None, "letters"):
+            with pytest.raises(ConfigurationError, match="inside `async with Consumer"):
+                await process(consumer, handler, dead_letter=dead_letter)
+        assert consumer.pulled == 0
+
+    run(scenario)
+
+
 # -- the whole loop under random outcomes and completion orders ---------------------------------
 
 from hypothesis import example, given, settings

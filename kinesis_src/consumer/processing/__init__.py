@@ -19,6 +19,7 @@ from .dead_letter import (
     DeadLetterCallable,
     DeadLetterReason,
     StreamDeadLetter,
+    not_started,
     open_dead_letter,
 )
 from .delivered import DeliveredRecord
@@ -88,7 +89,7 @@ async def process(
     config, handout = consumer.config, consumer.handout
     sink = await open_dead_letter(dead_letter, handout.kinesis)
     if handout.dynamodb is None:
-        raise ConfigurationError("process() runs inside `async with Consumer(...) as consumer:`, once it started")
+        raise not_started()
     for stream in config.streams:
         await claim_ordering(handout.dynamodb, config.lease_table_name, config.application_name, stream,
                              options.ordering, config.worker_id)

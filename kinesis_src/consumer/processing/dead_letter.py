@@ -139,7 +139,7 @@ async def open_dead_letter(dead_letter: str | DeadLetterCallable | None, kinesis
             f"dead_letter must be a Kinesis stream name, a callable taking a DeadLetter, or None; got {dead_letter!r}"
         )
     if kinesis is None:
-        raise ConfigurationError("process() runs inside `async with Consumer(...) as consumer:`, once it started")
+        raise not_started()
     try:
         await kinesis.describe_stream(dead_letter)
     except StreamNotFoundError as exc:
@@ -148,6 +148,11 @@ async def open_dead_letter(dead_letter: str | DeadLetterCallable | None, kinesis
             "(one shard is enough for a trickle of dead letters), or pass another dead_letter"
         ) from exc
     return StreamDeadLetter(kinesis, dead_letter)
+
+
+def not_started() -> ConfigurationError:
+    """process() before the consumer started: it writes with the consumer's open clients."""
+    return ConfigurationError("process() runs inside `async with Consumer(...) as consumer:`, once it started")
 
 
 def now_utc() -> datetime:
