@@ -5,7 +5,7 @@ stream binding's) are written once as coroutines; synchronous callers (the
 lease simulation, tests, the CLI, Spark) run them with :func:`run_sync`,
 during which :func:`in_place` is true and each call blocks instead of
 awaiting an async client or a worker thread (:mod:`.leases.table_calls`,
-:class:`.aws.async_dynamodb.BotocoreDynamoDB`).
+:class:`.aws.botocore_dynamodb.BotocoreDynamoDB`).
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ The same requests, retry policy, error translation and :class:`WriteResult`
 as :class:`.dynamodb.DynamoDBClient`'s: a failed condition is an answer
 (``ok=False`` with the item as it stood), never retried. They let
 checkpoints, heartbeats and the coordinator's reads of the heartbeats run
-without a hop to a worker thread (docs/architecture.md). Where aiobotocore cannot serve (:func:`usable`: a moto mock, which answers
-only botocore's own client, or an endpoint URL with a path),
+without a hop to a worker thread (docs/architecture.md). Where aiobotocore
+cannot serve (:func:`usable`: a moto mock, which answers only botocore's
+own client, or an endpoint URL with a path),
 :class:`BotocoreDynamoDB` offers the same calls over the botocore client,
 each on a worker thread: callers await one interface either way
 (:func:`open_async_dynamodb`). It also runs a step written once for both

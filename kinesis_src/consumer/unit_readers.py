@@ -28,8 +28,8 @@ from lineage import KeyRange
 from ..aws import DynamoDBClient, KinesisClient
 from ..clock import since_boot
 from ..errors import ConsumerLimitError, KinesisSourceError
-from ..leases.expiry import ExpiryJudge
 from ..in_place import run_sync
+from ..leases.expiry import ExpiryJudge
 from ..retrieval.registration import ConsumerMode, Registrations, unit_consumer_name
 from .batch import Batch
 from .range_claims import RangeClaims, live_and_dead

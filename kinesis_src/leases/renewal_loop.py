@@ -16,8 +16,8 @@ import logging
 from typing import Callable
 
 from ..errors import KinesisSourceError
-from .cycle_report import transient
 from ..in_place import run_sync
+from .cycle_report import transient
 from .renewal import HeartbeatRenewal, RenewalMode
 from .step_loop import StepLoop
 from .timing import LeaseTiming
