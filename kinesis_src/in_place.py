@@ -10,8 +10,10 @@ awaiting an async client or a worker thread (:mod:`.leases.table_calls`,
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
-from typing import Any, Coroutine, TypeVar
+import time
+from typing import Any, Callable, Coroutine, TypeVar
 
 T = TypeVar("T")
 
@@ -34,3 +36,13 @@ def run_sync(step: Coroutine[Any, Any, T]) -> T:
 def in_place() -> bool:
     """True while :func:`run_sync` runs a step on this thread."""
     return _IN_PLACE.get()
+
+
+async def pause(seconds: float, sleep: Callable[[float], object] | None = None) -> None:
+    """Wait ``seconds``: with ``sleep`` (a test's clock) by it, in place by blocking, on a loop by awaiting."""
+    if sleep is not None:
+        sleep(seconds)
+    elif in_place():
+        time.sleep(seconds)
+    else:
+        await asyncio.sleep(seconds)

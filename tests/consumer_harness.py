@@ -145,3 +145,11 @@ async def until(condition: Callable[[], bool], what: str, timeout_s: float = 5.0
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.001)
+
+
+def awaiting(fn: Callable[[], T]) -> Callable[[], Awaitable[T]]:
+    """An async stand-in answering what ``fn()`` answers (a reading of heartbeats, a beat)."""
+    async def call() -> T:
+        return fn()
+
+    return call

@@ -19,6 +19,7 @@ from collections import Counter
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
+from botocore import xform_name
 from botocore.exceptions import ClientError
 
 from ..config import AwsSettings
@@ -34,6 +35,7 @@ from .dynamodb_results import (
     WriteResult,
     aconditional,
     delete_args,
+    error_code,
     put_args,
     query_args,
     transact_failure,
@@ -114,17 +116,30 @@ class AsyncDynamoDBClient:
         return transact_outcome(await self._call("TransactWriteItems", table, attempt), len(actions))
 
     async def query(self, table: str, hash_name: str, hash_value: str, range_name: str | None = None,
-                    range_prefix: str | None = None) -> list[Item]:
-        """Every item under one partition key (optionally a sort-key prefix), all pages, read consistently."""
-        request = query_args(table, hash_name, hash_value, range_name, range_prefix)
+                    range_prefix: str | None = None, limit: int | None = None) -> list[Item]:
+        """Every item under one partition key (optionally a sort-key prefix), all pages, read consistently;
+        with ``limit``, at most that many (one request)."""
+        request = query_args(table, hash_name, hash_value, range_name, range_prefix, limit=limit)
         items: list[Item] = []
         while True:
             out = await self._call("Query", table, lambda req=dict(request): self._open().query(**req))
             items.extend(out.get("Items", ()))
             start = out.get("LastEvaluatedKey")
-            if not start:
+            if not start or limit is not None:
                 return items
             request["ExclusiveStartKey"] = start
+
+    async def admin(self, operation: str, table: str, request: dict[str, Any], absent: str | None = None) -> Any:
+        """One table-management call (:mod:`.dynamodb_tables`); None if it fails with the error code ``absent``."""
+        async def attempt() -> Any:
+            try:
+                return await getattr(self._open(), xform_name(operation))(**request)
+            except ClientError as exc:
+                if absent is not None and error_code(exc) == absent:
+                    return None
+                raise
+
+        return await self._call(operation, table, attempt)
 
     def _open(self) -> Any:
         if self._client is None:

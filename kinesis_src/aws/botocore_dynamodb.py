@@ -25,6 +25,10 @@ class BotocoreDynamoDB:
         self.client = client
 
     @property
+    def endpoint(self) -> str:
+        return self.client.endpoint
+
+    @property
     def requests(self) -> Any:
         """Requests by operation, the botocore client's count."""
         return self.client.requests
@@ -57,5 +61,9 @@ class BotocoreDynamoDB:
         return await self._run(self.client.transact_write, table, actions)
 
     async def query(self, table: str, hash_name: str, hash_value: str, range_name: str | None = None,
-                    range_prefix: str | None = None) -> list[Item]:
-        return await self._run(self.client.query, table, hash_name, hash_value, range_name, range_prefix)
+                    range_prefix: str | None = None, limit: int | None = None) -> list[Item]:
+        return await self._run(self.client.query, table, hash_name, hash_value, range_name, range_prefix,
+                               limit=limit)
+
+    async def admin(self, operation: str, table: str, request: dict[str, Any], absent: str | None = None) -> Any:
+        return await self._run(self.client.admin, operation, table, request, absent)

@@ -30,6 +30,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import botocore.session
+from botocore import xform_name
 from botocore.exceptions import ClientError
 
 from ..clock import since_boot
@@ -50,6 +51,8 @@ from .dynamodb_results import (
     WriteResult,
     conditional,
     delete_args,
+    describe,
+    error_code,
     put_args,
     query_args,
     transact_failure,
@@ -58,7 +61,6 @@ from .dynamodb_results import (
     update_args,
     write_result,
 )
-from .dynamodb_tables import TableAdmin
 
 __all__ = ["CapacityMeter", "DynamoDBClient", "Item", "TableDescription", "TransactOutcome", "WriteResult"]
 
@@ -68,7 +70,7 @@ log = logging.getLogger(__name__)
 _BATCH_WRITE_MAX = 25
 
 
-class DynamoDBClient(TableAdmin):
+class DynamoDBClient:
     """The only DynamoDB botocore user.
 
     One botocore client, safe to share between threads, not picklable:
@@ -131,6 +133,30 @@ class DynamoDBClient(TableAdmin):
 
     def table_missing(self, table: str, operation: str) -> LeaseTableNotFoundError:
         return table_missing(table, operation, self.endpoint, self.settings.region)
+
+    # -- tables (the steps: :mod:`.dynamodb_tables`) --------------------------------
+
+    def admin(self, operation: str, table: str, request: dict[str, Any], absent: str | None = None) -> Any:
+        """One table-management call; None if it fails with the error code ``absent``."""
+        method = getattr(self._client, xform_name(operation))
+
+        def attempt() -> Any:
+            try:
+                return method(**request)
+            except ClientError as exc:
+                if absent is not None and error_code(exc) == absent:
+                    return None
+                raise
+
+        return self._call(operation, table, attempt)
+
+    def describe_table(self, table: str) -> TableDescription | None:
+        """The table's description, or None when it does not exist."""
+        raw = self.admin("DescribeTable", table, {"TableName": table}, absent="ResourceNotFoundException")
+        return None if raw is None else describe(raw["Table"])
+
+    def delete_table(self, table: str) -> None:
+        self.admin("DeleteTable", table, {"TableName": table})
 
     # -- items ---------------------------------------------------------------------
 

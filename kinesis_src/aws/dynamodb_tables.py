@@ -1,140 +1,86 @@
-"""Table management: describe, create if missing, TTL, wait until ACTIVE, delete
-(mixed into :class:`~.dynamodb.DynamoDBClient`)."""
+"""Table management, written once for both clients: describe, create if missing, TTL, wait until ACTIVE.
+
+Each step awaits ``dynamodb.admin`` (:class:`~.async_dynamodb.AsyncDynamoDBClient`, or
+:class:`~.botocore_dynamodb.BotocoreDynamoDB`, which a synchronous caller runs in place).
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, Protocol
 
-from botocore.exceptions import ClientError
+from ..errors import AccessDeniedError, InvalidRequestError, KinesisSourceError
+from ..in_place import pause
+from .dynamodb_results import TableDescription, describe
 
-from ..errors import (
-    AccessDeniedError,
-    InvalidRequestError,
-    KinesisSourceError,
-    LeaseTableNotFoundError,
-)
-from .dynamodb_results import TableDescription, describe, error_code
-
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-class TableAdmin:
-    """What the lease table's ``ensure_table`` needs; uses the client's ``_call`` and ``_client``."""
-
-    _client: Any
+class Admin(Protocol):
     endpoint: str
 
-    def _call(self, operation: str, table: str, fn: Callable[[], T]) -> T:
-        raise NotImplementedError  # DynamoDBClient._call
+    async def admin(self, operation: str, table: str, request: dict[str, Any],
+                    absent: str | None = None) -> dict[str, Any] | None: ...
 
-    def table_missing(self, table: str, operation: str) -> LeaseTableNotFoundError:
-        raise NotImplementedError  # DynamoDBClient.table_missing
 
-    def describe_table(self, table: str) -> TableDescription | None:
-        """The table's description, or None when it does not exist."""
+async def describe_table(dynamodb: Admin, table: str, must_exist: bool = False) -> TableDescription | None:
+    """The table's description; None when it does not exist, or, with ``must_exist``, the error naming it."""
+    raw = await dynamodb.admin("DescribeTable", table, {"TableName": table},
+                               absent=None if must_exist else "ResourceNotFoundException")
+    return None if raw is None else describe(raw["Table"])
 
-        def attempt() -> dict[str, Any] | None:
-            try:
-                return self._client.describe_table(TableName=table)["Table"]
-            except ClientError as exc:
-                if error_code(exc) == "ResourceNotFoundException":
-                    return None
-                raise
 
-        raw = self._call("DescribeTable", table, attempt)
-        return None if raw is None else describe(raw)
+async def create_table_if_missing(dynamodb: Admin, table: str, hash_key: str, range_key: str,
+                                  timeout_s: float = 120.0) -> tuple[TableDescription, bool]:
+    """Create an on-demand table unless it exists, and wait until ACTIVE: (description, created).
 
-    def create_table_if_missing(
-        self,
-        table: str,
-        hash_key: str,
-        range_key: str,
-        timeout_s: float = 120.0,
-    ) -> tuple[TableDescription, bool]:
-        """Create an on-demand table unless it exists; wait until ACTIVE.
+    Safe to race (a concurrent creator's table is "exists"). TTL is the caller's next step
+    (:func:`ensure_ttl`), once it has checked that an existing table is its own.
+    """
+    existing = await describe_table(dynamodb, table)
+    if existing is not None:
+        return existing if existing.status == "ACTIVE" else await wait_active(dynamodb, table, timeout_s), False
+    keys = [(hash_key, "HASH"), (range_key, "RANGE")]
+    request = {"TableName": table, "BillingMode": "PAY_PER_REQUEST",
+               "KeySchema": [{"AttributeName": name, "KeyType": kind} for name, kind in keys],
+               "AttributeDefinitions": [{"AttributeName": name, "AttributeType": "S"} for name, _ in keys]}
+    created = await dynamodb.admin("CreateTable", table, request, absent="ResourceInUseException") is not None
+    return await wait_active(dynamodb, table, timeout_s), created
 
-        Returns (description, created). Idempotent and safe to race: a
-        ResourceInUseException from a concurrent creator means "exists".
-        TTL is the caller's next step (:meth:`ensure_ttl`), once it has
-        checked that an existing table is its own.
-        """
-        existing = self.describe_table(table)
-        if existing is not None:
-            return self.wait_active(table, timeout_s) if existing.status != "ACTIVE" else existing, False
 
-        def attempt() -> bool:
-            try:
-                self._client.create_table(
-                    TableName=table,
-                    KeySchema=[
-                        {"AttributeName": hash_key, "KeyType": "HASH"},
-                        {"AttributeName": range_key, "KeyType": "RANGE"},
-                    ],
-                    AttributeDefinitions=[
-                        {"AttributeName": hash_key, "AttributeType": "S"},
-                        {"AttributeName": range_key, "AttributeType": "S"},
-                    ],
-                    BillingMode="PAY_PER_REQUEST",
-                )
-                return True
-            except ClientError as exc:
-                if error_code(exc) == "ResourceInUseException":
-                    return False
-                raise
+async def ensure_ttl(dynamodb: Admin, table: str, attribute: str) -> None:
+    """Enable TTL on ``attribute`` unless it is on already; warn when that cannot be done.
 
-        created = self._call("CreateTable", table, attempt)
-        return self.wait_active(table, timeout_s), created
+    Checked on every start: a creator that died before enabling it leaves items that never
+    expire. TTL is garbage collection only, so a denial or another attribute is a warning.
+    """
+    try:
+        found = (await dynamodb.admin("DescribeTimeToLive", table, {"TableName": table}) or {}).get(
+            "TimeToLiveDescription") or {}
+        status, current = found.get("TimeToLiveStatus"), found.get("AttributeName")
+        if status in ("ENABLED", "ENABLING") and current == attribute:
+            return
+        if status != "DISABLED":  # on another attribute, or still being disabled: not ours to change
+            log.warning("table %r: TTL is %s on attribute %r, not enabled on %r: items of dead workers are "
+                        "not cleaned up", table, status, current, attribute)
+            return
+        await dynamodb.admin("UpdateTimeToLive", table, {
+            "TableName": table, "TimeToLiveSpecification": {"Enabled": True, "AttributeName": attribute}})
+        log.info("table %r: enabled TTL on attribute %r", table, attribute)
+    except (AccessDeniedError, InvalidRequestError) as exc:  # denied, or a concurrent starter enabled it
+        log.warning("table %r: could not check or enable TTL on %r: %s", table, attribute, exc)
 
-    def ensure_ttl(self, table: str, attribute: str) -> None:
-        """Enable TTL on ``attribute`` unless it is on already; warn when that cannot be done.
 
-        Checked on every start, not only right after CreateTable: a creator
-        that died between CreateTable and UpdateTimeToLive leaves a table
-        whose dead workers' items never expire. TTL is garbage collection
-        only, so a missing permission or a TTL on another attribute (the
-        operator's choice) is a warning, not a failure.
-        """
-        try:
-            found = self._call(
-                "DescribeTimeToLive", table, lambda: self._client.describe_time_to_live(TableName=table)
-            ).get("TimeToLiveDescription") or {}
-            status, current = found.get("TimeToLiveStatus"), found.get("AttributeName")
-            if status in ("ENABLED", "ENABLING") and current == attribute:
-                return
-            if status != "DISABLED":  # on another attribute, or still being disabled: not ours to change
-                log.warning(
-                    "table %r: TTL is %s on attribute %r, not enabled on %r: items of dead workers are "
-                    "not cleaned up", table, status, current, attribute,
-                )
-                return
-            self._call(
-                "UpdateTimeToLive",
-                table,
-                lambda: self._client.update_time_to_live(
-                    TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": attribute}
-                ),
+async def wait_active(dynamodb: Admin, table: str, timeout_s: float = 120.0, poll_s: float = 0.2) -> TableDescription:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        description = await describe_table(dynamodb, table, must_exist=True)
+        assert description is not None
+        if description.status == "ACTIVE":
+            return description
+        if time.monotonic() > deadline:
+            raise KinesisSourceError(
+                f"DynamoDB table {table!r} still {description.status} after {timeout_s:.0f}s at {dynamodb.endpoint}"
             )
-            log.info("table %r: enabled TTL on attribute %r", table, attribute)
-        except (AccessDeniedError, InvalidRequestError) as exc:  # denied, or a concurrent starter enabled it
-            log.warning("table %r: could not check or enable TTL on %r: %s", table, attribute, exc)
-
-    def wait_active(self, table: str, timeout_s: float = 120.0, poll_s: float = 0.2) -> TableDescription:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            description = self.describe_table(table)
-            if description is None:
-                raise self.table_missing(table, "DescribeTable")
-            if description.status == "ACTIVE":
-                return description
-            if time.monotonic() > deadline:
-                raise KinesisSourceError(
-                    f"DynamoDB table {table!r} still {description.status} after {timeout_s:.0f}s at "
-                    f"{self.endpoint}"
-                )
-            time.sleep(poll_s)
-
-    def delete_table(self, table: str) -> None:
-        self._call("DeleteTable", table, lambda: self._client.delete_table(TableName=table))
+        await pause(poll_s)

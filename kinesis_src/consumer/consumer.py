@@ -133,16 +133,13 @@ class Consumer:
             connections = FAN_OUT_CONNECTIONS if config.consumer_mode is ConsumerMode.EFO else POLLING_CONNECTIONS
             client = AsyncKinesisClient(config.settings, connections)
             handout.kinesis = await client.__aenter__()
-        opening = asyncio.ensure_future(open_async_dynamodb(config.settings))  # on the loop while the thread prepares
         try:
-            await self.units.in_thread(self._new_coordinator)
-            handout.dynamodb = await opening
+            handout.dynamodb = await open_async_dynamodb(config.settings)
+            await self.units.prepare(self._guard)
             for key, reader in list(self.readers.items()):  # one at a time: each unit's heartbeat, then its start
                 if not await self.units.start_reader(reader):
                     del self.readers[key]  # claimed meanwhile
         except BaseException:
-            if handout.dynamodb is None:
-                handout.dynamodb = await _result_or_none(opening)
             await self._abort_start()
             raise
         self._housekeeping = asyncio.create_task(self._housekeep(), name=f"consumer-{self.worker_id}")
@@ -152,13 +149,8 @@ class Consumer:
             "" if config.key_range is None else f", key range {config.key_range}",
         )
 
-    def _new_coordinator(self) -> None:
-        """Every reader's lease coordinator, on a worker thread (:meth:`.unit_readers.UnitReaders.prepare`)."""
-        self.units.prepare(self._guard)
-
     async def _abort_start(self) -> None:
-        """Undo a start that failed or was cancelled. A cancellation leaves its thread running (a
-        coordinator still starting, a claim being written): wait for it first, then stop what it started."""
+        """Undo a start that failed or was cancelled: stop what it started, release what it claimed."""
         self.handout.stopping = True
         self._sigterm.remove()
         if self.handout.dynamodb is None:  # its opening failed: what the start wrote is undone without it
@@ -300,10 +292,3 @@ class Consumer:
                 next_log += self.config.metrics_interval_s
                 log.info("%s", self.metrics.summary())
 
-
-async def _result_or_none(future: asyncio.Future[T]) -> T | None:
-    """A start's side task, once it ended: its result, or None if it failed or was cancelled."""
-    try:
-        return await asyncio.shield(future)
-    except BaseException:  # noqa: BLE001 - the start's own error is the one raised
-        return None

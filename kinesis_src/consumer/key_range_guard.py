@@ -39,16 +39,16 @@ class KeyRangeGuard:
     def _claims_of(self, stream: str) -> RangeClaims:
         return RangeClaims.of(self.config, stream)
 
-    # -- on worker threads, during start() and close() -------------------------------------------
+    # -- during start() and close() ---------------------------------------------------------------
 
-    def before_start(self) -> None:
+    async def before_start(self) -> None:
         """Sticky: claim the range on every stream (recording the unit splits it needs)."""
         c = self.config
         if c.key_range is None:
             return
         for stream in c.streams:
             claims = self._claims_of(stream)
-            claims.claim(c.worker_id, c.key_range)
+            await claims.aclaim(self._dynamodb(), c.worker_id, c.key_range)  # type: ignore[arg-type]
             self.claims[stream] = claims
         self._beaten_at = time.monotonic()
 
@@ -62,7 +62,7 @@ class KeyRangeGuard:
                             self.config.worker_id, stream, exc)
         self.claims.clear()
 
-    def beat_if_due(self) -> None:
+    async def beat_if_due(self) -> None:
         """Renew the claims when a renewal is due: long waits at start (splits, hand-overs) call it.
 
         A claim found gone ends the wait with KeyRangeClaimLostError: workers without a range took
@@ -71,7 +71,7 @@ class KeyRangeGuard:
         if time.monotonic() - self._beaten_at >= c.lease_timing.renew_s:
             self._beaten_at = time.monotonic()
             for stream, claims in list(self.claims.items()):
-                if not claims.renew():
+                if not await claims.arenew(self._dynamodb()):  # type: ignore[arg-type]
                     self.claims.pop(stream, None)
                     raise KeyRangeClaimLostError(
                         f"worker {c.worker_id}'s claim of key range {c.key_range} on stream {stream!r} was removed "

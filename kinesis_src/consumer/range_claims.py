@@ -20,14 +20,16 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, TypeVar
 
 from lineage import KeyRange
 
 from ..aws import DynamoDBClient
+from ..aws.botocore_dynamodb import BotocoreDynamoDB
 from ..aws.dynamodb import Item
 from ..clock import since_boot
 from ..errors import KeyRangeInUseError, KinesisSourceError
+from ..in_place import pause, run_sync
 from ..leases.expiry import ExpiryJudge, Watch
 from ..leases.schema.consumer_items import HEARTBEAT, SESSION, VERSION, range_claim_fields, range_claim_item
 from ..leases.schema.keys import HASH_KEY, RANGE_KEY
@@ -69,18 +71,22 @@ class RangeClaim:
 
 
 class RangeClaims:
-    """The key-range claims of one application's stream, and this worker's own claim in it."""
+    """The key-range claims of one application's stream, and this worker's own claim in it.
+
+    Each operation is a coroutine awaiting ``dynamodb`` (the consumer's async client); the plain
+    names run it in place on the claims' own client (:func:`~kinesis_src.in_place.run_sync`).
+    """
 
     def __init__(self, dynamodb: DynamoDBClient, table_name: str, application: str, stream: str,
                  failover_s: float, clock: Callable[[], float] = since_boot,
-                 sleep: Callable[[float], object] = time.sleep) -> None:
+                 sleep: Callable[[float], object] | None = None) -> None:
         self.dynamodb = dynamodb
         self.table_name = table_name
         self.application = application
         self.stream = stream
         self.failover_s = failover_s
         self.clock = clock
-        self.sleep = sleep  # waits on ``clock`` while rival claims are watched
+        self.sleep = sleep  # a test's clock: waits on ``clock`` while rival claims are watched
         self.partition = ranges_partition(application, stream)
         self.mine: RangeClaim | None = None
 
@@ -89,6 +95,9 @@ class RangeClaims:
         """The claims of ``stream`` in a consumer's lease table."""
         return cls(DynamoDBClient(config.settings), config.lease_table_name, config.application_name,  # type: ignore[arg-type]
                    stream, config.lease_timing.failover_s)
+
+    def _in_place(self) -> BotocoreDynamoDB:
+        return BotocoreDynamoDB(self.dynamodb)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -99,25 +108,28 @@ class RangeClaims:
 
     def read_all(self) -> tuple[int, UnitMap, list[RangeClaim]]:
         """The registration version, the unit map and every claim (live or not), in claim order."""
-        return _registry_of(self.dynamodb.query(self.table_name, HASH_KEY, self.partition))
+        return run_sync(self.aread_all(self._in_place()))
 
     async def aread_all(self, dynamodb: AsyncDynamoDB) -> tuple[int, UnitMap, list[RangeClaim]]:
-        """:meth:`read_all` by ``dynamodb`` on the caller's event loop."""
         return _registry_of(await dynamodb.query(self.table_name, HASH_KEY, self.partition))
 
     # -- this worker's claim ----------------------------------------------------------------
 
     def claim(self, worker_id: str, key_range: KeyRange) -> RangeClaim:
+        return run_sync(self.aclaim(self._in_place(), worker_id, key_range))
+
+    async def aclaim(self, dynamodb: AsyncDynamoDB, worker_id: str, key_range: KeyRange) -> RangeClaim:
         """Claim ``key_range``; KeyRangeInUseError naming the first live overlapping claim of another range."""
         for _ in range(MAX_ROUNDS):
-            version, units, claims = self.read_all()
+            version, units, claims = await self.aread_all(dynamodb)
             rivals = [c for c in claims if c.worker_id != worker_id and c.key_range != key_range
                       and c.key_range.overlaps(key_range)]
             if rivals:
-                self._refuse_live(rivals, key_range)  # raises, or deleted them all as dead: read again
+                await self._refuse_live(dynamodb, rivals, key_range)  # raises, or deleted them as dead: read again
                 continue
             mine = RangeClaim(worker_id, key_range, uuid.uuid4().hex[:12], 0, version + 1)
-            if self._register(mine, version, units.with_claim(key_range, worker_id)):
+            put = {"Put": {"TableName": self.table_name, "Item": self._item(mine)}}
+            if await self.arecord_units(dynamodb, version, units.with_claim(key_range, worker_id), put):
                 self.mine = mine
                 log.info("%s on stream %r (application %r)", mine.describe(), self.stream, self.application)
                 return mine
@@ -126,21 +138,20 @@ class RangeClaims:
             f"for {MAX_ROUNDS} rounds; retry"
         )
 
-    def _register(self, claim: RangeClaim, version: int, units: UnitMap) -> bool:
-        """Put the claim, and the unit map with the claim's splits recorded, with ``version + 1``."""
+    async def arecord_units(self, dynamodb: AsyncDynamoDB, version: int, units: UnitMap,
+                            *more: Mapping[str, Any]) -> bool:
+        """Store ``units`` with ``version + 1`` (and ``more`` actions with it) if the version is still
+        ``version``: a claim's registration, or a split finished."""
         bump = unit_registry.version_update(self.table_name, self._version_key(), version, units)
-        put = {"Put": {"TableName": self.table_name, "Item": self._item(claim)}}
-        return self.dynamodb.transact_write(self.table_name, [bump, put]).committed
+        return (await dynamodb.transact_write(self.table_name, [bump, *more])).committed
 
-    def record_units(self, version: int, units: UnitMap) -> bool:
-        """Store ``units`` with ``version + 1`` if the version is still ``version`` (a split finished)."""
-        bump = unit_registry.version_update(self.table_name, self._version_key(), version, units)
-        return self.dynamodb.transact_write(self.table_name, [bump]).committed
-
-    def _refuse_live(self, rivals: list[RangeClaim], key_range: KeyRange) -> None:
+    async def _refuse_live(self, dynamodb: AsyncDynamoDB, rivals: list[RangeClaim], key_range: KeyRange) -> None:
         """Watched from the reading that found them: the heartbeats dead ones are deleted by are those judged."""
-        live = observe_live({c.worker_id: c for c in rivals}, self._heartbeats, self.failover_s, self.clock,
-                            sleep=self.sleep, found={c.worker_id: c.beat for c in rivals})
+        async def heartbeats() -> dict[str, tuple[str, int]]:
+            return {c.worker_id: c.beat for c in (await self.aread_all(dynamodb))[2]}
+
+        live = await observe_live({c.worker_id: c for c in rivals}, heartbeats, self.failover_s, self.clock,
+                                  sleep=self.sleep, found={c.worker_id: c.beat for c in rivals})
         if live:
             first = min(live, key=lambda c: c.order)
             raise KeyRangeInUseError(
@@ -149,55 +160,39 @@ class RangeClaims:
                 "worker's (e.g. KeyRange.slice(i, n) with the same n), or the very same range to share it."
             )
         for dead in rivals:
-            if self._delete(dead):
+            if await self.adelete_dead(dynamodb, dead):
                 log.warning("removed the claim of a dead worker: %s (no heartbeat for %.1fs)",
                             dead.describe(), self.failover_s)
 
     def renew(self) -> bool:
-        """One heartbeat; False once the claim is gone (judged dead and deleted, or replaced)."""
-        request = self._renewal()
-        return request is not None and self.dynamodb.update_item(**request).ok
+        return run_sync(self.arenew(self._in_place()))
 
     async def arenew(self, dynamodb: AsyncDynamoDB) -> bool:
-        """:meth:`renew` by ``dynamodb`` on the caller's event loop."""
-        request = self._renewal()
-        return request is not None and (await dynamodb.update_item(**request)).ok
-
-    def _renewal(self) -> dict[str, Any] | None:
+        """One heartbeat; False once the claim is gone (judged dead and deleted, or replaced)."""
         mine = self.mine
         if mine is None:
-            return None
-        return {"table": self.table_name, "key": self._claim_key(mine.worker_id),
-                "update": "SET #ttl = :ttl ADD #hb :one", "condition": "#session = :session",
-                "names": {"#ttl": TTL, "#hb": HEARTBEAT, "#session": SESSION},
-                "values": {":ttl": {"N": str(self._ttl_s())}, ":one": {"N": "1"}, ":session": {"S": mine.session}}}
+            return False
+        return (await dynamodb.update_item(
+            self.table_name, self._claim_key(mine.worker_id), "SET #ttl = :ttl ADD #hb :one", "#session = :session",
+            names={"#ttl": TTL, "#hb": HEARTBEAT, "#session": SESSION},
+            values={":ttl": {"N": str(self._ttl_s())}, ":one": {"N": "1"}, ":session": {"S": mine.session}})).ok
 
     def release(self) -> None:
-        if self.mine is not None:
-            self._delete(self.mine)
-            self.mine = None
+        run_sync(self.arelease(self._in_place()))
 
     async def arelease(self, dynamodb: AsyncDynamoDB) -> None:
-        """:meth:`release` by ``dynamodb`` on the caller's event loop."""
         if self.mine is not None:
             await dynamodb.delete_item(**self._deletion(self.mine))
             self.mine = None
 
     def delete_dead(self, claim: RangeClaim) -> bool:
-        """Delete a claim judged dead, unless its heartbeat moved since it was read."""
-        return self._delete(claim)
+        return run_sync(self.adelete_dead(self._in_place(), claim))
 
     async def adelete_dead(self, dynamodb: AsyncDynamoDB, claim: RangeClaim) -> bool:
-        """:meth:`delete_dead` by ``dynamodb`` on the caller's event loop."""
+        """Delete a claim judged dead, unless its heartbeat moved since it was read."""
         return (await dynamodb.delete_item(**self._deletion(claim))).ok
 
     # -- items ---------------------------------------------------------------------------------
-
-    def _heartbeats(self) -> dict[str, tuple[str, int]]:
-        return {c.worker_id: c.beat for c in self.read()[1]}
-
-    def _delete(self, claim: RangeClaim) -> bool:
-        return self.dynamodb.delete_item(**self._deletion(claim)).ok
 
     def _deletion(self, claim: RangeClaim) -> dict[str, Any]:
         """Delete a claim: our own by session; another's only if its heartbeat is still the one observed."""
@@ -249,14 +244,14 @@ def live_and_dead(judge: ExpiryJudge, claims: list[RangeClaim]) -> tuple[list[Ra
             [c for c in claims if verdicts[c.worker_id].expired])
 
 
-def observe_live(
+async def observe_live(
     candidates: Mapping[K, RangeClaim] | Mapping[K, object],
-    heartbeats: Callable[[], Mapping[K, tuple[str, int]]],
+    heartbeats: Callable[[], Awaitable[Mapping[K, tuple[str, int]]]],
     failover_s: float,
     clock: Callable[[], float] = since_boot,
     poll_s: float = 0.2,
-    beat: Callable[[], object] | None = None,
-    sleep: Callable[[float], object] = time.sleep,
+    beat: Callable[[], Awaitable[object]] | None = None,
+    sleep: Callable[[float], object] | None = None,
     found: Mapping[K, tuple[str, int]] | None = None,
 ) -> list:
     """The candidates whose (session, heartbeat) moves before the one judge (:class:`ExpiryJudge`) finds
@@ -266,7 +261,7 @@ def observe_live(
     others need not be waited for). A candidate whose item disappears is not
     alive (it stopped, or was declared dead); one that comes back is seen
     afresh, alive. ``beat`` runs at every poll: the observer's own claim must
-    keep moving meanwhile. ``sleep`` waits on ``clock``: pass both, or neither.
+    keep moving meanwhile. ``sleep`` waits on ``clock`` (a test's): pass both, or neither.
     ``found``: the reading the candidates were found in, watched from (a move
     since counts); None: a reading of their own.
     """
@@ -275,12 +270,12 @@ def observe_live(
     def look(now: Mapping[K, tuple[str, int]]) -> Watch[K]:
         return judge.watch({k: now[k] for k in candidates if k in now})
 
-    watch = look(heartbeats() if found is None else found)
+    watch = look(await heartbeats() if found is None else found)
     while not watch.expired:
-        sleep(min(poll_s, watch.wait_s))
+        await pause(min(poll_s, watch.wait_s), sleep)
         if beat is not None:
-            beat()
-        watch = look(heartbeats())
+            await beat()
+        watch = look(await heartbeats())
         if watch.moved:
             return [candidates[k] for k in watch.moved]
     return []

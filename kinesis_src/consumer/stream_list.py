@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..aws import DynamoDBClient
 from ..leases.schema.consumer_items import stream_list_item, streams_of
 from ..leases.schema.keys import stream_list_key
+
+if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDB
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +30,13 @@ class StreamListChange:
     removed: tuple[str, ...]
 
 
-def note_stream_list(dynamodb: DynamoDBClient, table_name: str, application: str,
-                     streams: tuple[str, ...]) -> StreamListChange:
+async def note_stream_list(dynamodb: AsyncDynamoDB, table_name: str, application: str,
+                           streams: tuple[str, ...]) -> StreamListChange:
     """Record ``streams`` as the application's list; log and return what changed since the last record."""
-    item = dynamodb.get_item(table_name, stream_list_key(application))
+    item = await dynamodb.get_item(table_name, stream_list_key(application))
     before = streams_of(item) if item is not None else None
     if before != streams:
-        dynamodb.put_item(table_name, stream_list_item(application, streams))
+        await dynamodb.put_item(table_name, stream_list_item(application, streams))
     if before is None:
         return StreamListChange((), ())
     change = StreamListChange(

@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, TypeVar
 
 from lineage import KeyRange
 
-from ..aws import DynamoDBClient, KinesisClient
 from ..clock import since_boot
 from ..errors import ConsumerLimitError, KinesisSourceError
-from ..in_place import run_sync
 from ..leases.expiry import ExpiryJudge
 from ..retrieval.registration import ConsumerMode, Registrations, unit_consumer_name
 from .batch import Batch
@@ -36,7 +33,7 @@ from .range_claims import RangeClaims, live_and_dead
 from .shard_state import HeldShard
 from .stream_list import note_stream_list
 from .stream_reader import StreamReader
-from .unit_split import split_unit, unit_table, wait_until_unread
+from .unit_split import Beat, split_unit, unit_table, wait_until_unread
 from .units import FULL, Split, describe, scope_of
 
 if TYPE_CHECKING:
@@ -53,49 +50,49 @@ MAX_ROUNDS = 20
 T = TypeVar("T")
 
 
-def finish_split(claims: RangeClaims, split: Split, worker_id: str, failover_s: float,
-                 beat: Callable[[], object] | None = None) -> None:
+async def finish_split(dynamodb: AsyncDynamoDB, claims: RangeClaims, split: Split, worker_id: str,
+                       beat: Beat | None = None) -> None:
     """Split the unit's leases, then record its pieces as units (idempotent; anyone may finish a split)."""
-    split_unit(claims.dynamodb, claims.table_name, claims.application, claims.stream, split, worker_id,
-               failover_s, beat)
+    await split_unit(dynamodb, claims, split, worker_id, beat)
     for _ in range(MAX_ROUNDS):
-        version, units, _ = claims.read_all()
-        if split.unit not in units.units or claims.record_units(version, units.after(split)):
+        version, units, _ = await claims.aread_all(dynamodb)
+        if split.unit not in units.units or await claims.arecord_units(dynamodb, version, units.after(split)):
             return
     raise KinesisSourceError(f"could not record the split of {split.unit} on stream {claims.stream!r}; retry")
 
 
-def settle_claim(claims: RangeClaims, key_range: KeyRange, worker_id: str, failover_s: float,
-                 beat: Callable[[], object] | None = None) -> tuple[KeyRange, ...]:
+async def settle_claim(dynamodb: AsyncDynamoDB, claims: RangeClaims, key_range: KeyRange, worker_id: str,
+                       beat: Beat | None = None) -> tuple[KeyRange, ...]:
     """A sticky worker's units, once its claim is a union of units that no worker without a range reads."""
     for _ in range(MAX_ROUNDS):
-        version, units, holders = claims.read_all()
+        version, units, holders = await claims.aread_all(dynamodb)
         if pending := units.splitting(key_range):
             for split in pending:
-                finish_split(claims, split, worker_id, failover_s, beat)
+                await finish_split(dynamodb, claims, split, worker_id, beat)
         elif not units.is_union(key_range):  # a split of someone else's was under way when we claimed
-            claims.record_units(version, units.with_claim(key_range, worker_id))
+            await claims.arecord_units(dynamodb, version, units.with_claim(key_range, worker_id))
         else:
             break
     else:
         raise KinesisSourceError(f"key range {key_range} on stream {claims.stream!r}: units kept changing; retry")
     sticky = {c.worker_id for c in holders}
     for unit in units.inside(key_range):
-        table = unit_table(claims.dynamodb, claims.table_name, claims.application, claims.stream, scope_of(unit))
-        wait_until_unread(table, failover_s, sticky, beat)
+        await wait_until_unread(unit_table(claims, scope_of(unit)), dynamodb, claims.failover_s, sticky, beat)
     return units.inside(key_range)
 
 
-def while_beating(fn: Callable[[], T], beat: Callable[[], object], every_s: float) -> T:
-    """``fn()`` on a thread of its own while this one calls ``beat`` every ``every_s``: a sticky
-    worker's claims must not look dead while it waits for EFO registrations (ACTIVE takes seconds)."""
-    with ThreadPoolExecutor(1, thread_name_prefix="kinesis-src-register") as pool:
-        future = pool.submit(fn)
-        while True:
-            try:
-                return future.result(timeout=every_s)
-            except TimeoutError:
-                beat()
+async def while_beating(work: Awaitable[T], beat: Beat, every_s: float) -> T:
+    """``work`` while ``beat`` runs every ``every_s``: a sticky worker's claims must not look dead while
+    it waits for EFO registrations (ACTIVE takes seconds). A beat that fails cancels the work."""
+    task = asyncio.ensure_future(work)
+    try:
+        while not (await asyncio.wait({task}, timeout=every_s))[0]:
+            await beat()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    return task.result()
 
 
 class SplitLeft(Exception):
@@ -113,7 +110,7 @@ class UnitReaders:
         self.default_unit = config.key_range or FULL
         self.watch = {s: ExpiryJudge(config.lease_timing.failover_s, since_boot) for s in config.streams}
         self._claims: dict[str, RangeClaims] = {}
-        self._work: set[asyncio.Future[Any]] = set()  # thread work a close() must wait for
+        self._work: set[asyncio.Future[Any]] = set()  # background splits a close() must wait for
         self._finishing: set[tuple[str, KeyRange]] = set()
         self._orphans: list[Split] = []  # splits whose claimer is gone, found by the last _free()
         self._claimed: dict[str, bool] = {}  # per stream: did the last read find a claim or a split?
@@ -150,38 +147,38 @@ class UnitReaders:
 
     # -- at start (worker thread) --------------------------------------------------------------
 
-    def prepare(self, guard: KeyRangeGuard) -> None:
+    async def prepare(self, guard: KeyRangeGuard) -> None:
         """The table, the stream list, each stream checked (missing: fails naming it; recreated:
         refused), the key range claimed, then one reader per unit read, each with its coordinator."""
-        config = self.config
+        config, dynamodb = self.config, self.handout.dynamodb
+        assert dynamodb is not None, "prepare() runs once the consumer's clients are open"
         tables = {stream: reader.lease_table() for stream, reader in self.readers.items()}
-        next(iter(tables.values())).ensure_table(create=True)
-        note_stream_list(DynamoDBClient(config.settings), config.lease_table_name, config.application_name,
-                         config.streams)
+        await next(iter(tables.values())).aensure_table(dynamodb)
+        await note_stream_list(dynamodb, config.lease_table_name, config.application_name, config.streams)
         for stream, reader in self.readers.items():
-            reader.coordinator = reader.new_coordinator(tables[stream])
-        guard.before_start()
-        self.plan(guard.claims, guard.beat_if_due)
+            reader.coordinator = await reader.anew_coordinator(tables[stream])
+        await guard.before_start()
+        await self.plan(guard.claims, guard.beat_if_due)
 
-    def plan(self, claimed: dict[str, RangeClaims], beat: Callable[[], object]) -> None:
+    async def plan(self, claimed: dict[str, RangeClaims], beat: Beat) -> None:
         """Replace the consumer's readers by one per unit it reads now (reusing a reader whose unit is the same)."""
-        config = self.config
+        config, dynamodb = self.config, self.handout.dynamodb
         old, self.readers = self.readers, {}
         for stream in config.streams:
             if config.key_range is not None:
-                units = settle_claim(claimed[stream], config.key_range, config.worker_id,
-                                     config.lease_timing.failover_s, beat)
+                units = await settle_claim(dynamodb, claimed[stream], config.key_range,  # type: ignore[arg-type]
+                                           config.worker_id, beat)
             else:
-                units = self._free(stream)
+                units = await self._afree(stream, dynamodb)  # type: ignore[arg-type]
             for unit in units:
                 key = self.key(stream, unit)
                 reader = old.get(key) or self._reader(stream, unit)
                 if reader.coordinator is None:
-                    reader.coordinator = reader.new_coordinator(reader.lease_table())
+                    reader.coordinator = await reader.anew_coordinator(reader.lease_table())
                 self.readers[key] = reader
         if config.consumer_mode is ConsumerMode.EFO:
-            while_beating(lambda: [self.register_fan_out(r) for r in self.readers.values()], beat,
-                          config.lease_timing.renew_s)
+            await while_beating(asyncio.gather(*map(self.aregister_fan_out, self.readers.values())), beat,
+                                config.lease_timing.renew_s)
 
     async def start_reader(self, reader: StreamReader) -> bool:
         """Start the reader's coordinator on the loop; False, leaving no heartbeat, if its unit is not free.
@@ -213,15 +210,8 @@ class UnitReaders:
             raise
         return True
 
-    def register_fan_out(self, reader: StreamReader) -> None:
-        """EFO: the stream consumer of the reader's unit, registered (or found) and ACTIVE; blocking."""
-        c = self.config
-        if c.consumer_mode is ConsumerMode.EFO and reader.fan_out is None:
-            reader.fan_out = self.fan_outs.register(lambda: KinesisClient(c.settings), reader.stream,
-                                                    self._fan_out_name(reader))
-
     async def aregister_fan_out(self, reader: StreamReader) -> None:
-        """:meth:`register_fan_out` on the loop."""
+        """EFO: the stream consumer of the reader's unit, registered (or found) and ACTIVE."""
         if self.config.consumer_mode is ConsumerMode.EFO and reader.fan_out is None:
             reader.fan_out = await self.fan_outs.aregister(self.handout.kinesis, reader.stream,  # type: ignore[arg-type]
                                                            self._fan_out_name(reader))
@@ -236,19 +226,14 @@ class UnitReaders:
             return []
         return await self.fan_outs.aderegister_all(self.handout.kinesis)  # type: ignore[arg-type]
 
-    def _free(self, stream: str) -> tuple[KeyRange, ...]:
-        return run_sync(self._afree(stream, None))
-
-    async def _afree(self, stream: str, dynamodb: AsyncDynamoDB | None) -> tuple[KeyRange, ...]:
-        """Units no live claim overlaps and nobody splits (dead claims are deleted; orphan splits noted):
-        read by ``dynamodb`` on the loop, or in place without one."""
+    async def _afree(self, stream: str, dynamodb: AsyncDynamoDB) -> tuple[KeyRange, ...]:
+        """Units no live claim overlaps and nobody splits (dead claims are deleted; orphan splits noted)."""
         claims = self.claims(stream)
-        _, units, found = claims.read_all() if dynamodb is None else await claims.aread_all(dynamodb)
+        _, units, found = await claims.aread_all(dynamodb)
         self._claimed[stream] = bool(found or units.splits)
         live, dead = live_and_dead(self.watch[stream], found)
         for claim in dead:
-            gone = claims.delete_dead(claim) if dynamodb is None else await claims.adelete_dead(dynamodb, claim)
-            if gone:
+            if await claims.adelete_dead(dynamodb, claim):
                 log.warning("stream %r: removed the claim of a dead worker: %s", stream, claim.describe())
         self._orphans = [s for s in units.splits if s.claimer not in {c.worker_id for c in live}]
         return units.unclaimed([c.key_range for c in live])
@@ -336,10 +321,8 @@ class UnitReaders:
             return
         self._finishing.add((stream, split.unit))
         c = self.config
-        future = asyncio.ensure_future(asyncio.to_thread(
-            finish_split, self.claims(stream), split, c.worker_id, c.lease_timing.failover_s,
-            self._unless_stopping
-        ))
+        future = asyncio.ensure_future(finish_split(self.handout.dynamodb, self.claims(stream), split,  # type: ignore[arg-type]
+                                                    c.worker_id, self._unless_stopping))
         self._work.add(future)
         future.add_done_callback(self._work.discard)
 
@@ -355,19 +338,11 @@ class UnitReaders:
 
         future.add_done_callback(done)
 
-    def _unless_stopping(self) -> None:
+    async def _unless_stopping(self) -> None:
         """The beat of a background split: it ends the split once close() began (any worker may finish
         it later, every step is idempotent), so nothing of it writes after close() returns."""
         if self.handout.stopping:
             raise SplitLeft(f"consumer {self.config.worker_id} is closing")
-
-    async def in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run on a worker thread; a cancelled caller leaves it running, and close() (or a cancelled
-        start()) waits for it (drain): a coordinator starting there must be stopped once it runs."""
-        future = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-        self._work.add(future)
-        future.add_done_callback(self._work.discard)
-        return await asyncio.shield(future)
 
     async def drain(self) -> None:
         """Wait for reader starts and stops, and background splits, under way (close(): no coordinator

@@ -21,37 +21,43 @@ alone before it became a unit) is kept as it is.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import replace
-from typing import Awaitable, Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Awaitable, Callable, Collection, Iterable
 
 from lineage import KeyRange
 
-from ..aws import DynamoDBClient
 from ..clock import since_boot
 from ..errors import KinesisSourceError
+from ..in_place import pause
+from ..leases.layout import LeaseLayout
 from ..leases.listener import SyncsShards
 from ..leases.model import Lease
-from ..leases.schema.keys import HASH_KEY, lease_key
+from ..leases.schema.keys import lease_key
 from ..leases.schema.lease_items import LEASE_COUNTER, LEASE_OWNER
 from ..leases.shard_sync import SyncReport
 from ..leases.table import LeaseTable
-from .range_claims import observe_live
+from .range_claims import RangeClaims, observe_live
 from .units import Split, UnitMap, describe, scope_of, unit_of_scope
 
+if TYPE_CHECKING:
+    from ..aws.async_dynamodb import AsyncDynamoDB
+
 log = logging.getLogger(__name__)
+Beat = Callable[[], Awaitable[object]]  # renews the caller's own claim during a long wait
 
 MAX_ROUNDS = 20
 READERS_WAIT_FAILOVERS = 10  # how many failover times a split waits for a unit's readers to leave
 
 
-def unit_table(dynamodb: DynamoDBClient, table_name: str, application: str, stream: str, scope: str) -> LeaseTable:
-    return LeaseTable(dynamodb, table_name, application, stream, scope=scope)
+def unit_table(claims: RangeClaims, scope: str) -> LeaseTable:
+    """The lease set of the unit ``scope`` names, on the stream and table of ``claims``."""
+    return LeaseTable(claims.dynamodb, claims.table_name, claims.application, claims.stream, scope=scope)
 
 
-def wait_until_unread(table: LeaseTable, failover_s: float, except_workers: Collection[str] = (),
-                      beat: Callable[[], object] | None = None, clock: Callable[[], float] = since_boot,
-                      sleep: Callable[[float], object] = time.sleep) -> None:
+async def wait_until_unread(table: LeaseTable, dynamodb: AsyncDynamoDB, failover_s: float,
+                            except_workers: Collection[str] = (), beat: Beat | None = None,
+                            clock: Callable[[], float] = since_boot,
+                            sleep: Callable[[float], object] | None = None) -> None:
     """Return once no live worker (other than ``except_workers``) has a heartbeat in ``table``'s set.
 
     A worker that leaves removes its heartbeat; one that died stops moving it.
@@ -59,17 +65,17 @@ def wait_until_unread(table: LeaseTable, failover_s: float, except_workers: Coll
     beat right after it is a sign of life. Raises KinesisSourceError naming
     them if they are still there after ``READERS_WAIT_FAILOVERS`` failover
     times (a worker of an older version, which does not know units, never
-    leaves). ``sleep`` waits on ``clock``: pass both, or neither.
+    leaves). ``sleep`` waits on ``clock`` (a test's): pass both, or neither.
     """
-    def heartbeats() -> dict[str, tuple[str, int]]:
-        return {w.worker_id: (w.session, w.heartbeat) for w in table.list_workers().values()
+    async def heartbeats() -> dict[str, tuple[str, int]]:
+        return {w.worker_id: (w.session, w.heartbeat) for w in (await table.alist_workers(dynamodb)).values()
                 if w.worker_id not in except_workers}
 
     deadline = clock() + READERS_WAIT_FAILOVERS * failover_s
     while True:
-        readers = heartbeats()
-        if not readers or not observe_live({w: w for w in readers}, heartbeats, failover_s, clock, beat=beat,
-                                           sleep=sleep, found=readers):
+        readers = await heartbeats()
+        if not readers or not await observe_live({w: w for w in readers}, heartbeats, failover_s, clock,
+                                                 beat=beat, sleep=sleep, found=readers):
             return
         if clock() >= deadline:
             raise KinesisSourceError(
@@ -77,39 +83,42 @@ def wait_until_unread(table: LeaseTable, failover_s: float, except_workers: Coll
                 f"is still read by {', '.join(map(repr, sorted(readers)))} after {READERS_WAIT_FAILOVERS} failover "
                 "times; workers of a version without units never hand it over: upgrade or stop them"
             )
-        sleep(min(0.2, failover_s / 10))
+        await pause(min(0.2, failover_s / 10), sleep)
 
 
-def split_unit(dynamodb: DynamoDBClient, table_name: str, application: str, stream: str, split: Split,
-               worker_id: str, failover_s: float, beat: Callable[[], object] | None = None) -> int:
+async def split_unit(dynamodb: AsyncDynamoDB, claims: RangeClaims, split: Split, worker_id: str,
+                     beat: Beat | None = None) -> int:
     """Split every lease of ``split.unit`` into its pieces' leases; returns how many shards were split."""
-    table = unit_table(dynamodb, table_name, application, stream, scope_of(split.unit))
-    wait_until_unread(table, failover_s, (), beat)
-    pieces = [unit_table(dynamodb, table_name, application, stream, scope_of(p)) for p in split.pieces]
+    table = unit_table(claims, scope_of(split.unit))
+    await wait_until_unread(table, dynamodb, claims.failover_s, (), beat)
+    pieces = [unit_table(claims, scope_of(p)) for p in split.pieces]
     done = 0
-    for lease in table.list_leases():
-        done += _split_lease(table, pieces, lease, worker_id)
+    for lease in await table.alist_leases(dynamodb):
+        done += await _split_lease(dynamodb, table, pieces, lease, worker_id)
         if beat is not None:
-            beat()
-    log.info("stream %r (application %r): %s split into %s at %d shard checkpoint(s)", stream, application,
-             describe(split.unit), ", ".join(map(str, split.pieces)), done)
+            await beat()
+    log.info("stream %r (application %r): %s split into %s at %d shard checkpoint(s)", claims.stream,
+             claims.application, describe(split.unit), ", ".join(map(str, split.pieces)), done)
     return done
 
 
-def _split_lease(table: LeaseTable, pieces: list[LeaseTable], lease: Lease | None, worker_id: str) -> int:
+async def _split_lease(dynamodb: AsyncDynamoDB, table: LeaseTable, pieces: list[LeaseTable], lease: Lease | None,
+                       worker_id: str) -> int:
     """One shard's cut-over; 0 if it was split meanwhile by someone else."""
     for _ in range(MAX_ROUNDS):
         if lease is None:
             return 0
         if lease.owner != worker_id:
-            lease = table.take_lease(lease, worker_id) or table.get_lease(lease.shard_id)
+            lease = (await table.atake_lease(dynamodb, lease, worker_id)
+                     or await table.aget_lease(dynamodb, lease.shard_id))
             continue
         actions = [_delete_held(table, lease)] + [
-            _put_new(piece, lease) for piece in pieces if piece.get_lease(lease.shard_id) is None
+            _put_new(piece, await piece.aensure_layout(dynamodb), lease) for piece in pieces
+            if await piece.aget_lease(dynamodb, lease.shard_id) is None
         ]
-        if table.dynamodb.transact_write(table.table_name, actions).committed:
+        if (await dynamodb.transact_write(table.table_name, actions)).committed:
             return 1
-        lease = table.get_lease(lease.shard_id)
+        lease = await table.aget_lease(dynamodb, lease.shard_id)
     raise KinesisSourceError(
         f"could not split the lease of shard {lease.shard_id if lease else '?'} of stream {table.stream!r}: it kept "
         f"changing for {MAX_ROUNDS} rounds; retry"
@@ -128,17 +137,12 @@ def _delete_held(table: LeaseTable, lease: Lease) -> dict:
     }
 
 
-def _put_new(piece: LeaseTable, lease: Lease) -> dict:
+def _put_new(piece: LeaseTable, layout: LeaseLayout, lease: Lease) -> dict:
     """The piece's lease of the shard, unowned, at the unit's checkpoint (put if absent)."""
-    fresh = replace(lease, owner=None, counter=0, owner_switches_since_checkpoint=0, throughput=None,
-                    last_updated_ms=int(time.time() * 1000))
-    partition = piece.ensure_layout().partition_of(lease.shard_id)
-    return {
-        "Put": {
-            "TableName": piece.table_name, "Item": piece.codec.lease_item(partition, fresh),
-            "ConditionExpression": "attribute_not_exists(#pk)", "ExpressionAttributeNames": {"#pk": HASH_KEY},
-        }
-    }
+    fresh = replace(lease, owner=None, counter=0, owner_switches_since_checkpoint=0, throughput=None)
+    creation = piece.creation(layout, fresh)
+    return {"Put": {"TableName": creation["table"], "Item": creation["item"],
+                    "ConditionExpression": creation["condition"], "ExpressionAttributeNames": creation["names"]}}
 
 
 class UnitShardSync:

@@ -17,12 +17,15 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..aws.botocore_dynamodb import BotocoreDynamoDB
 from ..aws.dynamodb import DynamoDBClient, Item, WriteResult
+from ..aws.dynamodb_tables import create_table_if_missing, describe_table, ensure_ttl
 from ..errors import (
     IncompatibleLeaseTableError,
     InvalidPositionError,
     LeaseLostError,
 )
+from ..in_place import run_sync
 from ..names import validate_name, validate_table_name
 from ..positions import format_timestamp
 from .heartbeat_items import HeartbeatItems
@@ -133,6 +136,9 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
     # -- table management ----------------------------------------------------------
 
     def ensure_table(self, create: bool = True, timeout_s: float = 120.0) -> bool:
+        return run_sync(self.aensure_table(self._in_place(), create, timeout_s))
+
+    async def aensure_table(self, dynamodb: AsyncDynamoDB, create: bool = True, timeout_s: float = 120.0) -> bool:
         """Make sure the table exists with the lease key schema; returns True if created now.
 
         With ``create``, TTL is enabled on ``ttl`` if it is off, on an existing
@@ -140,13 +146,11 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         once the key schema shows the table is a kinesis-src one.
         """
         if create:
-            description, created = self.dynamodb.create_table_if_missing(
-                self.table_name, HASH_KEY, RANGE_KEY, timeout_s
-            )
+            description, created = await create_table_if_missing(dynamodb, self.table_name, HASH_KEY, RANGE_KEY,
+                                                                  timeout_s)
         else:
-            description, created = self.dynamodb.describe_table(self.table_name), False
-            if description is None:
-                raise self.dynamodb.table_missing(self.table_name, "DescribeTable")
+            description, created = await describe_table(dynamodb, self.table_name, must_exist=True), False
+        assert description is not None
         if tuple(description.key_schema) != EXPECTED_KEY_SCHEMA:
             found = ", ".join(f"{name} {kind} ({typ})" for name, kind, typ in description.key_schema)
             raise IncompatibleLeaseTableError(
@@ -156,7 +160,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
                 "to another table, or delete this one."
             )
         if create:
-            self.dynamodb.ensure_ttl(self.table_name, TTL_ATTRIBUTE)
+            await ensure_ttl(dynamodb, self.table_name, TTL_ATTRIBUTE)
         if created:
             log.info("created lease table %r at %s", self.table_name, self.dynamodb.endpoint)
         return created
@@ -209,29 +213,36 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         return {worker.worker_id: worker for worker in workers}
 
     def list_leases(self) -> list[Lease]:
-        return [self.codec.lease(item) for partition in self.layout().lease_partitions()
-                for item in self.dynamodb.query(self.table_name, HASH_KEY, partition, RANGE_KEY, LEASE_PREFIX)]
+        return run_sync(self.alist_leases(self._in_place()))
 
     async def alist_leases(self, dynamodb: AsyncDynamoDB) -> list[Lease]:
-        return [self.codec.lease(item) for partition in self.layout().lease_partitions()
+        return [self.codec.lease(item) for partition in (await self.alayout(dynamodb)).lease_partitions()
                 for item in await dynamodb.query(self.table_name, HASH_KEY, partition, RANGE_KEY, LEASE_PREFIX)]
 
     def get_lease(self, shard_id: str) -> Lease | None:
-        item = self.dynamodb.get_item(self.table_name, self._lease_key(shard_id))
+        return run_sync(self.aget_lease(self._in_place(), shard_id))
+
+    async def aget_lease(self, dynamodb: AsyncDynamoDB, shard_id: str) -> Lease | None:
+        layout = await self.alayout(dynamodb)
+        item = await dynamodb.get_item(self.table_name, lease_key(layout.partition_of(shard_id), shard_id))
         return None if item is None else self.codec.lease(item)
+
+    def _in_place(self) -> BotocoreDynamoDB:
+        """The table's own client, for a step run in place (:func:`~kinesis_src.in_place.run_sync`)."""
+        return BotocoreDynamoDB(self.dynamodb)
 
     # -- lease writes -----------------------------------------------------------------
 
     def create_lease(self, lease: Lease) -> bool:
         """Put-if-absent; False when a lease for the shard already exists (idempotent create)."""
-        return _created(lease, self.dynamodb.put_item(**self._creation(lease)))
+        return run_sync(self.acreate_lease(self._in_place(), lease))
 
     async def acreate_lease(self, dynamodb: AsyncDynamoDB, lease: Lease) -> bool:
-        return _created(lease, await dynamodb.put_item(**self._creation(lease)))
+        return _created(lease, await dynamodb.put_item(**self.creation(await self.aensure_layout(dynamodb), lease)))
 
-    def _creation(self, lease: Lease) -> dict[str, Any]:
-        partition = self.ensure_layout().partition_of(lease.shard_id)
-        item = self.codec.lease_item(partition, replace(lease, last_updated_ms=self.now_ms()))
+    def creation(self, layout: LeaseLayout, lease: Lease) -> dict[str, Any]:
+        """PutItem arguments creating ``lease`` if absent, in ``layout``'s partition for its shard."""
+        item = self.codec.lease_item(layout.partition_of(lease.shard_id), replace(lease, last_updated_ms=self.now_ms()))
         return {"table": self.table_name, "item": item, "condition": "attribute_not_exists(#pk)",
                 "names": {"#pk": HASH_KEY}}
 

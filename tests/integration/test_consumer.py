@@ -787,9 +787,15 @@ import asyncio, os, signal, sys
 from kinesis_src import Consumer
 
 class EarlySigterm(Consumer):
-    def _new_coordinator(self):
-        os.kill(os.getpid(), signal.SIGTERM)  # arrives while start() is still running
-        return super()._new_coordinator()
+    async def start(self):
+        prepare = self.units.prepare
+
+        async def early(guard):
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives while start() is still running
+            await prepare(guard)
+
+        self.units.prepare = early
+        await super().start()
 
 async def main():
     async with EarlySigterm(sys.argv[1], application_name=sys.argv[2], worker_id="early") as consumer:

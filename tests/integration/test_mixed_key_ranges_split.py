@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Callable
 
 import pytest
 
+from kinesis_src.aws.botocore_dynamodb import BotocoreDynamoDB
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
+from kinesis_src.consumer.range_claims import RangeClaims
 from kinesis_src.consumer.unit_split import split_unit
-from kinesis_src.consumer.units import FULL, UnitMap, scope_of
+from kinesis_src.consumer.units import FULL, Split, UnitMap, scope_of
+from kinesis_src.in_place import run_sync
 from kinesis_src.leases.model import Checkpoint, Lease
 from kinesis_src.leases.table import LeaseTable
 from lineage import HashRange, KeyRange
@@ -25,6 +29,17 @@ pytestmark = pytest.mark.integration
 
 APP, TABLE, FAILOVER = "mixed-split", "kinesis-src-mixed-split", 1.5
 SEQ = "4959" + "1" * 52
+
+
+def split_in_place(dynamodb: DynamoDBClient, stream: str, split: Split, worker_id: str,
+                   beat: Callable[[], object] | None = None) -> int:
+    """``split_unit`` run in place by a synchronous caller, its beat awaited."""
+    async def abeat() -> None:
+        if beat is not None:
+            beat()
+
+    claims = RangeClaims(dynamodb, TABLE, APP, stream, FAILOVER)
+    return run_sync(split_unit(BotocoreDynamoDB(dynamodb), claims, split, worker_id, abeat))
 
 
 def shard(n: int) -> str:
@@ -50,7 +65,7 @@ def test_a_split_moves_each_shard_checkpoint_to_the_pieces_once(emulator_env) ->
     split = UnitMap().with_claim(lower, "claimer").splits[0]
     assert split.pieces == (lower, upper)
     began = time.monotonic()
-    assert split_unit(dynamodb, TABLE, APP, stream, split, "claimer", FAILOVER) == 3
+    assert split_in_place(dynamodb, stream, split, "claimer") == 3
     assert time.monotonic() - began >= FAILOVER * 0.9  # the ghost's lease waited for its failover
     assert ghost.worker_id in unit.list_workers()  # a dead heartbeat is left to expire; never deleted here
 
@@ -65,7 +80,7 @@ def test_a_split_moves_each_shard_checkpoint_to_the_pieces_once(emulator_env) ->
                 continue
             assert (lease.checkpoint, lease.owner, lease.counter) == (checkpoint, None, 0)
             assert lease.parent_shard_ids == ((shard(9),) if n else ())
-    assert split_unit(dynamodb, TABLE, APP, stream, split, "finisher", FAILOVER) == 0  # done: idempotent
+    assert split_in_place(dynamodb, stream, split, "finisher") == 0  # done: idempotent
 
 
 def test_a_split_waits_for_a_live_reader_of_the_unit_to_leave(emulator_env) -> None:
@@ -89,7 +104,7 @@ def test_a_split_waits_for_a_live_reader_of_the_unit_to_leave(emulator_env) -> N
             unit.release_lease(lease)
             unit.deregister_worker(reader)
 
-    assert split_unit(dynamodb, TABLE, APP, stream, split, "claimer", FAILOVER, beat=beat) == 1
+    assert split_in_place(dynamodb, stream, split, "claimer", beat) == 1
     assert beats >= 15
     for piece in split.pieces:
         (lease,) = LeaseTable(dynamodb, TABLE, APP, stream, scope=scope_of(piece)).list_leases()

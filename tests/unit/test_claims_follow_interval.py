@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 
 from lineage import KeyRange
 
@@ -22,12 +23,16 @@ class Claims:
         self.units = UnitMap()
         self.reads = 0
 
-    def read_all(self):  # noqa: ANN201
+    async def aread_all(self, dynamodb: object):  # noqa: ANN201
         self.reads += 1
         return 1, self.units, list(self.claims)
 
-    def delete_dead(self, claim: RangeClaim) -> bool:
+    async def adelete_dead(self, dynamodb: object, claim: RangeClaim) -> bool:
         return True
+
+
+def free(r: unit_readers.UnitReaders, stream: str) -> object:
+    return asyncio.run(r._afree(stream, None))  # type: ignore[arg-type]  # the stand-in needs no client
 
 
 def readers(streams: list[str]) -> tuple[unit_readers.UnitReaders, dict[str, Claims]]:
@@ -42,16 +47,16 @@ def test_before_any_read_and_with_a_claim_the_claims_are_read_every_renewal() ->
     r, claims = readers(["a", "b"])
     assert r.follow_interval_s() == TIMING.renew_s
     claims["b"].claims = [RangeClaim("w9", KeyRange(0, 2**127), "s1", 1, 0)]
-    r._free("a")
-    r._free("b")
+    free(r, "a")
+    free(r, "b")
     assert r.follow_interval_s() == TIMING.renew_s
 
 
 def test_with_no_claim_and_no_split_anywhere_they_are_read_every_failover_time() -> None:
     r, _ = readers(["a", "b"])
-    r._free("a")
+    free(r, "a")
     assert r.follow_interval_s() == TIMING.renew_s  # b not read yet
-    r._free("b")
+    free(r, "b")
     assert r.follow_interval_s() == TIMING.failover_s
 
 
@@ -59,5 +64,5 @@ def test_a_split_under_way_keeps_the_renewal_pace() -> None:
     r, claims = readers(["a"])
     halves = (KeyRange(FULL.start, 2**127 - 1), KeyRange(2**127, FULL.end))
     claims["a"].units = UnitMap(splits=(Split(FULL, halves, "w9"),))
-    r._free("a")
+    free(r, "a")
     assert r.follow_interval_s() == TIMING.renew_s

@@ -8,10 +8,13 @@ from collections.abc import Iterator
 import pytest
 from moto import mock_aws
 
+from consumer_harness import awaiting
+
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer.range_claims import RangeClaims, observe_live
 from kinesis_src.errors import KeyRangeInUseError
+from kinesis_src.in_place import run_sync
 from kinesis_src.leases.table import LeaseTable
 from lineage import KeyRange
 
@@ -47,7 +50,7 @@ def test_a_watch_waits_on_the_injected_clock(monkeypatch: pytest.MonkeyPatch) ->
     no_real_sleep(monkeypatch)
     fake = FakeTime()
     still = {"a": ("s1", 1)}
-    assert observe_live({"a": "A"}, lambda: still, 1.0, fake, sleep=fake.sleep) == []
+    assert run_sync(observe_live({"a": "A"}, awaiting(lambda: still), 1.0, fake, sleep=fake.sleep)) == []
     assert fake.now == pytest.approx(1.0)  # judged dead exactly at the failover time on the fake clock
     assert max(fake.naps) <= 0.2  # polled every poll_s, however long the failover time
 
@@ -75,15 +78,15 @@ def test_a_rival_that_beats_between_the_reading_that_found_it_and_the_watch_is_l
     rival.claim("rival", KeyRange.slice(0, 2))
     fake = FakeTime()
     mine = claims_of(dynamodb, fake)
-    read_all = mine.read_all
+    read_all = mine.aread_all
 
-    def found_then_rival_beats():  # type: ignore[no-untyped-def]
-        found = read_all()
+    async def found_then_rival_beats(client):  # type: ignore[no-untyped-def]
+        found = await read_all(client)
         rival.renew()
-        monkeypatch.setattr(mine, "read_all", read_all)
+        monkeypatch.setattr(mine, "aread_all", read_all)
         return found
 
-    monkeypatch.setattr(mine, "read_all", found_then_rival_beats)
+    monkeypatch.setattr(mine, "aread_all", found_then_rival_beats)
     with pytest.raises(KeyRangeInUseError, match="worker 'rival' claims key range"):
         mine.claim("mine", KeyRange.slice(0, 4))
     assert fake.now < FAILOVER_S

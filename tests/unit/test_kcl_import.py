@@ -183,8 +183,7 @@ def test_the_kcl_table_is_only_read(world: World, monkeypatch: pytest.MonkeyPatc
     world.kcl_table(kcl_table_items())
     before = world.kcl_items()
     written: list[str] = []
-    for name in ("put_item", "update_item", "delete_item", "transact_write", "batch_delete",
-                 "create_table_if_missing", "ensure_ttl", "delete_table"):
+    for name in ("put_item", "update_item", "delete_item", "transact_write", "batch_delete"):
         original = getattr(world.dynamodb, name)
 
         def spy(table: str, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
@@ -192,6 +191,14 @@ def test_the_kcl_table_is_only_read(world: World, monkeypatch: pytest.MonkeyPatc
             return _original(table, *args, **kwargs)
 
         monkeypatch.setattr(world.dynamodb, name, spy)
+    admin = world.dynamodb.admin
+
+    def admin_spy(operation: str, table: str, *args: Any, **kwargs: Any) -> Any:
+        if not operation.startswith("Describe"):  # CreateTable, UpdateTimeToLive, DeleteTable
+            written.append(table)
+        return admin(operation, table, *args, **kwargs)
+
+    monkeypatch.setattr(world.dynamodb, "admin", admin_spy)
     world.job().run()
     assert written and KCL not in written
     assert set(written) == {"kinesis-src-app"}

@@ -171,7 +171,7 @@ def test_a_plan_item() -> None:
 
 def test_a_stream_list_item() -> None:
     dynamodb = RecordingDynamoDB()
-    note_stream_list(dynamodb, TABLE, APP, ("orders", "clicks"))  # type: ignore[arg-type]
+    run_sync(note_stream_list(BotocoreDynamoDB(dynamodb), TABLE, APP, ("orders", "clicks")))  # type: ignore[arg-type]
     assert dynamodb.puts == [{"pk": s("streams#app"), "sk": s("streams"), "streams": {"L": [s("orders"), s("clicks")]}}]
     assert consumer_items.stream_list_item(APP, ("orders", "clicks")) == dynamodb.puts[0]
 

@@ -16,12 +16,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from consumer_harness import until
+from consumer_harness import awaiting, until
 from consumer_on_moto import wire_fake
 from fake_kinesis import FakeKinesis
 from moto_threads import serialized_mock_aws  # tests/moto_threads.py
 
 import kinesis_src.retrieval.registration as registration_module
+from kinesis_src.in_place import run_sync
+from kinesis_src.aws.botocore_dynamodb import BotocoreDynamoDB
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.aws.fanout import CONSUMER_LIMIT
 from kinesis_src.config import AwsSettings
@@ -68,25 +70,33 @@ def test_a_long_base_name_is_cut_so_the_digest_always_fits() -> None:
 
 
 def test_a_registration_waiting_for_active_does_not_stop_the_claims_heartbeat() -> None:
-    """The registration (here: an event the third beat sets) runs on a thread; the caller keeps beating."""
-    active = threading.Event()
+    """The registration (here: an event the third beat sets) is awaited while the caller keeps beating."""
     beats: list[int] = []
 
-    def beat() -> None:
-        beats.append(len(beats))
-        if len(beats) == 3:
-            active.set()
+    async def registered() -> str:
+        active = asyncio.Event()
 
-    assert while_beating(lambda: "registered" if active.wait(10) else "never", beat, 0.01) == "registered"
+        async def beat() -> None:
+            beats.append(len(beats))
+            if len(beats) == 3:
+                active.set()
+
+        async def register() -> str:
+            await asyncio.wait_for(active.wait(), 10)
+            return "registered"
+
+        return await while_beating(register(), beat, 0.01)
+
+    assert asyncio.run(registered()) == "registered"
     assert len(beats) == 3
 
 
 def test_a_failed_registration_reaches_the_caller() -> None:
-    def fail() -> None:
+    async def fail() -> None:
         raise ConsumerLimitError("20 consumers")
 
     with pytest.raises(ConsumerLimitError, match="20 consumers"):
-        while_beating(fail, lambda: None, 0.01)
+        asyncio.run(while_beating(fail(), awaiting(lambda: None), 0.01))
 
 
 # -- the Consumer on moto + the fake Kinesis --------------------------------------------------------
@@ -116,7 +126,7 @@ def split_by_a_sticky_claim(claim: KeyRange = MIDDLE, stream: str = "orders") ->
     LeaseTable(dynamodb, default_table_name(APP), APP, stream).ensure_table(create=True)
     claims = RangeClaims(dynamodb, default_table_name(APP), APP, stream, TIMING.failover_s)
     claims.claim("sticky", claim)
-    assert settle_claim(claims, claim, "sticky", TIMING.failover_s) == (claim,)
+    assert run_sync(settle_claim(BotocoreDynamoDB(claims.dynamodb), claims, claim, "sticky")) == (claim,)
     return claims
 
 
@@ -201,7 +211,7 @@ def test_units_started_at_runtime_get_their_own_consumers_and_close_deregisters_
             return whole.fan_out, targets, set(fake.stream("orders").consumers)
 
     whole, targets, names = asyncio.run(asyncio.wait_for(scenario(), 40))
-    assert registered[0] == (APP, False)  # the whole space's, at start (prepared on a worker thread)
+    assert registered[0] == (APP, True)  # the whole space's, at start: on the loop, as each piece's
     assert sorted(registered[1:]) == sorted((name, True) for name in piece_names())  # each piece's, once
     assert whole is not None and whole.consumer_name == APP
     assert all(t is not None for t in targets.values())

@@ -22,6 +22,8 @@ from consumer_on_moto import wire_fake
 from fake_kinesis import FakeKinesis, shard_id
 from moto_threads import serialized_mock_aws  # tests/moto_threads.py
 
+from kinesis_src.in_place import run_sync
+from kinesis_src.aws.botocore_dynamodb import BotocoreDynamoDB
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer import Consumer
@@ -64,7 +66,7 @@ def split_by_a_sticky_claim() -> None:
     LeaseTable(dynamodb, default_table_name(APP), APP, "orders").ensure_table(create=True)
     claims = RangeClaims(dynamodb, default_table_name(APP), APP, "orders", TIMING.failover_s)
     claims.claim("sticky", MIDDLE)
-    assert settle_claim(claims, MIDDLE, "sticky", TIMING.failover_s) == (MIDDLE,)
+    assert run_sync(settle_claim(BotocoreDynamoDB(claims.dynamodb), claims, MIDDLE, "sticky")) == (MIDDLE,)
 
 
 def records_of(unit: KeyRange) -> list[bytes]:

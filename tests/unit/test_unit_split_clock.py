@@ -8,6 +8,7 @@ import time
 import pytest
 
 from kinesis_src.consumer.unit_split import wait_until_unread
+from kinesis_src.in_place import run_sync
 from kinesis_src.errors import KinesisSourceError
 from kinesis_src.leases.model import WorkerHeartbeat
 
@@ -36,7 +37,7 @@ class _UnitSet:
         self.beats = beats
         self.readings: list[float] = []  # the fake time at which each reading answered
 
-    def list_workers(self) -> dict[str, WorkerHeartbeat]:
+    async def alist_workers(self, dynamodb: object) -> dict[str, WorkerHeartbeat]:
         self.fake.now += self.fake.read_s
         self.readings.append(self.fake.now)
         return {"old": WorkerHeartbeat("old", "s", self.beats(len(self.readings)))}  # type: ignore[operator]
@@ -55,7 +56,7 @@ def test_a_split_that_gives_up_waits_on_the_injected_clock_only(no_real_sleep: N
     unit = _UnitSet(fake, lambda n: n)  # beats at every reading: never hands the unit over
     started = time.monotonic()
     with pytest.raises(KinesisSourceError, match=r"still read by 'old' after 10 failover times"):
-        wait_until_unread(unit, 0.5, clock=fake, sleep=fake.sleep)  # type: ignore[arg-type]
+        run_sync(wait_until_unread(unit, None, 0.5, clock=fake, sleep=fake.sleep))  # type: ignore[arg-type]
     assert fake.now >= 10 * 0.5
     assert time.monotonic() - started < 0.5
 
@@ -65,7 +66,7 @@ def test_a_still_reader_is_watched_from_the_reading_that_found_it(no_real_sleep:
     sleep, not at once, and the reader is dead one failover time after the first reading."""
     fake = FakeTime(read_s=0.3)
     unit = _UnitSet(fake, lambda n: 7)
-    wait_until_unread(unit, 1.0, clock=fake, sleep=fake.sleep)  # type: ignore[arg-type]
+    run_sync(wait_until_unread(unit, None, 1.0, clock=fake, sleep=fake.sleep))  # type: ignore[arg-type]
     found = unit.readings[0]
     assert unit.readings[1] - found > fake.read_s + 0.1
     assert found + 1.0 - 1e-9 <= fake.now < found + 1.0 + 0.3 + 0.2  # expired at the first look past it
@@ -76,5 +77,5 @@ def test_a_beat_between_the_finding_reading_and_the_next_is_a_sign_of_life(no_re
     dead only one failover time after a later reading, not from the reading that already held the beat."""
     fake = FakeTime(read_s=0.3)
     unit = _UnitSet(fake, lambda n: 1 if n == 1 else 2)
-    wait_until_unread(unit, 1.0, clock=fake, sleep=fake.sleep)  # type: ignore[arg-type]
+    run_sync(wait_until_unread(unit, None, 1.0, clock=fake, sleep=fake.sleep))  # type: ignore[arg-type]
     assert fake.now >= unit.readings[2] + 1.0 - 1e-9

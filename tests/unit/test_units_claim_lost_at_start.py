@@ -19,6 +19,8 @@ import pytest
 from moto_threads import serialized_mock_aws
 from waiting import wait_for
 
+from kinesis_src.aws.botocore_dynamodb import BotocoreDynamoDB
+from kinesis_src.in_place import run_sync
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer import Consumer
@@ -72,15 +74,16 @@ def test_a_claim_deleted_while_its_split_waits_fails_the_start_at_once_naming_th
     dynamodb: DynamoDBClient, plain_reader: None
 ) -> None:
     consumer = sticky()
+    consumer.handout.dynamodb = BotocoreDynamoDB(dynamodb)
     guard = consumer._guard
-    guard.before_start()  # the claim of MIDDLE, with the split of the whole space it needs
+    run_sync(guard.before_start())  # the claim of MIDDLE, with the split of the whole space it needs
     others = RangeClaims(dynamodb, default_table_name(APP), APP, STREAM, TIMING.failover_s)
     (claim,) = others.read()[1]
     assert others.delete_dead(claim)  # as a worker without a range does once it judged the claim dead
 
     started = time.monotonic()
     with pytest.raises(KeyRangeClaimLostError, match=r"claim of key range .* on stream 'orders' was removed"):
-        settle_claim(guard.claims[STREAM], MIDDLE, "sticky", TIMING.failover_s, guard.beat_if_due)
+        run_sync(settle_claim(consumer.handout.dynamodb, guard.claims[STREAM], MIDDLE, "sticky", guard.beat_if_due))
     took = time.monotonic() - started
     assert took < 3 * TIMING.failover_s, f"noticed after {took:.1f}s, not at the next beat"
 
@@ -91,7 +94,7 @@ def test_a_claim_that_stays_is_renewed_by_the_waits_beats() -> None:
     class Claims:
         renewals = 0
 
-        def renew(self) -> bool:
+        async def arenew(self, dynamodb: object) -> bool:
             Claims.renewals += 1
             return True
 
@@ -100,7 +103,7 @@ def test_a_claim_that_stays_is_renewed_by_the_waits_beats() -> None:
     guard.claims[STREAM] = Claims()  # type: ignore[assignment]
 
     def renewed_twice() -> bool:
-        guard.beat_if_due()
+        run_sync(guard.beat_if_due())
         return Claims.renewals >= 2
 
     wait_for(renewed_twice, 5, "two renewals by beat_if_due", poll_s=0.01)

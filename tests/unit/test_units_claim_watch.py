@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from consumer_harness import awaiting
 
 from kinesis_src.consumer import Consumer, ConsumerConfig
 from kinesis_src.consumer.range_claims import RangeClaim, live_and_dead, observe_live
@@ -57,7 +58,7 @@ class _ReadUnit:
     def __init__(self) -> None:
         self.beats = 0
 
-    def list_workers(self) -> dict[str, WorkerHeartbeat]:
+    async def alist_workers(self, dynamodb: object) -> dict[str, WorkerHeartbeat]:
         self.beats += 1
         return {"old": WorkerHeartbeat("old", "s", self.beats)}
 
@@ -70,7 +71,7 @@ def test_a_split_gives_up_naming_a_reader_that_never_hands_the_unit_over() -> No
         return now[0]
 
     with pytest.raises(KinesisSourceError, match=r"the whole hash space is still read by 'old' after 10 failover"):
-        wait_until_unread(_ReadUnit(), 0.5, clock=clock, sleep=lambda _s: None)  # type: ignore[arg-type]
+        run_sync(wait_until_unread(_ReadUnit(), None, 0.5, clock=clock, sleep=lambda _s: None))  # type: ignore[arg-type]
     assert now[0] >= 10 * 0.5
 
 
@@ -104,7 +105,7 @@ def test_a_retired_unit_s_lease_set_is_never_synced_again() -> None:
 
 
 class _UnreadableRegistry:
-    def read_all(self) -> None:
+    async def aread_all(self, dynamodb: object) -> None:
         raise ValueError("units [0-5] do not tile 0-340282366920938463463374607431768211455")
 
 
@@ -134,16 +135,16 @@ def test_a_watched_worker_gone_and_back_is_live_not_dead() -> None:
     """'a' leaves and comes back (a new session) while 'b' stands still: a is seen afresh, so it is live,
     as a claim gone and back is (the one judge forgets what is gone); it must not stay judged gone."""
     beats = _Script({"a": ("s1", 1), "b": ("s", 7)}, {"b": ("s", 7)}, {"a": ("s2", 0), "b": ("s", 7)})
-    live = observe_live({"a": "A", "b": "B"}, beats, 1.0, beats.clock, poll_s=0.0)
+    live = run_sync(observe_live({"a": "A", "b": "B"}, awaiting(beats), 1.0, beats.clock, poll_s=0.0))
     assert live == ["A"]
 
 
 def test_observed_candidates_unchanged_for_the_failover_time_are_dead_and_a_move_is_live() -> None:
     still = _Script({"a": ("s1", 1), "b": ("s", 7)})
-    assert observe_live({"a": "A", "b": "B"}, still, 1.0, still.clock, poll_s=0.0) == []
+    assert run_sync(observe_live({"a": "A", "b": "B"}, awaiting(still), 1.0, still.clock, poll_s=0.0)) == []
     assert still.now >= 1.0  # judged only once unchanged for the whole failover time
     moving = _Script({"a": ("s1", 1), "b": ("s", 7)}, {"a": ("s1", 1), "b": ("s", 7)}, {"a": ("s1", 2), "b": ("s", 7)})
-    assert observe_live({"a": "A", "b": "B"}, moving, 1.0, moving.clock, poll_s=0.0) == ["A"]
+    assert run_sync(observe_live({"a": "A", "b": "B"}, awaiting(moving), 1.0, moving.clock, poll_s=0.0)) == ["A"]
     assert moving.now < 1.0  # returns at the first move, not after the failover time
 
 
@@ -171,7 +172,7 @@ def test_an_observer_paused_past_the_failover_time_judges_by_what_it_reads_on_wa
 def test_an_owner_that_pauses_then_resumes_while_watched_is_live() -> None:
     steady = {"a": ("s1", 1)}
     beats = _Script(steady, steady, steady, {"a": ("s1", 2)})  # still for 0.6 s, then a beat
-    assert observe_live({"a": "A"}, beats, 1.0, beats.clock, poll_s=0.0) == ["A"]
+    assert run_sync(observe_live({"a": "A"}, awaiting(beats), 1.0, beats.clock, poll_s=0.0)) == ["A"]
 
 
 def test_wall_clocks_are_never_read_or_compared(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,4 +191,4 @@ def test_wall_clocks_are_never_read_or_compared(monkeypatch: pytest.MonkeyPatch)
     now[0] += 3.0
     assert live_and_dead(judge, [ancient, future]) == ([], [ancient, future])
     still = _Script({"a": ("s1", 10**15)})
-    assert observe_live({"a": "A"}, still, 1.0, still.clock, poll_s=0.0) == []
+    assert run_sync(observe_live({"a": "A"}, awaiting(still), 1.0, still.clock, poll_s=0.0)) == []

@@ -22,6 +22,8 @@ from consumer_on_moto import wire_fake
 from fake_kinesis import FakeKinesis
 from moto_threads import serialized_mock_aws
 
+from kinesis_src.in_place import run_sync
+from kinesis_src.aws.botocore_dynamodb import BotocoreDynamoDB
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
 from kinesis_src.consumer import Consumer
@@ -53,7 +55,7 @@ def dynamodb(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterat
         LeaseTable(client, default_table_name(APP), APP, STREAM).ensure_table(create=True)
         claims = RangeClaims(client, default_table_name(APP), APP, STREAM, TIMING.failover_s)
         claims.claim("sticky", MIDDLE)
-        assert settle_claim(claims, MIDDLE, "sticky", TIMING.failover_s) == (MIDDLE,)
+        assert run_sync(settle_claim(BotocoreDynamoDB(claims.dynamodb), claims, MIDDLE, "sticky")) == (MIDDLE,)
         yield client
 
 

@@ -47,12 +47,12 @@ class Splits:
         self.running = 0
         self._lock = threading.Lock()
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
+    async def __call__(self, *args: Any, **kwargs: Any) -> None:
         with self._lock:
             self.started += 1
             self.running += 1
         try:
-            self.real(*args, **kwargs)
+            await self.real(*args, **kwargs)
         finally:
             with self._lock:
                 self.running -= 1
