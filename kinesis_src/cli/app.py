@@ -1,10 +1,7 @@
 """The ``kinesis-src`` command: a stream's lineage, an application's leases, reads and exports.
 
-The only package that prints or exits. Errors from the library become one
-line on stderr and exit status 2 (bad input) or 1 (anything else). A reader
-that goes away early (``kinesis-src read STREAM | head``) ends any command
-quietly with status 141, what a shell reports for a process stopped by
-SIGPIPE, instead of a BrokenPipeError traceback.
+The only package that prints or exits: errors are one stderr line and status 2 (bad input) or 1;
+a closed pipe ends quietly with 141.
 """
 
 from __future__ import annotations

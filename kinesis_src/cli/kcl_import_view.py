@@ -1,8 +1,6 @@
-"""``kinesis-src leases import-kcl``: start an application from a stopped KCL application's lease table.
+"""``kinesis-src leases import-kcl``: start an application from a stopped KCL lease table.
 
-``leases`` takes an application name as its first argument, so ``leases
-import-kcl`` is routed to a command of its own before parsing
-(:func:`route`); its usage and errors still say ``kinesis-src leases import-kcl``.
+``leases`` takes an application name first, so :func:`route` renames this command before parsing.
 """
 
 from __future__ import annotations

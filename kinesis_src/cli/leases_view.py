@@ -1,11 +1,6 @@
 """``kinesis-src leases``: one application's lease table, as rows for a terminal, plain text or JSON.
 
-Pure: a :class:`~kinesis_src.leases.model.TableView`, the lag per shard (when
-asked for) and the wall-clock time in, rows out. A worker's heartbeat age
-is judged here by wall clock (``lastUpdated`` against now), which is what an
-operator can see from outside; workers themselves never compare wall
-clocks (see :mod:`kinesis_src.leases.coordinator`), so "stale" here is a
-hint that a worker stopped, not the verdict that frees its leases.
+Pure. "stale" is judged by wall clock: a hint that a worker stopped, not what frees its leases.
 """
 
 from __future__ import annotations

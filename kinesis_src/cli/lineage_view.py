@@ -1,11 +1,6 @@
 """``kinesis-src lineage``: the shard tree from roots to open shards, as rows any renderer can draw.
 
-The tree is built once, as :class:`LineageRow` values (pure: a graph, the
-per-shard figures and the current time in, rows out), so the plain text,
-the rich table, JSON and Graphviz all show the same thing. A merge child has
-two parents; it is drawn under the first in shard order, and the second
-parent gets a one-line reference to it, so every shard appears once with
-its children.
+A merge child is drawn under its first parent in shard order; the other parent gets a reference row.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Where a command's result goes: rich tables on a terminal, aligned plain text otherwise, or JSON.
 
-Plain text is the contract (scripts and tests read it, whole); the rich
-table shows the same cells with borders and colour, and only when stdout is
-a terminal and the ``rich`` extra is installed (without it a terminal gets
-the plain text). ``--json`` is for programs: one JSON document per command.
+Plain text is the contract scripts and tests read; rich tables show the same cells.
 """
 
 from __future__ import annotations

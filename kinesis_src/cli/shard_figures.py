@@ -1,8 +1,6 @@
 """Per-shard figures for ``kinesis-src lineage``: the oldest retained record, and counts on request.
 
-Each shard is read by its own :class:`~kinesis_src.retrieval.polling.ShardReader`
-(so Kinesis' per-shard pacing holds), up to 16 shards at a time: the figures
-of independent shards do not depend on each other's order.
+Each shard has its own :class:`~kinesis_src.retrieval.polling.ShardReader`, so its pacing holds.
 """
 
 from __future__ import annotations

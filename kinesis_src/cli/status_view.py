@@ -1,11 +1,6 @@
 """``kinesis-src status``: how far behind and how busy each shard of a running application is.
 
-Pure: the table view, the lag per shard and the wall-clock time in, rows
-out. Throughput is what each lease's holder measured and wrote with its
-checkpoints (:mod:`kinesis_src.leases.throughput`): a running Consumer's own
-figures, not a guess from outside. An estimate older than
-:data:`~kinesis_src.leases.throughput.ESTIMATE_MAX_AGE_S` is shown with its
-age, since its holder stopped checkpointing (an idle shard, usually).
+Pure. Throughput is what each lease's holder wrote with its checkpoints, stale past a max age.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """The Kinesis source's figures from a streaming query's progress, as Prometheus metrics.
 
-A Python data source cannot fill ``sources[].metrics`` (Spark's
-``PythonMicroBatchStream`` does not implement ``ReportsSourceMetrics``), so
-the source reports its figures through ``reportLatestOffset``: they arrive
-as the JSON text of ``sources[].latestOffset`` (lag, data loss and per-shard
-reads, throttles and retries, recorded by the tasks in
-:mod:`kinesis_src.spark.task_figures`; the format: docs/metrics.md).
-:func:`source_figures` reads that text; :class:`QueryProgressCollector`
-keeps the last progress of each query and exports it; :func:`watch_queries`
-registers a ``StreamingQueryListener`` that feeds the collector on the
-driver. Gauges are those of the last progress, per shard and per query,
-labelled by ``queryName``, else the query id.
+A Python source cannot fill ``sources[].metrics``: the figures come in ``sources[].latestOffset``.
 """
 
 from __future__ import annotations
@@ -36,9 +26,7 @@ PREFIX = "kinesis_src_spark"
 class SourceFigures:
     """What one Kinesis source reported in one progress.
 
-    Per (stream, shard): lag, and over the batches planned since the driver
-    started, records, record data bytes, throttles and retries of the tasks'
-    reads. Per stream: data-loss counts.
+    Per (stream, shard): lag, and read totals since the driver started; per stream: data loss.
     """
 
     lag_ms: Mapping[tuple[str, str], int]

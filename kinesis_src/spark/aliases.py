@@ -1,24 +1,7 @@
-"""Other Kinesis connectors' option names, for users who move a query to ``format("kinesis")``.
+"""Other Kinesis connectors' option names (Databricks', awslabs' ``kinesis.*``): aliased or refused.
 
-Two connectors are covered: Databricks' Kinesis source and the awslabs
-spark-sql-kinesis-connector (``format("aws-kinesis")``, options
-``kinesis.*``). Each of their names is one of three things:
-
-- an **alias** (``ALIASES``): its documented meaning is exactly one of our
-  options; the value is converted (``"10s"`` to milliseconds, ``GetRecords``
-  to ``polling``) and handed on under our name, so the one parser in
-  ``options.py`` checks it like any other value;
-- **refused** (``REFUSED``): the meaning differs or the feature does not
-  exist here; the error names the option to use instead, or why there is
-  none. A silently ignored ``maxFetchRate`` would be a throttled query
-  nobody can explain;
-- **planned** (``PLANNED``): our name for it exists in the design but not
-  in the parser yet; once ``options.py`` knows the name, it is accepted and
-  the entry here is then redundant.
-
-Messages name options, never their values: several of these names carry
-credentials. docs/migration.md is the user's copy of these tables; a unit
-test keeps the two in step.
+An alias is converted and parsed under our name; a refusal names what to use instead. Messages
+never echo values (some names carry credentials). A unit test keeps docs/migration.md in step.
 """
 
 from __future__ import annotations
@@ -68,8 +51,7 @@ _UNIT_MS = {
 def duration_ms(text: str, name: str) -> int:
     """A duration string as Databricks writes them ("10s", "400ms", "2m") in whole milliseconds.
 
-    A bare number is refused: Databricks documents a unit, and guessing
-    seconds or milliseconds would be off by 1000 either way.
+    A bare number is refused: seconds or milliseconds would be a guess.
     """
     match = _DURATION.match(text)
     unit = _UNIT_MS.get(match.group(2).lower()) if match else None
@@ -250,7 +232,7 @@ REFUSED: dict[str, Refusal] = dict(
     ]
 )
 
-PLANNED: dict[str, Refusal] = {}  # empty today: streamARN (Databricks' name, and ours) is parsed in options.py
+PLANNED: dict[str, Refusal] = {}  # our names the parser does not know yet (none at present)
 
 
 def display(key: str) -> str | None:
@@ -287,8 +269,7 @@ def reject_foreign(opts: Mapping[str, str], known: Collection[str], spelled: Map
 def canonical(opts: Mapping[str, str], display_ours: Callable[[str], str]) -> tuple[dict[str, str], dict[str, str]]:
     """Our options with every alias replaced by our name and converted value, and {our key: alias name given}.
 
-    An alias and our name (or two aliases) setting one option to different
-    values fail naming both; equal values are fine.
+    An alias and our name (or two aliases) setting one option to different values fail naming both.
     """
     out = {key: value for key, value in opts.items() if key not in ALIASES}
     given: dict[str, str] = {}

@@ -1,13 +1,7 @@
 """``spark.read.format("kinesis")``: a bounded read of the whole lineage between two points.
 
-The driver lists every shard in the window (closed ones within retention
-included), orders them parents-first and packs consecutive shards into
-partitions. Several streams (``streamName`` / ``streamARN`` lists) are planned
-one after another, each with its own lineage; with ``hashKeyRange`` only the
-shards whose hash range overlaps it are read, and tasks drop the records
-outside it. Partitions are returned in that order, so anything that keeps
-partition order (``collect()``, ``toLocalIterator()``, a single-file write)
-sees each key's records in write order across splits and merges.
+Partitions come parents-first, stream after stream, so whatever keeps partition order
+(``collect()``, a single-file write) sees each key's records in write order across reshards.
 """
 
 from __future__ import annotations

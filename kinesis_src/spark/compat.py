@@ -1,12 +1,7 @@
 """Which PySpark runs this process, and which parts of the Python data-source API it has.
 
-The source needs PySpark 4.0 or newer (the Python data-source API). PySpark
-4.2 added ``pyspark.sql.streaming.datasource`` (SPARK-55304): admission
-control (``latestOffset(start, limit)``, ``ReadLimit``), ``Trigger.AvailableNow``
-for Python sources and ``reportLatestOffset``. 4.0 and 4.1 run the older
-``latestOffset()`` (:mod:`.stream_legacy`). The features are looked up here,
-never imported blindly: importing a module 4.1 lacks kills the query inside
-Spark's source runner with an error no user can act on.
+Features are looked up, never imported blindly: a missing module kills the query inside Spark's
+source runner with an error no user can act on.
 """
 
 from __future__ import annotations

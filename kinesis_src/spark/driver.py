@@ -1,11 +1,6 @@
-"""The driver-side state of one stream of a streaming query: clients, lineage, progress cache, probes, lag.
+"""The driver-side state of one stream of a streaming query: clients, lineage, progress, lag.
 
-One :class:`StreamDriver` per stream lives in the long-lived Python process
-that runs ``initialOffset`` / ``latestOffset`` / ``partitions`` / ``commit``
-for one query run. They are created lazily by
-:class:`~.stream.KinesisStreamReader` and never pickled (they hold sockets
-and a heartbeat thread). Streams share nothing but the options: each has its
-own lineage, claim, progress items and plans, keyed by its name.
+One :class:`StreamDriver` per stream, never pickled (it holds sockets and a heartbeat thread).
 """
 
 from __future__ import annotations
@@ -147,11 +142,10 @@ class StreamDriver:
         )
 
     def frontier_after(self, plan: Plan, budgeted: bool = True) -> Frontier:
-        """The frontier after ``plan`` ran, with shards trimmed whole or in part dealt with, children admitted.
+        """The frontier after ``plan`` ran: trimmed shards dealt with, ready children admitted.
 
-        ``budgeted``: the partial-trim checks of one call stop starting after the probe budget;
-        shards whose check is still to come are :attr:`held` (neither read nor probed) until a
-        later call checks them. AvailableNow passes False: it must not end before reading them.
+        ``budgeted``: shards whose partial-trim check did not start within the probe budget are
+        :attr:`held` (neither read nor probed). AvailableNow passes False: it must not end early.
         """
         self.prober.new_round()  # the listing, the checks and the probes of this trigger share one budget
         ends = self.batch_ends(plan)
@@ -173,10 +167,7 @@ class StreamDriver:
         return frontier
 
     def _forget_gone(self, frontier: Frontier) -> None:
-        """Drop the lag and check times of shards that left the frontier for good (drained, trimmed
-        away): they are never read or probed again, and a stale lag would be reported for the life of
-        the query. Read counts stay: they are totals since the driver started (their sum is what the
-        query read), one entry per shard read."""
+        """Forget the lag and check times of shards that left the frontier; read totals stay."""
         live = frontier.positions.keys()
         for figures in (self.lag, self._verified_at):
             for sid in [s for s in figures if s not in live]:
@@ -212,9 +203,7 @@ class StreamDriver:
     def _verify_positions(self, frontier: Frontier, budgeted: bool) -> Frontier:
         """Check positions that may have been trimmed in part (after a restart; lag near retention).
 
-        Two calls per shard, on the probe threads. After a restart that is every shard positioned
-        at or after a sequence number: those not checked within the budget wait in
-        ``_unchecked`` and are held until a later trigger checks them.
+        Shards not checked within the budget stay in ``_unchecked``, held until a later trigger.
         """
         if not self._restart_checked:
             self._restart_checked = True
@@ -265,12 +254,9 @@ class StreamDriver:
         self._planned = (plan.run, plan.batch)
 
     def check_replay(self, plan: Plan) -> None:
-        """A plan this driver did not make (the checkpoint's uncommitted batch, re-run first on a restart).
+        """Check a plan this driver did not make (the uncommitted batch a restart re-runs first).
 
-        Its read shards' start positions are checked for a partial trim as the restart check does,
-        all of them before the tasks read (no budget). failOnDataLoss=true raises DataLossError;
-        false logs and counts: the task still resumes after the trimmed record, which Kinesis
-        reads from the oldest record left, and its slice stays the one the batch recorded against.
+        Every read shard's start is checked for a partial trim before tasks read, with no budget.
         """
         key = (plan.run, plan.batch)
         if key in (self._planned, self._replay_checked):
@@ -289,12 +275,10 @@ class StreamDriver:
         self._replay_checked = key
 
     def _oldest_if_trimmed(self, sid: str, position: Position) -> tuple[str | None, int | None]:
-        """GetShardIterator(AT_SEQUENCE_NUMBER, S) + GetRecords(Limit=1): a record other than S means S is gone.
+        """Read one record AT the position's sequence number S: another record means S was trimmed.
 
-        Kinesis does not refuse an iterator at a trimmed sequence number: it reads from the oldest
-        record left, silently. An empty answer proves nothing (GetRecords may return empty pages
-        before records, and a shard whose every record expired shows no gap): None then. Also
-        returns the lag the answer reported. Runs on a pool thread: changes nothing itself.
+        Returns (that oldest record or None, the lag reported); an empty answer proves nothing.
+        Runs on a pool thread and changes nothing (docs/spark.md, "Data loss").
         """
         seq = checkpointed_sequence(position)
         assert seq is not None

@@ -1,14 +1,7 @@
-"""An executor whose Python cannot import kinesis-src says which executor it is and how to ship the package.
+"""An executor whose Python cannot import kinesis-src says which executor it is and how to fix it.
 
-Spark pickles the data source and its reader (inside the read function)
-on the driver and unpickles them in every task's Python worker. Where the
-executors' Python lacks the package (not installed on the nodes, not
-shipped with ``--py-files``), that fails inside PySpark's worker with a bare
-``No module named 'kinesis_src'``. So those objects pickle as a call to
-:func:`restore`, which travels by value (this module is registered with
-cloudpickle, so it needs no kinesis-src on the executor) and imports the
-object's module first; when that fails it raises a ``ModuleNotFoundError``
-naming the executor and the fixes.
+Source objects pickle as calls to :func:`restore`, which imports their module first
+(docs/spark-cluster.md, "When an executor does not have it").
 """
 
 from __future__ import annotations
@@ -99,11 +92,7 @@ def guard(*classes: type) -> None:
 
 
 def guard_source_objects() -> None:
-    """:func:`guard` what Spark ships to executors: the data source, the batch reader and this PySpark's stream reader.
-
-    Spark's read function holds the data source and the reader; the stream
-    reader is chosen as :func:`.source.stream_reader` does.
-    """
+    """:func:`guard` what Spark ships to executors: the data source and this PySpark's readers."""
     from .batch import KinesisBatchReader
     from .compat import runtime
     from .source import KinesisDataSource

@@ -1,12 +1,4 @@
-"""What the Spark driver knows of a stream between batches, as values: the frontier and batch ends.
-
-The frontier of a stream is every shard that is ready (parents drained, or
-trimmed) and not yet drained, with the position where its next read starts
-and what is known of it (:class:`ShardStatus`). A :class:`BatchEnd` is
-where one shard's read in a batch ended, as its task recorded it. Planning
-(:mod:`.planner`), the lineage walks (:mod:`.lineage_walks`) and the
-retention checks (:mod:`.retention`) all move these values.
-"""
+"""What the Spark driver knows of a stream between batches, as values: frontier and batch ends."""
 
 from __future__ import annotations
 

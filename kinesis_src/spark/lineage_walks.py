@@ -1,14 +1,4 @@
-"""Walks over the shard lineage for the Spark driver, without I/O: ranks, ancestors, implied drains.
-
-Shards are read parents first, so a batch orders its shards by their depth
-in the lineage (:func:`lineage_rank`, cached by :class:`LineageRanks`).
-Every listed ancestor of a frontier or drained shard is drained, so an
-offset keeps only the drained shards the lineage does not imply
-(:func:`compact_drained`) and planning adds the rest back
-(:func:`with_implied_drained`, cached by :class:`ImpliedDrained`). With
-thousands of shards in a lineage these walks are what planning costs, hence
-the caches.
-"""
+"""Walks over the shard lineage for the Spark driver, no I/O: ranks, ancestors, implied drains."""
 
 from __future__ import annotations
 
@@ -33,14 +23,8 @@ def shards_in_order(graph: ShardGraph, key_range: KeyRange | None = None) -> lis
 def compact_drained(plan: Plan, graph: ShardGraph) -> Plan:
     """Keep only the drained shards the lineage does not imply; forget those no longer listed (trimmed).
 
-    Every listed ancestor of a frontier shard or of a drained shard is drained (or was skipped
-    as older than the query's start, which comes to the same: it is never read), because a
-    shard joins the frontier only once its parents are drained, and a restart rebuilds the
-    lineage from a full listing before it plans. So the offset needs only the drained shards
-    with no listed descendant in the plan: the parent of a merge still waiting for its other
-    parent, a closed shard whose children are not listed yet. With 1,000 open shards and
-    5,000 drained ancestors that is none instead of 5,000 ids. :func:`with_implied_drained`
-    adds the rest back; unknown (trimmed) parents never block, as before.
+    Every listed ancestor of a frontier or drained shard is drained (a shard joins the frontier
+    only after its parents), so :func:`with_implied_drained` can add the rest back.
     """
     listed = {s for s in plan.drained if s in graph}
     kept = frozenset(listed - listed_ancestors(graph, [*plan.shards, *listed]))
@@ -58,8 +42,7 @@ def with_implied_drained(frontier: Frontier, graph: ShardGraph) -> Frontier:
 class ImpliedDrained:
     """:func:`with_implied_drained`, remembered while the frontier, drained set and graph stay the same.
 
-    With a 0 s trigger and nothing new, ``latestOffset`` asks many times a second about the same
-    frontier; the walk over a long lineage is then done once.
+    Idle triggers ask about the same frontier again and again: the walk is done once.
     """
 
     def __init__(self) -> None:
@@ -98,9 +81,7 @@ def lineage_rank(graph: ShardGraph) -> dict[str, int]:
 class LineageRanks:
     """:func:`lineage_rank` of the driver's graph, computed again only when the graph gained shards.
 
-    ``partitions()`` orders every batch's shards by it; with thousands of shards in the lineage
-    that walk cost more than the rest of the batch's planning. A listed shard's parents never
-    change and the graph never forgets a shard, so the ranks change only with the shard count.
+    Parents never change and the graph forgets no shard: ranks change only with the shard count.
     """
 
     def __init__(self) -> None:

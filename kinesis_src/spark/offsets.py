@@ -1,20 +1,7 @@
-"""Streaming offsets: each one is the *plan* of one micro-batch.
+"""Streaming offsets: each one is the *plan* of one micro-batch, replayed to its recorded ends.
 
-Kinesis cannot say where a shard ends without reading it, so the offset of
-batch k says which shards it reads and where each starts; tasks record the
-end they reached in the lease table (first writer wins), and batch k+1
-starts there. A re-run of batch k after a crash reads exactly to the
-recorded ends, which is what makes replay deterministic.
-
-Every offset carries ``run`` (minted by ``initialOffset``, so a new
-checkpoint never sees an old one's progress) and ``stream``, the stream's
-identity (:mod:`kinesis_src.identity`), so a re-created stream is refused
-before an old position reaches Kinesis; offsets without it parse with
-``stream=None`` and adopt the current identity. Several streams' offsets
-are joined by name (:func:`join_offsets`, :func:`split_offset`); one
-stream's offset is written as it is. Spark compares offsets as JSON text,
-so :meth:`Plan.to_offset` keeps one key order, new keys go at the end and
-are read with ``.get``.
+Spark compares offsets as JSON text, so :meth:`Plan.to_offset` keeps one key order; new keys go
+last and are read with ``.get`` (docs/spark.md, "How a micro-batch is planned and replayed").
 """
 
 from __future__ import annotations
@@ -46,7 +33,7 @@ class Plan:
     finished: frozenset[str] = frozenset()  # reached the AvailableNow cut; not read again in this run
     cut: str | None = None  # AvailableNow: ISO-8601 arrival-time cut
     pending: frozenset[str] = frozenset()  # not read (read limit) but known to have data: no probe needed
-    stream: StreamIdentity | None = None  # the stream this run reads; None in offsets older than the key
+    stream: StreamIdentity | None = None  # the run's stream; None in an offset without the key
 
     @property
     def read(self) -> list[str]:
@@ -65,7 +52,7 @@ class Plan:
             "drained": sorted(self.drained),
             "finished": sorted(self.finished),
             "cut": self.cut,
-            "pending": sorted(self.pending),  # after the original keys: older offsets keep their prefix
+            "pending": sorted(self.pending),  # last: offsets without it keep their prefix
             "stream": self.stream.to_dict() if self.stream is not None else None,  # last, for the same reason
         }
 
@@ -134,9 +121,7 @@ def join_offsets(per_stream: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 def split_offset(offset: Mapping[str, Any], streams: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Each stream's offset in the query's offset, by stream name (the inverse of :func:`join_offsets`).
 
-    A one-stream offset belongs to the stream its identity names; one without an identity
-    (written before identities existed, or on an endpoint without creation times) to the
-    first of ``streams``, the only stream such a query could have had.
+    A one-stream offset belongs to the stream its identity names, else to the first of ``streams``.
     """
     if offset.get("version") == STREAMS_VERSION:
         inner = offset.get("streams")

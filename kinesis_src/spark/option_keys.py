@@ -1,12 +1,7 @@
 """Which option names the Spark source accepts, and the refusals that need only the names.
 
-Spark hands options over as a case-insensitive map of strings, lower-cased
-here. Unknown options are errors (a misspelt ``maxRecordsPerShard`` silently
-ignored would be a production incident), unless they start with
-``spark.``, which Spark owns. ``aws.*`` options are refused: credentials
-come from botocore's default chain on every process, and an option value
-would be pickled in plain text into every partition. Values with
-surrounding whitespace or control characters are refused, not stripped.
+Unknown names fail (``spark.*`` is Spark's); an ``aws.*`` value would be pickled in plain text
+into every partition; values with surrounding whitespace or control characters are refused.
 """
 
 from __future__ import annotations
@@ -71,10 +66,7 @@ def display(key: str) -> str:
 
 
 def reject_aws_options(opts: Mapping[str, str]) -> None:
-    """``aws.*`` options (keys, secrets) would travel in plain text to every executor: refuse them.
-
-    The message names the keys only, never the values.
-    """
+    """Refuse ``aws.*`` options: keys and secrets would travel in plain text to every executor."""
     given = sorted(k for k in opts if k.startswith("aws."))
     if given:
         raise ConfigurationError(

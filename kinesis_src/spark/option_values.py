@@ -1,9 +1,6 @@
-"""Each Spark source option's value, checked alone: streams, region, names, numbers, start and end.
+"""Each Spark source option's value, checked alone: streams, region, names, numbers, start, end.
 
-Every check names the option as the user spelt it in our vocabulary and
-the accepted values, so a typo fails at ``load()`` instead of deep inside
-a task. Checks that need several options at once (and the kind of read)
-are :mod:`.options`'.
+Errors name the option as spelt and the accepted values; combined checks: :mod:`.options`.
 """
 
 from __future__ import annotations

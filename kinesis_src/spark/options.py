@@ -1,13 +1,7 @@
 """The Spark source's options, parsed once into a frozen value before a query starts.
 
-Every option is checked by name, with the accepted values in the message,
-so a typo fails at ``load()`` instead of deep inside a task. Which names
-are accepted (and the refusals that need only names: unknown, ``aws.*``,
-untrimmed values) is :mod:`.option_keys`; each value checked alone is
-:mod:`.option_values`; other connectors' names (Databricks', the awslabs
-connector's ``kinesis.*``) are translated or refused in :mod:`.aliases`.
-This module assembles :class:`SourceOptions` and checks the options that
-only make sense together (fan-out options, a batch read's start and end).
+Names: :mod:`.option_keys`; single values: :mod:`.option_values`; other connectors' names:
+:mod:`.aliases`. Here: :class:`SourceOptions` and the checks of options that go together.
 """
 
 from __future__ import annotations
@@ -94,9 +88,7 @@ def parse_options(
 ) -> SourceOptions:
     """Validate Spark's options; ``batch`` selects the defaults of ``spark.read``.
 
-    ``batch=None`` checks everything that does not depend on the kind of read:
-    Spark asks for the schema at ``load()``, before it says which reader it
-    wants, and that is the earliest moment a typo can be reported.
+    ``batch=None`` (the schema, at ``load()``) checks all that does not depend on the kind of read.
     """
     env = os.environ if environ is None else environ
     given = {str(k).lower(): str(v) for k, v in options.items()}

@@ -1,10 +1,4 @@
-"""What the driver sends to a Spark task: plain, picklable values only.
-
-A partition names its shards, where each starts, and where each must stop
-(a record cap, a time budget, an exact recorded end for replays, or an
-arrival-time cut for bounded reads). No clients, locks or credentials: the
-task builds its own client from the settings, lazily.
-"""
+"""What the driver sends to a Spark task: picklable values, no clients, locks or credentials."""
 
 from __future__ import annotations
 

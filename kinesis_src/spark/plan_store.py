@@ -1,19 +1,7 @@
 """Large micro-batch plans live in the lease table; the offset names them by digest.
 
-An offset is a batch's whole plan (see :mod:`.offsets`), and Spark writes
-it to its offset log every batch and keeps many, so a plan whose JSON is
-over :data:`INLINE_MAX_BYTES` is stored here, zlib-compressed, and the
-offset carries only the run, the batch, a SHA-256 of the plan's JSON text
-and the stream identity. Spark's contract holds:
-
-* Equal plans give equal JSON text (fixed key order), so equal offsets.
-* The item is written before ``latestOffset`` returns, idempotently, so an
-  offset in the log always has its plan and a recomputed plan is harmless.
-* A restart reads the plan back by (run, batch, digest) and checks the digest.
-
-Items (:mod:`kinesis_src.leases.schema.batch_items`) are split into parts of
-at most PART_BYTES to fit DynamoDB's item size limit; a run keeps the plans
-of its last committed batch and the one after it, like progress items.
+A plan over :data:`INLINE_MAX_BYTES` of JSON is stored zlib-compressed, in parts, before
+``latestOffset`` returns (docs/spark.md, "Large plans and small offsets").
 """
 
 from __future__ import annotations
@@ -118,8 +106,7 @@ class PlanBook:
     def forget_before(self, committed: Mapping[str, Any]) -> None:
         """The batch of offset ``committed`` was committed: plans before it are never read again.
 
-        Only a stored plan's commit purges (one Query, one delete), so small streams pay nothing;
-        a stream shrinking below the inline size leaves its last stored plan behind.
+        Only a stored plan's commit purges, so plans that shrink inline leave the last one behind.
         """
         run, batch = Plan.batch_in(committed)
         for digest in [d for d, p in self._plans.items() if p.run != run or p.batch < batch]:

@@ -1,19 +1,6 @@
-"""Driver-side planning of micro-batches, without I/O.
+"""Driver-side planning of micro-batches, without I/O: the next plan, or None (no batch).
 
-Given the previous plan, where its shards actually ended (from per-batch
-progress), the current lineage graph and which idle shards have new data,
-decide the next plan -- or that there is nothing to do, in which case the
-source returns its start offset and Spark runs no (empty) batch.
-
-The frontier of a stream is every shard that is ready (parents drained, or
-trimmed) and not yet drained, with the position where its next read starts.
-Every plan carries the whole frontier, including shards it does not read,
-so a restart rebuilds everything from the checkpointed offset plus the
-recorded progress of that offset's batch.
-
-The frontier's values are :mod:`.frontier`'s and the walks over the lineage
-:mod:`.lineage_walks`' (re-exported here); shards trimmed before they were
-read are :mod:`.retention`'s.
+Every plan carries the whole frontier, so a restart rebuilds everything from the checkpoint.
 """
 
 from __future__ import annotations
@@ -50,11 +37,8 @@ CUT_STOPS = frozenset({"caught_up", "end_timestamp"})
 def advance(plan: Plan, ends: Mapping[str, BatchEnd]) -> Frontier:
     """The frontier after ``plan`` ran: read shards move to their recorded ends.
 
-    Batch 0 is the initial plan: nothing was read yet, so every shard is pending.
-    A read shard with no recorded end was in a partition Spark never ran (a foreachBatch
-    that called take(1), show() or isEmpty(), or ignored df). Tasks record their ends before
-    yielding a row, so no attempt delivered anything from it: it keeps its start and stays
-    pending (it may have unread data).
+    A read shard with no recorded end was never run by Spark and delivered nothing (tasks record
+    before they yield): it keeps its start and stays pending.
     """
     positions = {sid: sp.start for sid, sp in plan.shards.items()}
     if plan.batch == 0:
@@ -100,9 +84,7 @@ def admit_ready(
 ) -> Frontier:
     """Add shards that became readable: children whose parents drained (or any shard, opted out).
 
-    With a ``key_range`` (hashKeyRange), a ready shard whose hash range does not overlap it
-    holds no record of the slice: it counts as drained at once, never read, so its children
-    become ready in turn (a slice follows its keys through any split or merge).
+    With ``key_range``, a ready shard outside it counts as drained at once, so its children follow.
     """
     candidates: Iterable[str]
     drained = set(frontier.drained)
@@ -137,10 +119,8 @@ def admit_ready(
 def for_trigger(previous: Plan, frontier: Frontier, cut: str | None) -> Frontier:
     """The frontier's statuses as the current trigger sees them.
 
-    FINISHED only means "read up to the cut of the AvailableNow run that planned it". A new
-    AvailableNow run (another cut) reads every shard once more up to its own cut; a run without
-    a cut (processing-time trigger on the same checkpoint) must probe those shards like any idle
-    one, or records that arrived after the old cut would never be read.
+    FINISHED means "read up to its AvailableNow run's cut": another cut reads every shard again,
+    and a run without a cut probes them as idle, or records after the old cut would never be read.
     """
     if cut is not None and previous.cut != cut:
         status = {sid: ShardStatus.PENDING for sid in frontier.status}
@@ -192,10 +172,8 @@ def split_read_limit(
 ) -> dict[str, int]:
     """Records per shard: ``max_rows`` split exactly (a hard cap), each share capped by ``per_shard``.
 
-    Each shard gets ``max_rows // n``; the remainder goes one record each to shards taken in
-    frontier order from a start that moves by the remainder every batch. So below one record
-    per shard, every shard with data is read within ceil(frontier size / max_rows) batches,
-    whatever the others do, and the same inputs always give the same split (replay).
+    The remainder goes one record each from a start that rotates every batch, so every shard
+    with data gets its turn; the same inputs always give the same split (replay).
     """
     if max_rows is None:
         return {sid: per_shard for sid in wanting}

@@ -1,18 +1,6 @@
 """Idle-shard probes for the Spark driver: does a shard that reached the tip have new records?
 
-A probe is one GetRecords(Limit=1) from the shard's frontier position,
-through the same polling driver as the tasks. With many idle shards the
-calls' latency is what a trigger waits for, so a round runs on a bounded
-thread pool and costs about its CPU. Each probe's NextShardIterator is
-kept, so only the first probe of a position pays a GetShardIterator.
-
-A trigger starts calls for at most PROBE_BUDGET_S (shared with the full
-listing and the partial-trim checks), least recently probed first, so
-``latestOffset`` stays bounded whatever the shard count. Kinesis' per-shard
-call limit is respected: a shard is probed at most once per
-``max(idlePollIntervalMs, 200 ms)``, and no sooner than 200 ms after the
-driver learned where a task's read of it ended. Workers touch only their
-own shard's reader; the calling thread applies the results.
+One GetRecords(Limit=1) per due shard on a thread pool, in a budget per trigger (docs/spark.md).
 """
 
 from __future__ import annotations
@@ -104,10 +92,9 @@ class IdleProber:
         return [sid for _, sid in sorted(out, key=lambda pair: pair[0])]  # stable: ties keep the given order
 
     def _rest(self, shard_ids: Sequence[str]) -> None:
-        """Wait (once, at most 200 ms) until every shard's task call is 200 ms old.
+        """Wait (once) until every shard's last task call is ``MIN_FETCH_INTERVAL_S`` old.
 
-        Waiting rather than skipping: a skipped shard would wait for the next trigger, which
-        under a processing-time trigger is far later than 200 ms.
+        Waiting, not skipping: a skipped shard would wait for the next trigger, far later.
         """
         last_read = max((self._read_at.get(sid, -math.inf) for sid in shard_ids), default=-math.inf)
         wait = last_read + MIN_FETCH_INTERVAL_S - self._clock()
@@ -117,8 +104,7 @@ class IdleProber:
     def probe(self, shard_ids: Sequence[str], positions: Mapping[str, Position]) -> dict[str, ProbeResult]:
         """Probe due shards concurrently, starting new probes until the round's time budget is spent.
 
-        Shards left over are the least recently probed next time, so a round too long for one
-        trigger spreads over a few and every shard still gets its turn.
+        Shards left over are the least recently probed next time: long rounds spread over triggers.
         """
         due = self.due(shard_ids, positions)
         self._rest(due)
@@ -129,9 +115,8 @@ class IdleProber:
     def map(self, fn: Callable[[str], T], shard_ids: Sequence[str], budgeted: bool = False) -> list[T | None]:
         """``fn`` per shard on the probe threads, results in order.
 
-        ``budgeted``: no call starts after the round's budget is spent (see :meth:`new_round`;
-        without one, ``budget_s`` from now) and its result is None, except the first ``workers``
-        of the round, so every round makes progress (a restart's checks first, then probes).
+        ``budgeted``: past the round's budget (:meth:`new_round`; else ``budget_s`` from now) no
+        call starts and its result is None, except the round's first ``workers``.
         """
         in_round = self._round_deadline is not None
         if not budgeted:

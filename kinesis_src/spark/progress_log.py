@@ -1,10 +1,4 @@
-"""The Spark source's view of per-batch progress: planner ``BatchEnd`` <-> lease-table items.
-
-The store itself (item layout, first-writer-wins writes, one-Query reads) is
-:mod:`kinesis_src.leases.progress_store`; this module translates, and caches one
-store per endpoint and table in each process (Python workers are reused
-across tasks).
-"""
+"""The Spark source's view of per-batch progress: planner ``BatchEnd`` <-> lease-table items."""
 
 from __future__ import annotations
 
@@ -35,8 +29,7 @@ class ProgressLog:
     def purge_before(self, run: str, batch: int, shard_ids: list[str] | None = None) -> None:
         """Delete the batch before ``batch``: nothing plans from it again once ``batch`` is committed.
 
-        This is the only clean-up (progress items have no TTL: a restart after any time away
-        needs the last committed batch's ends), so a run keeps at most its last two batches.
+        The only clean-up (no TTL: a restart after any time needs the last committed batch's ends).
         """
         if batch >= 2:
             self.store.purge_batch(run, batch - 1, shard_ids)

@@ -1,12 +1,4 @@
-"""Retention for the Spark driver, without I/O: shards trimmed whole or in part before they were read.
-
-A full listing that lacks a frontier shard means the shard was trimmed
-past retention (:func:`drop_trimmed`); a shard whose checkpointed record is
-gone was trimmed in part (:func:`shards_to_verify` says which are worth a
-probe, :func:`settle_partial_trims` acts on the answer). With
-``failOnDataLoss`` (the default) both raise :class:`DataLossError` naming
-what was lost; otherwise the read goes on from what is left.
-"""
+"""Retention for the Spark driver, no I/O: shards trimmed whole or in part before being read."""
 
 from __future__ import annotations
 
@@ -28,10 +20,8 @@ def drop_trimmed(
 ) -> tuple[Frontier, list[str]]:
     """Frontier shards a full listing no longer has: trimmed past retention before we read them.
 
-    Only shards older than the newest listed shard count: a newer one missing is a listing
-    that lags behind a reshard, not a trim. With ``fail_on_data_loss`` this raises
-    :class:`DataLossError` naming each shard and its unread position; otherwise the shards
-    leave the frontier as drained (so their children become ready) and are returned.
+    Only shards older than the newest listed one count (a newer one missing is a listing behind a
+    reshard). Raises :class:`DataLossError`, or drains and returns them.
     """
     if not listed:
         return frontier, []
@@ -67,11 +57,10 @@ def checkpointed_sequence(position: Position) -> str | None:
 def shards_to_verify(
     frontier: Frontier, lag: Mapping[str, int], retention_hours: int, after_restart: bool
 ) -> list[str]:
-    """Shards whose resume position may have been trimmed: worth a probe (it costs 2 calls).
+    """Shards whose resume position may have been trimmed, worth a probe.
 
-    After a restart (any time may have passed), every shard positioned at or after a sequence
-    number; otherwise only shards whose last known MillisBehindLatest is within an hour of the
-    retention period, i.e. whose next record is about to expire (or already did).
+    After a restart, every shard at or after a sequence number; else those whose lag is within
+    an hour of the retention period.
     """
     candidates = [s for s, p in frontier.positions.items() if checkpointed_sequence(p) is not None]
     if not after_restart:
@@ -85,9 +74,7 @@ def settle_partial_trims(
 ) -> Frontier:
     """Shards whose checkpointed record is gone: ``oldest[shard]`` is the oldest record still there.
 
-    With ``fail_on_data_loss`` raise :class:`DataLossError` naming shard, checkpointed and oldest
-    sequence numbers; otherwise continue explicitly from the oldest record (which is where a
-    GetShardIterator at the trimmed position reads from anyway).
+    Raises :class:`DataLossError`, or goes on from the oldest record (where Kinesis reads anyway).
     """
     if not oldest:
         return frontier

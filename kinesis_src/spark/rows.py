@@ -1,9 +1,6 @@
 """The source's schema and the conversion of decoded pages into Arrow batches.
 
-Spark's Python data source accepts ``pyarrow.RecordBatch`` from ``read()``
-when its schema matches the declared one exactly (types, timezone, order).
-The Arrow side lives in :mod:`kinesis_src.arrow` (no pyspark there), so
-``SCHEMA`` here and ``ARROW_SCHEMA`` there must stay in step.
+``SCHEMA`` must match :mod:`kinesis_src.arrow`'s ``ARROW_SCHEMA`` exactly, or Spark refuses batches.
 """
 
 from __future__ import annotations

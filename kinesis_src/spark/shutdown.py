@@ -1,17 +1,7 @@
 """Let the driver-side stream reader clean up when Spark stops a query.
 
-Spark runs a streaming Python data source's driver side in a worker process
-of its own (``pyspark.sql.streaming.python_streaming_source_runner``) that
-calls ``reader.stop()`` in a ``finally`` block. When the query stops, the
-JVM ends that process with SIGTERM, and Python's default for SIGTERM is to
-die at once: the ``finally`` never runs, so ``stop()`` was never called.
-The query's claim then stayed until its heartbeat went stale, and
-``requireConsumerDeregistration`` could not deregister anything.
-
-:func:`stop_on_sigterm` turns the first SIGTERM into ``SystemExit``, which
-unwinds through that ``finally``; later ones are ignored so the cleanup is
-not cut short. It only acts in the main thread, and never replaces a
-handler someone else installed.
+Spark ends the source's runner process with SIGTERM, which skips its ``finally: reader.stop()``;
+:func:`stop_on_sigterm` makes the first one a ``SystemExit`` (never over another's handler).
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""``format("kinesis")``: the PySpark data source users register (or get automatically).
-
-Options are parsed and checked when the reader is created, which Spark does
-while analysing ``load()``: a bad option fails there, naming the option,
-before any task runs. The running PySpark is checked at import (4.0+), and
-the stream reader fits its API (:mod:`.compat`): 4.2+ gets
-:mod:`.stream`, 4.0 and 4.1 get :mod:`.stream_legacy`.
-"""
+"""``format("kinesis")``: the PySpark data source users register (or get automatically)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The stream reader on PySpark 4.2+: admission control, ``Trigger.AvailableNow`` and progress figures.
-
-Spark passes each batch's start offset and read limit (``maxRecordsPerTrigger``
-becomes Spark's default ``ReadMaxRows``; AvailableNow asks with
-``ReadAllAvailable``), calls ``prepareForTriggerAvailableNow`` once per
-AvailableNow run, and puts :meth:`KinesisStreamReader.reportLatestOffset` into
-each ``StreamingQueryProgress``. The planning itself is :mod:`.stream_core`;
-PySpark 4.0 and 4.1 use :mod:`.stream_legacy`, and :mod:`.source` picks.
-"""
+"""The stream reader on PySpark 4.2+: admission control, AvailableNow and progress figures."""
 
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
 """``spark.readStream.format("kinesis")``: the stream reader's work, on every PySpark 4.x.
 
-Spark's entry points differ by version: :mod:`.stream` (4.2+) receives
-each batch's start and read limit and supports AvailableNow;
-:mod:`.stream_legacy` (4.0, 4.1) is asked ``latestOffset()`` alone. Both
-plan through :meth:`StreamReaderCore.next_offset`.
-
-Driver side (``initialOffset``, ``latestOffset``, ``partitions``, ``commit``)
-runs in one long-lived Python process per query run, so clients, the
-lineage graph and probe iterators are cached on lazily created
-:class:`~.driver.StreamDriver` objects (one per stream) that are never pickled.
-Executors get a fresh copy of this reader without them and build their own
-clients in ``read()``.
-
-Several streams: every call plans each stream on its own (its lineage, its
-positions, its run and batch numbers) and the query's offset joins their
-offsets (:func:`~.offsets.join_offsets`). A stream the checkpoint does not
-have yet (added to the list on a restart) starts at ``initialPosition``; a
-stream the checkpoint has but the options do not name is dropped, with a
-log line.
+Each stream is planned apart by its own :class:`~.driver.StreamDriver` (driver side, never pickled).
 """
 
 from __future__ import annotations
@@ -92,9 +75,7 @@ class StreamReaderCore(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, Any]:
         """The plan before the first batch: every ready shard at the initial position, none read yet.
 
-        Spark calls this twice on a fresh start; the cached answer keeps the run id stable.
-        ``latest`` becomes "arrived at or after the query started", so a replay of the first
-        batch starts where the original did.
+        Cached (Spark calls it twice); ``latest`` becomes the start time, so replays start the same.
         """
         if self._initial is None:
             start, run = self._start_position(), uuid.uuid4().hex

@@ -1,16 +1,7 @@
-"""The stream reader on PySpark 4.0 and 4.1, whose Spark asks ``latestOffset()`` without a start or a limit.
+"""The stream reader on PySpark 4.0 and 4.1, where ``latestOffset()`` gets no start or limit.
 
-Before 4.2 a Python stream source has no admission control and no
-AvailableNow (:mod:`.compat`). So this reader keeps the start itself: the
-last offset it returned; at a restart, the offset Spark names before it asks
-for more (it plans the last batch of its offset log, ``partitions(end,
-end)``, as PySpark's own simple-reader wrapper relies on); else
-``initialOffset()``. ``maxRecordsPerTrigger`` is applied here, as 4.2's
-default read limit would be.
-
-``Trigger.AvailableNow`` never reaches a Python source on these versions:
-Spark logs that the source does not support it and runs one micro-batch per
-start (docs/spark.md, "Supported Spark versions").
+It keeps the start (after a restart, the ``end`` of Spark's first ``partitions`` call) and applies
+``maxRecordsPerTrigger`` itself (docs/spark.md, "Supported Spark versions").
 """
 
 from __future__ import annotations

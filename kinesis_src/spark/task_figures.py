@@ -1,18 +1,7 @@
 """What an executor task's read cost, per shard: record bytes, throttles and retries.
 
-Reads happen in Spark's Python workers, which cannot report to the driver
-except through what they record: so each task puts these figures beside the
-record count in the shard's :class:`~kinesis_src.spark.planner.BatchEnd`,
-the progress item carries them (:mod:`.progress_log`), and the driver adds
-them up per shard for ``reportLatestOffset`` (:class:`ShardTotals`).
-
-Retries are counted by the one retry helper, process-wide
-(:data:`kinesis_src.retry.RETRIES`, by error class). A Python worker runs one
-task at a time (Spark starts one worker process per concurrent task and
-reuses it only after the task ends), and a task reads its shards one after
-another, so the difference of two snapshots taken around one shard's read is
-that read's retries. Throttles are the retries of a
-:class:`~kinesis_src.errors.ThrottledError` (or a subclass of it).
+Tasks record them in each shard's batch end for ``reportLatestOffset``. A read's retries are the
+growth of the process-wide counts over it: a worker runs one task at a time (docs/metrics.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """Executor side: read a partition's shards and yield Arrow batches.
 
-Runs in Spark's Python workers, which are reused across tasks, so the
-Kinesis client is cached per process and per endpoint instead of being
-rebuilt for every task. Decoding is the Python worker's main cost per
-record (docs/performance.md): GetRecords bodies take the one msgspec decode
-(:mod:`kinesis_src.aws.body_decode`), whose pages
-:func:`~kinesis_src.arrow.page_to_arrow` turns into Arrow, and this client
-reads each body in one read (:mod:`kinesis_src.aws.whole_body`).
-
-A partition with a sticky key range (``hashKeyRange``) hands Spark only the
-rows whose hash key is in it (:func:`kinesis_src.key_filter.filter_page`),
-page by page. The read itself, its position, record counts and recorded
-ends are the shard's, unfiltered, so a replay reads the same pages.
+With ``hashKeyRange`` only the rows are filtered: reads, counts and recorded ends stay the shard's.
 """
 
 from __future__ import annotations
@@ -51,21 +40,16 @@ def kinesis_client(endpoint: Endpoint) -> KinesisClient:
 
 
 def page_batch(page: RecordPage, partition: KinesisPartition, shard_id: str) -> pa.RecordBatch | None:
-    """The rows of ``page`` Spark gets, as one Arrow batch; None when there are none.
-
-    Only the rows in the partition's key range, when it has one.
-    """
+    """The rows of ``page`` Spark gets (in the key range, if any) as an Arrow batch, or None."""
     if partition.key_range is not None and len(page):
         page = filter_page(page, partition.key_range)
     return page_to_arrow(page, partition.stream, shard_id) if len(page) else None
 
 
 def read_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
-    """Read every slice in order (the driver put parents before children), yielding each page as it comes.
+    """Read every slice in order (parents before children), yielding each page as it comes.
 
-    A batch read has no end to record first (unlike :func:`read_stream_partition`),
-    so pages go to Spark one by one: the JVM converts a page while this
-    worker fetches and decodes the next, and a task holds one page, not its shards.
+    No end to record first (unlike :func:`read_stream_partition`): a task holds one page at a time.
     """
     kinesis = kinesis_client(partition.endpoint)
     for piece in partition.slices:
@@ -159,10 +143,8 @@ def slice_limits(partition: KinesisPartition, piece: ShardSlice) -> dict[str, An
 def vanished(partition: KinesisPartition, piece: ShardSlice, error: ShardNotFoundError) -> ShardRead:
     """The shard was listed when the batch was planned and is gone now: trimmed past retention.
 
-    With failOnDataLoss=true that is a :class:`DataLossError` naming shard and position (nothing
-    is recorded, so a retry fails the same way). Otherwise the shard reads as ended with no
-    records and no children (the driver knows them from the listing): a streaming task records
-    that end, the planner drains the shard, its children become ready.
+    failOnDataLoss=true: :class:`DataLossError` (nothing recorded, so a retry fails alike). Else
+    it reads as ended with no records, so the planner drains it and its children become ready.
     """
     start = piece.start_position
     message = (
@@ -178,10 +160,7 @@ def vanished(partition: KinesisPartition, piece: ShardSlice, error: ShardNotFoun
 def read_stream_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
     """One micro-batch task: read, record each shard's end (first writer wins), then yield.
 
-    Rows are yielded only after the ends are recorded, and always up to the
-    recorded end: if an earlier attempt of this batch recorded a different
-    end (a re-run after a crash, or a speculative copy), the shard is read
-    again to exactly that end. That is what makes a replayed batch identical.
+    Rows always run to the recorded end, even another attempt's, so a replayed batch is identical.
     """
     kinesis = kinesis_client(partition.endpoint)
     counted_reads = {piece.shard_id: read_counted(kinesis, partition, piece) for piece in partition.slices}
