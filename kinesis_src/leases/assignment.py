@@ -1,19 +1,7 @@
 """Balancing (pure): which leases one worker takes, steals or sheds this cycle.
 
-:func:`plan_assignment` gives each live worker between floor(N/W) and
-ceil(N/W) of the N assignable leases: leases of dead workers first, then
-unowned ones. Rebalancing between live workers is graceful: a worker above
-ceil(N/W) sheds its surplus itself, and when a worker is below floor(N/W)
-with nothing free, the most loaded worker hands one lease over (release
-after its listener checkpoints). A forced steal (at most ``max_steals``,
-from the most loaded worker) is the fallback. Forced steals are what make a
-consumer see a record twice (at-least-once), so they are the exception
-here, where the KCL relies on them.
-
-All of this is said in counts; given ``weights`` (each lease's recent
-throughput, :mod:`.throughput`) the same rules run on loads, with a gap
-rule as hysteresis (see :func:`plan_assignment`).
-"""
+Leases move gracefully (shed, handed over); a forced steal, which redelivers records and which the
+KCL relies on, is the fallback here. Rules: docs/leases.md, "Assignment"."""
 
 from __future__ import annotations
 
@@ -72,35 +60,11 @@ def plan_assignment(
     max_steals: int = 1,
     weights: Mapping[str, float] | None = None,
 ) -> AssignmentPlan:
-    """Decide takes, steals and releases for worker ``me``; no I/O.
-
-    Owners not in ``live_workers`` are dead: their leases are taken first.
-    A worker's load is the sum of its leases' ``weights`` (shard id ->
-    load; :func:`~.throughput.lease_weights`); without weights every lease
-    weighs 1 and load is the lease count, and then the rules below are
-    exactly "between floor(N/W) and ceil(N/W) leases each". With mean load
-    M per worker and mean lease weight u:
-
-    * a worker sheds (releases) leases, newest open first, for as long as it
-      stays at or above M without them (count: above ceil(N/W));
-    * free leases are taken while the taker is below M, or, when another
-      worker is starving (load + u <= M; count: below floor), only while
-      the taker stays at most M, starving or not (:func:`_floor_first_takes`);
-    * when nothing is free and a worker is starving, the most loaded worker
-      that can gives it one lease: one of weight at most half their load
-      gap (count: it has two more), the heaviest such. Gracefully (the
-      giver releases; every starving worker is served in the same round,
-      :func:`_hand_overs`), or, as the fallback, stolen.
-
-    The gap rule is the hysteresis: a move of weight w needs a gap of 2w
-    and leaves a gap of 2w less, so no move is ever undone while the
-    weights stand still (the sum of squared loads falls with every move).
-    With measured weights a move also needs ``HYSTERESIS`` x M more gap,
-    so estimates that wobble do not move leases back and forth.
-    Closed shards that are still draining (a lease names them as parent)
-    are never stolen, and handed over only when no open one is: moving them
-    only re-reads them.
-    """
+    """Decide takes, steals and releases for worker ``me``; no I/O. Owners not in
+    ``live_workers`` are dead: their leases go first. A worker's load is the sum of its leases'
+    ``weights`` (:func:`~.throughput.lease_weights`; without them, floor(N/W) to ceil(N/W) leases
+    each). A move of weight w needs a load gap of 2w (plus ``HYSTERESIS`` of the mean load with
+    weights), so none is undone while weights stand still (docs/leases.md, "Assignment")."""
     all_leases = list(leases)
     workers = set(live_workers) | {me}
     ready = sorted(assignable(all_leases, preserve_shard_order), key=_order)
@@ -146,18 +110,9 @@ def home_index(shard_id: str, workers: int) -> int:
 
 
 def _by_preference(me: str, workers: Collection[str], free: Sequence[Lease]) -> list[Lease]:
-    """The order in which ``me`` tries to take free leases, so that workers seldom race for one.
-
-    Each free lease has a home, one of the ``workers`` that will take
-    (those below the mean load: all of them at a cold start, the newcomers
-    when workers join; a stable hash of its shard id); a worker takes its
-    own homed leases first, in shard order,
-    then the others' from the tail, starting with the next worker's: with one
-    view of the live workers, what a home keeps beyond its fair share is what
-    the others take, and two workers meet only at the edges. Workers that
-    see different live sets still differ only in the leases whose home moved.
-    Why: docs/leases.md, "Staggered takes".
-    """
+    """The order in which ``me`` tries free leases, so that workers seldom race for one: its own
+    homed leases (:func:`home_index` over the ``workers`` that will take) in shard order, then the
+    others' from the tail, the next worker's first (docs/leases.md, "Staggered takes")."""
     ranked = sorted(workers)
     mine, count = ranked.index(me), len(ranked)
     keyed = []
@@ -224,16 +179,9 @@ def _takers(me: str, workers: Collection[str], loads: Mapping[str, float], scale
 
 def _dealt(me: str, free: Iterable[Sequence[Lease]], starving: Sequence[str], loads: Mapping[str, float],
            scale: _Scale) -> list[Lease]:
-    """The free leases dealt to ``me`` while workers starve, in one plan that every worker sharing the
-    view computes alike: each goes to its home among the starving workers while that keeps the home at
-    most M (count: floor); the rest, one at a time, to the least loaded starving worker it keeps at most
-    M, or, once none, to the least loaded worker below M, starving first (count: up to ceil). Dead owners' leases
-    (the first group of ``free``) are dealt before unowned ones.
-
-    With homes alone a worker with few homed leases took its neighbours' from their tail while they
-    took their own: after 10 of 100 workers crashed, planning on one view left 22 survivors below floor
-    (lost races), and the last N mod W leases waited for views in which nobody starved.
-    """
+    """The free leases dealt to ``me`` while workers starve, alike for every worker sharing the
+    view: each to its home among the starving while that keeps it at most M (count: floor), the
+    rest to the least loaded with room, starving first (count: up to ceil); dead owners' first."""
     ranked = sorted(starving)
     now = dict(loads)
     mine: list[Lease] = []
@@ -267,18 +215,9 @@ def _dealt(me: str, free: Iterable[Sequence[Lease]], starving: Sequence[str], lo
 
 def _floor_first_takes(me: str, dealt: Sequence[Lease], free: Sequence[Lease], load: float, scale: _Scale,
                        starving: Sequence[str]) -> list[Lease]:
-    """What to take: the leases dealt to ``me`` (:func:`_dealt`), then, in its order of preference,
-    free leases only up to M (count: floor) while another worker starves, else while below M.
-
-    After 10 of 100 workers crashed or left (10,000 shards), every survivor
-    below the mean took up to ceil(N/W); those that read the leases first
-    filled up and the last ones found nothing free, stayed a few leases
-    below floor and were then served one hand-over at a time (more than 60 s
-    in the simulation). Up to floor first, the free leases suffice for all
-    of them (floor x W <= N). With weights a starving worker may find no free
-    lease that keeps it at most M: it takes as before rather than leave a
-    heavy lease unowned.
-    """
+    """The leases dealt to ``me`` (:func:`_dealt`), then free ones in its order of preference:
+    only up to M (count: floor) while another worker starves, else while below M. A starving
+    worker that finds none within M (weights) takes anyway, rather than leave a heavy lease free."""
     others_starve = any(w != me for w in starving)
     dealt_ids = {l.shard_id for l in dealt}
     rest = [l for l in free if l.shard_id not in dealt_ids]
@@ -311,15 +250,9 @@ def _gift(
     load: Mapping[str, Sequence[Lease]], closed: set[str], thief: str, loads: Mapping[str, float], scale: _Scale,
     *, draining_too: bool = False,
 ) -> tuple[str, Lease] | None:
-    """The most loaded worker (ties: highest id) that can give the thief a lease by the gap rule, and
-    the lease: its heaviest such, newest first among equals.
-
-    Only open leases qualify for a steal: a draining parent's new owner
-    would only re-read from the last checkpoint. A graceful hand-off
-    (``draining_too``) falls back to a draining parent when no able worker
-    has an open lease; otherwise a worker starves for as long as the loaded
-    workers hold only draining parents.
-    """
+    """The most loaded worker (ties: highest id) that can give the thief a lease by the gap rule,
+    and its heaviest such lease, newest first. Open leases only (a draining parent would only be
+    re-read), but a hand-over (``draining_too``) falls back to a draining one, lest one starve."""
     def giftable(worker: str, open_only: bool) -> list[Lease]:
         leases = _movable_last(load[worker], closed)
         return [l for l in leases if (not open_only or l.shard_id not in closed)
@@ -338,16 +271,9 @@ def _gift(
 def _hand_overs(
     me: str, load: Mapping[str, Sequence[Lease]], closed: set[str], loads: Mapping[str, float], scale: _Scale,
 ) -> list[tuple[Lease, str]]:
-    """What ``me`` hands over this cycle: every starving worker is served in the same round.
-
-    The most starving worker (ties: lowest id) gets a lease from the most
-    loaded worker able to give one (:func:`_gift`), the move is counted, and
-    so on until nobody starves or nobody can give. Every worker that shares
-    the view computes the same moves and makes its own. One gift per round
-    (only the first starving worker's) moved one lease per lease read of the
-    fleet: at 10,000 shards and 100 workers, a few leases short after 10
-    workers crashed took minutes (the lease simulation).
-    """
+    """What ``me`` hands over this cycle: every starving worker is served in the same round, the
+    most starving (ties: lowest id) first, from the most loaded worker able to give (:func:`_gift`),
+    each move counted. Every worker sharing the view computes the same moves and makes its own."""
     owned = {w: list(ls) for w, ls in load.items()}
     now = dict(loads)
     mine: list[tuple[Lease, str]] = []

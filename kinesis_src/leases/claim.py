@@ -1,19 +1,7 @@
 """One running query per applicationName and stream.
 
-Two queries sharing an ``applicationName`` would share per-batch progress
-items and plan from each other's ends. The driver therefore claims the name
-with a heartbeat item in the lease table (the same liveness mechanism the
-lease coordinator uses) and renews it from a daemon thread. The claim has a
-key of its own (``claim#<application>#<stream>``, see :mod:`.schema.keys`):
-in the lease partition, a plain-Python consumer sharing the name would count
-it as a live worker. A second query that finds the claim watches it with the
-coordinator's :class:`~.expiry.ExpiryJudge`: if the heartbeat moves, the
-owner is alive and the second query fails naming the option; if it stays
-unchanged for the failover time (the owner crashed, e.g. a killed driver
-being restarted), the claim is taken over. The claim is registered only
-if absent: of two queries that find it gone at once, the second fails at
-once with the same error.
-"""
+Two queries sharing the name would plan from each other's progress items, so the driver claims it
+with a heartbeat item, judged like a worker's (docs/spark.md, "One query per applicationName")."""
 
 from __future__ import annotations
 

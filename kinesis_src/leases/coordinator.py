@@ -1,25 +1,7 @@
 """The lease coordinator a worker runs: heartbeat, scan, balance, and the held-lease set.
 
-A worker renews *itself* (one heartbeat item), not each lease, so lease
-items change only on a change of owner or a checkpoint. Guarantees:
-
-* **Fencing** per lease: every change of owner bumps ``leaseCounter`` and
-  every holder write is conditional on (owner, counter), so a replaced
-  holder cannot write (:class:`~kinesis_src.errors.LeaseLostError`).
-* **Expiry** by observation on the local clock (:class:`~.expiry.ExpiryJudge`,
-  :func:`kinesis_src.clock.since_boot`): wall clocks are never compared.
-* **Declaring dead** is a conditional delete of the heartbeat item, so a
-  late heartbeat keeps a slow worker alive; a worker that is not live takes nothing.
-* **Reading the table** (:mod:`.view`) may be stale: every write is
-  conditional, so staleness costs only a failed write.
-* **Self-doubt**: ``held()`` reports leases only within ``failover_s`` of
-  the last acknowledged heartbeat, so a paused worker stops first.
-
-Rationale: docs/leases.md, "Expiry and fencing". The coordinator runs its
-parts: the held set (:mod:`.held_leases`), balancing, takes and releases
-(:mod:`.ownership`), steals (:mod:`.steal_requests`), the renewal loop
-(:mod:`.renewal_loop`).
-"""
+A worker renews *itself* (one heartbeat item), not each lease, and every holder write is fenced
+on (owner, counter). Guarantees and why: docs/leases.md, "Expiry and fencing"."""
 
 
 from __future__ import annotations
@@ -69,15 +51,10 @@ _FATAL_NOTE = "the lease coordinator stopped; fix the cause and restart the work
 
 
 class LeaseCoordinator:
-    """Keeps this worker's share of an application's leases on one stream.
-
-    Its steps are coroutines (:mod:`.table_calls`). ``astart()`` runs the
-    cycle and the heartbeat as two tasks on the caller's event loop (the
-    Consumer: no locks or hops between it and the readers); ``start()`` runs
-    them on two threads; ``run_once()`` is one cycle, run in place (tests,
-    benchmarks, the lease simulation). Thread-safe: other threads may call
-    :meth:`checkpoint`, :meth:`shard_ended` and :meth:`held` while it runs.
-    """
+    """Keeps this worker's share of an application's leases on one stream. ``astart()`` runs the
+    cycle and the heartbeat as two tasks on the caller's event loop, ``start()`` on two threads,
+    ``run_once()`` one cycle in place. Other threads may call :meth:`checkpoint`,
+    :meth:`shard_ended` and :meth:`held` while it runs."""
 
     def __init__(
         self,
@@ -161,13 +138,8 @@ class LeaseCoordinator:
         await self.arun_once()
 
     def stop(self, release: bool = True, timeout_s: float = 30.0) -> None:
-        """Stop the cycle; release held leases (graceful hand-off); then stop renewing and remove the heartbeat.
-
-        The heartbeat goes on until the releases are done: a release waits for
-        the consumer's in-flight checkpoint, and a worker that stopped renewing
-        first was judged dead by the others when that took longer than the
-        failover time, its leases taken at the older checkpoints (duplicates).
-        """
+        """Stop the cycle; release held leases (graceful hand-off); then stop renewing and remove
+        the heartbeat. Renewals go on until the releases, which wait for checkpoints, are done."""
         self._cycles.stop(timeout_s)
         run_sync(self._release_all(release))
         self.renewals.stop(timeout_s)
@@ -216,15 +188,9 @@ class LeaseCoordinator:
         return self.held_leases.leases()
 
     def view_is_fresh(self) -> bool:
-        """True while this worker has read the table recently enough to have seen any steal coming.
-
-        A thief takes a lease from a live holder only ``failover_s`` after
-        announcing its request, so a view younger than 1.5 renewals has seen
-        it; one whose reads stall (DynamoDB throttled) delivers nothing. Dated
-        by the last read that reflects every change others announced
-        (:attr:`~.view.ViewReader.current_at`). Why and the figures:
-        docs/leases.md, "Reading the table".
-        """
+        """True while this worker has read the table recently enough to have seen any steal coming:
+        a thief forces one only ``failover_s`` after announcing it, and a view (dated by
+        :attr:`~.view.ViewReader.current_at`) stays fresh for 1.5 renewals (docs/leases.md)."""
         return self.clock() - self._views.current_at < STEAL_PATIENCE_RENEWALS * self.timing.renew_s
 
     def is_live(self) -> bool:
@@ -235,11 +201,9 @@ class LeaseCoordinator:
         return self.ownership.lease(shard_id)
 
     def report_throughput(self, shard_id: str, records: int, nbytes: int) -> None:
-        """The consumer delivered ``records`` records of ``nbytes`` bytes from a held shard.
-
-        Cheap (no I/O): the estimate is written with the shard's next
-        checkpoint, and the balancer weighs leases by it (:mod:`.throughput`).
-        """
+        """The consumer delivered ``records`` records of ``nbytes`` bytes from a held shard. No I/O:
+        the estimate is written with the shard's next checkpoint, and the balancer weighs leases by
+        it (:mod:`.throughput`)."""
         meter = self.held_leases.meter(shard_id)
         if meter is not None:
             meter.add(records, nbytes, self.clock())

@@ -1,15 +1,7 @@
-"""The one judge of "has this heartbeat stopped": lease heartbeats, the query claim, key-range claims.
+"""The one judge of "has this heartbeat stopped": worker heartbeats, the query and key-range claims.
 
-A heartbeat value (session, counter) is expired once it has stayed the same
-for ``failover_s``, measured on the observer's own clock from the moment the
-observer first saw that value (the KCL's rule). Wall clocks are never
-compared, so a worker whose clock is wrong by years is judged like any
-other. The judge is pure: it does no I/O, and the clock is injected, so the
-tests drive it with a fake one. A key that is forgotten (gone from a scan)
-and comes back is seen afresh: a first sight is a change. :meth:`~ExpiryJudge.watch`
-gives the verdict of a watch (wait until one moves or all expire); its
-callers only read, sleep and act on it.
-"""
+A value expires once unchanged for ``failover_s`` since this observer first saw it, on its own
+clock (the KCL's rule): wall clocks are never compared. Pure: no I/O, the clock injected."""
 
 from __future__ import annotations
 
@@ -24,12 +16,9 @@ K = TypeVar("K", bound=Hashable)
 
 @dataclass(frozen=True)
 class Observation:
-    """What one look at a heartbeat says.
-
-    ``changed``: the value differs from the one seen before (or is seen for
-    the first time), so its owner was alive recently. ``expires_at``: the
-    observer's clock reading at which the value, if still unchanged, expires.
-    """
+    """What one look at a heartbeat says. ``changed``: the value differs from the one seen before
+    (or is seen for the first time), so its owner was alive recently. ``expires_at``: the
+    observer's clock reading at which the value expires if still unchanged."""
 
     changed: bool
     unchanged_s: float
@@ -39,14 +28,9 @@ class Observation:
 
 @dataclass(frozen=True)
 class Watch(Generic[K]):
-    """One look while watching heartbeats until one moves or all of them expire.
-
-    ``moved``: the keys whose value changed since the previous look, or that
-    came back after being gone: their owners are alive. ``expired``: every
-    key still there is unchanged for failover_s (vacuously so when none is
-    left). ``wait_s``: from this look to the first expiry, so a watcher
-    sleeps no longer than needed.
-    """
+    """One look while watching heartbeats until one moves or all of them expire. ``moved``: keys
+    whose value changed or that came back (their owners are alive); ``expired``: every key left is
+    unchanged for failover_s (vacuously when none is); ``wait_s``: from now to the first expiry."""
 
     moved: tuple[K, ...]
     expired: bool

@@ -81,13 +81,8 @@ class HeartbeatItems:
 
     def register_claim(self, holder: str) -> WorkerHeartbeat | None:
         """Write the query claim if there is none; None if another query registered it first.
-
-        A query registers only after finding the claim gone (absent, released
-        or taken over), and two can find that at once: the put is conditional
-        on the item not existing, so the second learns it at once instead of
-        at its next renewal. A retry of our own put that landed finds our
-        session stored: registered.
-        """
+        Put-if-absent, so of two queries that find the claim gone the second learns it at once; a
+        retry of our own put that landed finds our session stored: registered."""
         claim = self._new_session(holder)
         item = self.codec.heartbeat_item(self._claim_key(), claim, self._ttl_s())
         result = self.dynamodb.put_item(self.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY})
@@ -118,13 +113,8 @@ class HeartbeatItems:
 
     def _beat(self, key: Item, worker: WorkerHeartbeat, changed: bool = False,
               notify: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
-        """Add one to the stored heartbeat, conditional on our session only.
-
-        Every write changes the value the others watch, a retry of a write
-        that landed included (it adds one more): a worker that restarts its
-        renewal clock after a RENEWED has always moved its heartbeat. The new
-        value is read from the answer (ALL_NEW), so ours equals the stored one.
-        """
+        """Add one to the stored heartbeat, conditional on our session only; the new value is read
+        from the answer (ALL_NEW). Every write moves what the others watch, a retry included."""
         request, now = self._beat_request(key, worker, changed, notify)
         return self._beat_outcome(self.dynamodb.update_item(**request), worker, now)
 
@@ -168,14 +158,9 @@ class HeartbeatItems:
                                            **expr)).ok
 
     def _ttl_s(self) -> int:
-        """``ttl`` of a heartbeat or claim item: a day after now, on DynamoDB's clock.
-
-        DynamoDB's TTL sweeper compares ``ttl`` with its own time. A host
-        wall clock that is years behind would write a ttl in the server's
-        past and get live items deleted, so the server's time (the Date
-        header of its last answer, plus the time elapsed here since) bounds
-        it from below. A wall clock that is ahead only delays the clean-up.
-        """
+        """``ttl`` of a heartbeat or claim item: a day after now, and never before DynamoDB's own
+        time, so a host clock that is behind cannot get live items deleted (docs/leases.md,
+        "Attributes", "TTL on DynamoDB's clock")."""
         server_s = self.dynamodb.server_time_s()
         now_s = max(self.now_ms() // 1000, 0 if server_s is None else int(server_s))
         return now_s + HEARTBEAT_TTL_S

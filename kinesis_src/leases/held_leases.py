@@ -1,14 +1,7 @@
 """The one set of leases a worker holds, with what its reader keeps per holding.
 
-The coordinator adds a lease when it takes one and lets it go when it is
-lost, released or ended; a reader (the Consumer's
-:class:`~kinesis_src.consumer.stream_reader.StreamReader`) attaches its
-state of that holding (phase, fetcher, batches). The two differ in time in
-one case: a holding whose SHARD_END write is in flight outlives the lease,
-because only the write's answer says whether the shard ended or was lost.
-Its entry stays, *let go*, until the reader detaches the holding.
-Thread-safe: a coordinator started with ``start()`` runs on threads.
-"""
+A holding whose SHARD_END write is in flight outlives its lease, let go but kept until the reader
+detaches it (docs/architecture.md, "One held set"). Thread-safe: ``start()`` runs on threads."""
 
 from __future__ import annotations
 

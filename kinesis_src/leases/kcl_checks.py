@@ -1,8 +1,7 @@
-"""The KCL import's refusals that compare reads: a KCL worker still running, a table of another stream.
+"""The KCL import's refusals that compare reads: a KCL worker still running, another stream's table.
 
-Pure: they judge values already read (two reads of the KCL table, the
-stream's summary and shard listing) and raise naming the thing and the fix.
-"""
+Pure: they judge values already read (two reads of the KCL table, the stream's summary and
+listing) and raise naming the thing and the fix."""
 
 from __future__ import annotations
 

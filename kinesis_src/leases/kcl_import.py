@@ -1,14 +1,7 @@
-"""Start a kinesis-src application from a KCL 2.x/3.x lease table: checkpoints carried over, nothing reprocessed.
+"""Start a kinesis-src application from a KCL 2.x/3.x lease table, its checkpoints carried over.
 
-:func:`import_kcl_table` reads the KCL table (DescribeTable, a consistent
-Scan twice; it never writes it) and writes one lease per shard into the
-application's own table. Before writing anything it refuses: a table that
-is not a KCL lease table; a KCL application still running (any lease that
-changed between the two reads, ``observe_s`` apart); a table for another
-stream (leases checked against the stream's ARN or ListShards); and a
-target that already holds other leases of the application (a re-run adds
-only the missing ones). Shards without a KCL lease are left to shard sync.
-"""
+The KCL table is only read; before writing anything the import refuses what it cannot carry over
+safely (docs/migration.md, "From KCL", "What is refused")."""
 
 from __future__ import annotations
 
@@ -277,16 +270,11 @@ def import_kcl_table(
     region: str | None = None, endpoint_url: str | None = None, dynamodb_endpoint_url: str | None = None,
     credentials: CredentialSource | None = None,
 ) -> KclImportReport:
-    """Import a stopped KCL application's checkpoints into ``application``'s lease table.
-
-    Start a :class:`kinesis_src.Consumer` with ``application_name=application``
-    (and the same ``lease_table_name``) afterwards: it resumes every shard
-    after KCL's checkpoint. ``unstarted``: where shards whose KCL checkpoint is
-    LATEST or AT_TIMESTAMP (nothing processed) start: TRIM_HORIZON by
-    default, or ``Checkpoint.at_timestamp(...)``. Raises a
-    :class:`~.kcl_items.KclImportError` (or :class:`~.kcl_items.KclApplicationRunningError`)
-    naming what is wrong and the fix; nothing is written then.
-    """
+    """Import a stopped KCL application's checkpoints into ``application``'s lease table; a
+    :class:`kinesis_src.Consumer` with ``application_name=application`` then resumes every shard
+    after them. ``unstarted``: where shards KCL never started (LATEST, AT_TIMESTAMP) begin,
+    TRIM_HORIZON by default. Raises :class:`~.kcl_items.KclImportError` (or
+    :class:`~.kcl_items.KclApplicationRunningError`) naming the fix, and then writes nothing."""
     extra: dict[str, Any] = {} if credentials is None else {"credentials": credentials}
     settings = AwsSettings.from_env(region, endpoint_url, dynamodb_endpoint_url, **extra)
     job = KclImport(

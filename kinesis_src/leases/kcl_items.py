@@ -1,11 +1,7 @@
 """KCL 2.x/3.x lease-table items, read (never written): leases, the items to skip, checkpoints.
 
-Parses the attributes KCL's ``DynamoDBLeaseSerializer`` writes (single- and
-multi-stream keys, the checkpoint sentinels, parents and children), and
-recognises the other items KCL 3.x keeps in the table (worker metrics,
-coordinator state, the leader lock) so they are skipped and counted in the
-report. The attribute table: docs/migration.md.
-"""
+Reads what KCL's ``DynamoDBLeaseSerializer`` writes and skips the other items KCL 3.x keeps there.
+The attribute table: docs/migration.md, "What is read, and what it becomes"."""
 
 from __future__ import annotations
 
@@ -117,15 +113,9 @@ class SkippedItem:
 
 
 def checkpoint_for(lease: KclLease, unstarted: Checkpoint) -> Checkpoint:
-    """Our checkpoint for a KCL lease's.
-
-    A sequence checkpoint names the last record processed in both, with its
-    sub-sequence number: processing resumes after it. ``SHARD_END`` stays
-    SHARD_END and ``TRIM_HORIZON`` stays TRIM_HORIZON. ``LATEST`` and
-    ``AT_TIMESTAMP`` mean "nothing processed yet"; the table does not say when
-    LATEST was taken nor which timestamp, so ``unstarted`` decides (TRIM_HORIZON
-    by default: nothing is skipped).
-    """
+    """Our checkpoint for a KCL lease's: the same sequence checkpoint, SHARD_END or TRIM_HORIZON.
+    ``LATEST`` and ``AT_TIMESTAMP`` mean nothing was processed, and the table does not say when or
+    which timestamp, so ``unstarted`` decides."""
     kind = lease.kind
     if kind is KclCheckpointKind.SEQUENCE_NUMBER:
         return Checkpoint.sequence(lease.checkpoint, lease.sub_sequence_number)

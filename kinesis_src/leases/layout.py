@@ -1,13 +1,7 @@
 """Where one application's leases on a stream live: one partition key, or spread over P of them.
 
-Every worker reads every lease, and DynamoDB serves one partition key a
-bounded number of units per second, so large streams spread their leases over
-P keys (``.../<k>``, k = crc32(shard id) mod P); a full read is P Queries.
-P is recorded once per application+stream (put-if-absent, so every worker
-agrees; :mod:`.layout_records`) and never changes, since a lease's key
-depends on it. Heartbeats stay under the single key. Rationale and upgrade
-rules: docs/leases.md, "Leases over several partition keys".
-"""
+P is recorded once (:mod:`.layout_records`) and never changes: a lease's key depends on it.
+Why, and upgrades: docs/leases.md, "Leases over several partition keys"."""
 
 from __future__ import annotations
 
@@ -17,7 +11,7 @@ from dataclasses import dataclass
 
 from .schema.keys import spread_partition
 
-LEASES_PER_PARTITION = 1000  # ~85 RCU per strongly consistent read of one partition's leases
+LEASES_PER_PARTITION = 1000  # leases per partition key in a new layout
 MAX_LEASE_PARTITIONS = 64
 
 

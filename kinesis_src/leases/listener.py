@@ -8,12 +8,9 @@ from .model import Lease
 
 
 class LeaseListener(Protocol):
-    """What the process using the leases (a consumer) is told.
-
-    Called where the coordinator runs (its loop, or its thread); keep them
-    short. ``before_release`` runs before a graceful release (shedding,
-    shutdown), and the release waits for it: checkpoint there.
-    """
+    """What the process using the leases (a consumer) is told, where the coordinator runs: keep
+    the calls short. ``before_release`` runs before a graceful release (shedding, shutdown), and
+    the release waits for it: checkpoint there."""
 
     def on_acquired(self, lease: Lease) -> None: ...
 

@@ -1,8 +1,6 @@
 """Lease values: checkpoints, leases, worker heartbeats. No I/O, no attribute names.
 
-The DynamoDB layout of these values lives in :mod:`.schema`; the
-conditional writes in :mod:`.table`.
-"""
+Their DynamoDB layout is in :mod:`.schema`; the conditional writes in :mod:`.table`."""
 
 from __future__ import annotations
 
@@ -37,14 +35,9 @@ _SENTINELS = {k.value: k for k in CheckpointKind if k is not CheckpointKind.SEQU
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """How far a shard has been processed.
-
-    A sequence checkpoint names the last record processed (the KCL's
-    meaning): processing resumes *after* it. The sentinels say where to
-    start a shard nobody has processed yet, or that it is finished.
-    ``sub_sequence_number`` names the user record of a KPL aggregate (0 for a
-    plain record): processing resumes after that user record.
-    """
+    """How far a shard has been processed. A sequence checkpoint names the last (user) record
+    processed, as the KCL's does: processing resumes after it. The sentinels say where an
+    unprocessed shard starts, or that it is finished."""
 
     kind: CheckpointKind
     sequence_number: str | None = None
@@ -109,15 +102,9 @@ class Checkpoint:
         return self.kind in (CheckpointKind.SEQUENCE_NUMBER, CheckpointKind.SHARD_END)
 
     def resume_position(self) -> Position | None:
-        """Where the next owner starts reading; None for a finished shard.
-
-        A sequence checkpoint names the last *user* record processed,
-        ``(sequence_number, sub_sequence_number)``, as the KCL's does: the
-        next owner reads AT that record and drops its user records up to the
-        sub-sequence number (0 for a plain record). Re-reading the one record
-        costs a few bytes, and it is what makes a checkpoint inside a KPL
-        aggregate resume exactly after the user record acknowledged.
-        """
+        """Where the next owner starts reading; None for a finished shard. Right after a sequence
+        checkpoint's user record, inside a KPL aggregate too: the reader reads AT its sequence
+        number and drops the user records up to the sub-sequence number."""
         if self.kind is CheckpointKind.SHARD_END:
             return None
         if self.kind is CheckpointKind.SEQUENCE_NUMBER:
@@ -137,12 +124,9 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class Throughput:
-    """A shard's recent throughput as its holder measured it (see :mod:`.throughput`).
-
-    ``measured_ms`` is the holder's wall clock when it wrote the estimate:
-    only the balancer reads it, to ignore estimates nobody refreshed for
-    minutes; a skew of seconds does not matter there.
-    """
+    """A shard's recent throughput as its holder measured it (:mod:`.throughput`). ``measured_ms``
+    is the holder's wall clock: the balancer only uses it to ignore stale estimates, where a skew
+    of seconds does not matter."""
 
     records_per_s: float
     bytes_per_s: float
@@ -151,18 +135,9 @@ class Throughput:
 
 @dataclass(frozen=True)
 class Lease:
-    """One shard's lease, as stored.
-
-    ``counter`` is the fencing token: every change of ownership (take,
-    steal, release, SHARD_END) increments it, and every write by the holder
-    is conditional on (owner, counter), so a holder that was replaced can no
-    longer write. ``last_updated_ms`` is wall-clock time for humans; expiry
-    never reads it (see :mod:`kinesis_src.leases`). ``throughput`` is the
-    holder's last estimate, written with its checkpoints (None: none yet).
-    ``steal_requested_by``: a starving worker that asked the holder to
-    release the lease (:mod:`.steal_requests`); it stays until the lease
-    changes hands, which clears it.
-    """
+    """One shard's lease, as stored (attributes: docs/leases.md, "Attributes"). ``counter`` is the
+    fencing token: every change of ownership increments it, and every write by the holder is
+    conditional on (owner, counter). ``last_updated_ms`` is for humans only."""
 
     shard_id: str
     checkpoint: Checkpoint
@@ -187,12 +162,9 @@ class Lease:
 
     @classmethod
     def for_child(cls, child: ChildShard) -> Lease:
-        """A new lease for a child named by GetRecords' ChildShards: starts at TRIM_HORIZON.
-
-        Parents are kept in shard-id order: ChildShards and ListShards name a
-        merge child's two parents in different orders, and whichever creates
-        the lease first must write the same item.
-        """
+        """A new lease for a child named by GetRecords' ChildShards, at TRIM_HORIZON. Parents in
+        shard-id order: ChildShards and ListShards order a merge child's parents differently, and
+        whichever creates the lease first must write the same item."""
         return cls(
             child.shard_id,
             Checkpoint.trim_horizon(),
@@ -211,16 +183,9 @@ def _parent_order(parents: Sequence[str]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class WorkerHeartbeat:
-    """A worker's liveness item: one write per renewal interval keeps all its leases.
-
-    ``session`` is random per process, so a restarted process with the same
-    worker id, or two processes wrongly sharing one, are told apart.
-    ``changes`` counts the heartbeats that announced a change of lease
-    ownership by this worker (see :mod:`.view`); 0 in items of older versions.
-    ``notify``: the workers its latest announcement concerns (stolen from,
-    handed a lease, asked for one), who read the leases at once instead of
-    after their read gap; empty in older items.
-    """
+    """A worker's liveness item: one write per renewal interval keeps all its leases. ``session``
+    is random per process, so a restart or a shared worker id is told apart. ``changes``,
+    ``notify``: its ownership announcements, and whom the latest names (:mod:`.view`)."""
 
     worker_id: str
     session: str
@@ -246,11 +211,8 @@ class TableView:
 
 @dataclass(frozen=True)
 class ShardEndResult:
-    """The parent as marked SHARD_END, and which child leases this call created.
-
-    When the call was a retry of a SHARD_END that had landed already, every
-    child is reported as existing: they were created by that first attempt.
-    """
+    """The parent as marked SHARD_END, and which child leases this call created. A retry of a
+    SHARD_END that had landed already reports every child as existing."""
 
     lease: Lease
     created_children: tuple[str, ...]

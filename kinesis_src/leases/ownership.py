@@ -1,16 +1,7 @@
 """What a coordinator cycle changes: judge the workers, reconcile the held set, balance, end shards.
 
-Balancing (:func:`plan_assignment`, pure) weighs each lease by its shard's
-throughput (:mod:`.throughput`), or counts leases without estimates, and
-moves leases gracefully: an overloaded worker sheds, a loaded one hands a
-lease to a starving one, and only then does the starving worker ask for a
-lease (:mod:`.steal_requests`). Forced steals cause redelivery, so they
-are the exception, not the rule as in the KCL.
-
-Takes are staggered by home worker, and a worker that loses
-:data:`STALE_AFTER_LOST_RACES` takes in a row waits for a fresh view.
-Rules and hysteresis: docs/leases.md, "Assignment".
-"""
+Leases move gracefully (shed, handed over); a forced steal, which redelivers records, is the last
+resort (:mod:`.steal_requests`). Rules: docs/leases.md, "Assignment"."""
 
 from __future__ import annotations
 
@@ -43,12 +34,8 @@ SyncLeases = Callable[[Iterable[Lease]], Awaitable[object | None]]
 
 class Ownership:
     """The steps that change who holds what, over the worker's one held set (:mod:`.held_leases`).
-
-    ``where`` names the stream and table in errors; ``sync``: the
-    coordinator's shard sync (None without one), run when a merge child's
-    other parent has no lease yet; ``wake``: runs the next cycle now (a
-    shard ended: its children are leasable).
-    """
+    ``sync``: the coordinator's shard sync (None without one), run when a merge child's other
+    parent has no lease yet; ``wake``: runs the next cycle now (a shard ended: children wait)."""
 
     def __init__(
         self, worker_id: str, timing: LeaseTiming, clock: Callable[[], float], *, held: HeldLeases,
@@ -99,12 +86,8 @@ class Ownership:
     async def end_shard(self, shard_id: str, children: Sequence[ChildShard | Lease], counter: int | None = None,
                         ) -> ShardEndResult:
         """The shard was read to its end: create child leases, mark it SHARD_END, give it up.
-
-        ``counter``: the lease counter of the holding that read the shard to
-        its end. A lease held now at another counter is a newer holding (this
-        worker took the shard again meanwhile, and reads it again from the
-        last checkpoint): LeaseLostError, nothing written, that holding kept.
-        """
+        ``counter``: the holding that read it; a lease held at another counter now (a newer holding)
+        raises LeaseLostError, and nothing is written."""
         lease = self.held_at(shard_id, counter, "SHARD_END")
         child_leases = [c if isinstance(c, Lease) else Lease.for_child(c) for c in children]
         await self._lease_co_parents(shard_id, child_leases)
@@ -125,15 +108,9 @@ class Ownership:
         return result
 
     async def _lease_co_parents(self, shard_id: str, children: Sequence[Lease]) -> None:
-        """Before a merge child gets its lease, its other parent must have one.
-
-        :func:`~.assignment.is_assignable` counts a parent without a lease as
-        drained (trimmed), so a merge child created while its other parent is
-        still unleased (a split child whose own parent is being read, leased
-        only at the next shard sync) would be read before that parent. A
-        shard sync creates the missing leases, parents first (put-if-absent
-        in shard-id order); it runs only when a co-parent is missing.
-        """
+        """Before a merge child gets its lease, its other parent must have one: a parent without a
+        lease counts as drained, so the child would be read first. Runs a shard sync (parents
+        first) only when a co-parent is missing."""
         co_parents = {p for child in children for p in child.parent_shard_ids if p != shard_id}
         if not co_parents or self.sync is None:
             return
@@ -188,15 +165,9 @@ class Ownership:
                     return
 
     def _older_than_mine(self, current: Lease | None, held: Lease, view: TableView) -> bool:
-        """The view predates this worker's own write to the lease (a take, adopted or not).
-
-        Lease reads are at least ``lease_read_gap_s`` apart at scale, so a
-        cycle may reconcile against leases read before its own takes: a
-        counter below ours is older (counters only grow), and a lease missing
-        from a view read before we acquired it was created after that read.
-        Dropping it would throw away a lease just won (found by the
-        simulation at 10,000 shards: every lease taken twice).
-        """
+        """The view predates this worker's own write to the lease (a take, adopted or not): its
+        counter is below ours (counters only grow), or it is missing from a view read before we
+        took it. Lease reads are spaced out at scale (docs/leases.md, "Assignment")."""
         if current is not None:
             return current.counter < held.counter
         return self.views.read_at <= self.held.acquired_at(held.shard_id)
@@ -234,16 +205,9 @@ class Ownership:
 
     async def take(self, lease: Lease, how: str, report: CycleReport, victim: str | None = None,
                  incarnation: int | None = None) -> bool:
-        """Take ``lease`` (conditional on its owner and counter) and hold it; only while this worker is live.
-
-        A worker whose heartbeat may have been deleted takes nothing: another
-        worker may take the same lease from the "dead" one before this one
-        registers again. A take still in flight when this worker learnt it
-        had been declared dead is not held either; the next cycle re-takes
-        the lease (counter + 1) if it is still named for this worker.
-        ``incarnation``: a forced steal's, that of its request; nothing is
-        taken if this worker was declared dead since (:mod:`.steal_requests`).
-        """
+        """Take and hold ``lease`` (fenced on its owner and counter), only while this worker is
+        live. A take in flight when this worker learnt it was declared dead is not held (the next
+        cycle re-takes it); ``incarnation``: a forced steal's request's, checked the same way."""
         held = self.held
         incarnation = held.incarnation if incarnation is None else incarnation
         if not self.is_live():
@@ -286,10 +250,8 @@ class Ownership:
         return released is not None
 
     def note_change(self, notify: Iterable[str] = ()) -> None:
-        """This worker changed lease ownership: announce it with the next heartbeat (sent at the end
-        of this cycle, or at once by the renewal loop), and read the leases again next cycle whether
-        that announcement lands or not. ``notify``: workers the change concerns (a steal's victim, a
-        hand-over's taker), who read the leases at once (:mod:`.view`)."""
+        """This worker changed lease ownership: announce it with the next heartbeat, naming the
+        workers in ``notify`` (:mod:`.view`), and read the leases again next cycle either way."""
         self.renewal.note_change(notify)
         self.views.invalidate()
 

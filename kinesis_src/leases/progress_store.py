@@ -1,23 +1,7 @@
 """Per-batch progress for the Spark source: where each shard of a micro-batch ended.
 
-Spark's ``read()`` runs on executors and cannot report back to the driver,
-yet the driver must know where each shard's read stopped to plan the next
-micro-batch, and a re-run of an uncommitted batch must stop at exactly the
-same positions (deterministic replay). So each task records, per shard, the
-end position it reached and whether the shard hit SHARD_END; the first
-writer wins (put-if-absent), and a re-run or speculative task reads back
-what was recorded instead of writing its own.
-
-Items live in the lease table, under
-``progress#<application>#<stream>#<run id>#<batch id>``, one per shard; their
-attributes are :mod:`.schema.batch_items`'s.
-
-No ``ttl`` attribute, on purpose: the ends of a run's last committed batch
-are the only record of where its next batch starts, however long the query
-stays stopped. Older batches are deleted explicitly
-(:meth:`ProgressStore.purge_batch`, when Spark commits the next batch).
-Request costs: docs/leases.md, "Spark progress".
-"""
+Tasks cannot report to the driver, and a re-run must stop where the first run did, so each records
+its shards' ends, first writer wins. No ``ttl``, on purpose: docs/leases.md, "Spark progress"."""
 
 from __future__ import annotations
 
@@ -85,12 +69,9 @@ class ProgressStore:
         return RecordResult(False, self._existing(run_id, batch_id, progress.shard_id, result.item))
 
     def record_many(self, run_id: str, batch_id: int, progresses: Sequence[ShardProgress]) -> dict[str, RecordResult]:
-        """Several shards of one task in one TransactWriteItems per 100 (1 request instead of N).
-
-        A transaction is all-or-nothing, so when some shards were already
-        recorded (a re-run), those are read from the cancellation reasons and
-        the rest are written in the next round.
-        """
+        """Several shards of one task in one TransactWriteItems per 100. A transaction is
+        all-or-nothing, so shards already recorded (a re-run) are read from the cancellation reasons
+        and the rest are written in the next round."""
         results: dict[str, RecordResult] = {}
         for start in range(0, len(progresses), TRANSACT_MAX):
             pending = list(progresses[start : start + TRANSACT_MAX])
@@ -115,12 +96,9 @@ class ProgressStore:
         return retry
 
     def record_fenced(self, lease: Lease, run_id: str, batch_id: int, progress: ShardProgress) -> RecordResult:
-        """Put-if-absent only while ``lease`` is still held as read (owner and counter).
-
-        One TransactWriteItems: [ConditionCheck on the lease, Put progress].
-        A worker that lost the lease gets LeaseLostError and nothing is
-        written, neither the progress item nor the lease.
-        """
+        """Put-if-absent only while ``lease`` is still held as read (owner and counter): one
+        TransactWriteItems [ConditionCheck, Put]. A worker that lost the lease gets LeaseLostError,
+        and nothing is written."""
         if self.leases is None:
             raise ConfigurationError("record_fenced needs a ProgressStore made with ProgressStore.of(lease_table)")
         actions = [self.leases.fence(lease), self._put_if_absent(run_id, batch_id, progress)]

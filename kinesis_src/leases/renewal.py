@@ -1,13 +1,7 @@
 """This worker's heartbeat: registration, renewal on its own schedule, announcements, self-doubt.
 
-A worker's leases live as long as its heartbeat item keeps changing
-(:mod:`.coordinator`), so a renewal must wait behind nothing but its own
-write: a running coordinator renews in a task of its own
-(:attr:`RenewalMode.OWN_SCHEDULE`); ``run_once()`` callers without one
-renew inside the cycle (:attr:`RenewalMode.IN_CYCLE`). Announcements
-(``leaseChanges`` + 1, :mod:`.view`) are sent by whoever renews, so the
-renewal alone writes the heartbeat item. Why: docs/leases.md, "Expiry and fencing".
-"""
+A worker's leases live as long as its heartbeat item changes, so a renewal waits behind nothing but
+its own write; the renewal alone writes the item. Why: docs/leases.md, "Expiry and fencing"."""
 
 from __future__ import annotations
 
@@ -43,12 +37,8 @@ _RANK = {None: 0, HeartbeatStatus.RENEWED: 1, HeartbeatStatus.DECLARED_DEAD: 2, 
 
 class HeartbeatRenewal:
     """The heartbeat item of one worker process, and what its acknowledged renewals prove.
-
-    ``on_declared_dead`` runs (before registering again) when a renewal
-    finds that another worker deleted the heartbeat: the coordinator drops
-    every lease there. Thread-safe: renewals come from one thread, the
-    consumer's threads ask :meth:`is_live` and mark changes.
-    """
+    ``on_declared_dead`` runs, before registering again, when a renewal finds the item deleted.
+    Thread-safe: renewals come from one thread; others ask :meth:`is_live` and mark changes."""
 
     def __init__(self, table: TableCalls, worker_id: str, timing: LeaseTiming, clock: Callable[[], float],
                  on_declared_dead: Callable[[], None], where: Callable[[], str]) -> None:

@@ -1,14 +1,7 @@
-"""The heartbeat on a schedule of its own: renewals apart from the cycle, also while stop() releases.
+"""The heartbeat on a schedule of its own, apart from the cycle, also while stop() releases.
 
-The heartbeat itself (registration, announcements, self-doubt) is
-:class:`~.renewal.HeartbeatRenewal`; :class:`RenewalDriver` runs it apart
-from the cycle (a thread after ``start()``, a task after ``astart()``, or a
-simulated process's fiber calling :meth:`RenewalDriver.step`) so that a
-cycle stuck behind a throttled read never delays a renewal. It ends only
-after stop() has released the leases: a worker that stopped renewing first
-could be judged dead while its releases waited for the consumer's
-checkpoints.
-"""
+So a cycle stuck behind a throttled read never delays a renewal, and a worker whose releases wait
+for checkpoints is not judged dead (docs/leases.md, "Expiry and fencing")."""
 
 from __future__ import annotations
 

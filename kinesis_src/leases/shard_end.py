@@ -36,17 +36,9 @@ class ShardEndWrites:
 
     async def amark_shard_end(self, dynamodb: AsyncDynamoDB | None, lease: Lease, children: Sequence[Lease],
                               ) -> ShardEndResult:
-        """Mark the parent SHARD_END and unowned, and create its child leases: one transaction, sent by
-        ``dynamodb`` on the caller's event loop (the table's layout known), or in place without one.
-
-        The transaction is fenced on the parent's owner and counter, so a
-        zombie (a replaced holder that resumes) creates nothing: a plain
-        put-if-absent would recreate a child that was drained and cleaned
-        up, at TRIM_HORIZON. A child that exists already (the other parent
-        of a merge ended first, or shard sync listed it) is left as it is:
-        the transaction is sent again without it. A retry of our own write
-        that landed (its answer was lost) is a success, not a lost lease.
-        """
+        """Mark the parent SHARD_END and unowned and create its child leases in one transaction,
+        fenced on the parent's owner and counter; by ``dynamodb`` on the caller's loop, or in place.
+        A child that exists is left out; a retry of our own write that landed is a success."""
         ids = tuple(c.shard_id for c in children) or lease.child_shard_ids
         now = self.now_ms()
         parent = self._held_request(

@@ -1,20 +1,7 @@
 """Shard sync: make the lease table match the stream's shard lineage.
 
-Run at worker start and then by the leader. Each run reads the leases, then
-lists the whole stream (no ShardFilter, so trimmed shards are told apart), and:
-
-1. **Creates** missing leases, put-if-absent and parents first, unless a
-   descendant already has one. On an empty table LATEST is pinned to
-   AT_TIMESTAMP *now*, so a lease that changes owner before its first
-   checkpoint never skips records; later shards start at TRIM_HORIZON.
-2. **Deletes trimmed leases** (shard not listed), warning when
-   unread records were lost; this unblocks their children.
-3. **Cleans up drained parents** once every child has started.
-
-Every delete is conditional on the lease's counter. A run is a coroutine
-written once: the Consumer awaits it on its loop (the async clients), other
-callers run it in place (:func:`run`). Details: docs/leases.md, "Shard sync".
-"""
+Creates missing leases (parents first), deletes trimmed ones and cleans up drained parents; every
+delete is conditional on the lease's counter (docs/leases.md, "Shard sync")."""
 
 from __future__ import annotations
 

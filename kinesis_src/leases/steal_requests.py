@@ -1,21 +1,7 @@
-"""The two-phase steal: a starving worker asks the holder to release a lease before it takes it by force.
+"""The two-phase steal: a starving worker asks a lease's holder to release it before forcing it.
 
-A forced steal lets the old holder deliver records the thief may already
-have checkpointed, so a thief whose patience ran out (:meth:`Steals._patient`):
-
-1. **Requests**: writes ``stealRequestedBy`` on the lease
-   (:meth:`~.table.LeaseTable.request_steal`, counter unchanged) and names
-   the holder in its heartbeat (``leaseNotify``, :mod:`.view`).
-2. **Waits for the release**: the holder honours it first thing in its next
-   cycle, gracefully (:meth:`Steals.honour`).
-3. **Forces** only ``failover_s`` after its announcement (:class:`StealBook`):
-   the holder is an older version or cannot read the table.
-
-The force cannot overlap a delivering holder, because delivery needs a
-fresh view (:meth:`~.coordinator.LeaseCoordinator.view_is_fresh`). The
-argument, and :meth:`StealBook.keep_incarnation` / :func:`requested_of`:
-docs/leases.md, "Assignment".
-"""
+The holder releases gracefully at its next cycle; the thief forces only ``failover_s`` after its
+request was announced. Why that never overlaps a delivering holder: docs/leases.md, "Assignment"."""
 
 from __future__ import annotations
 
@@ -176,19 +162,9 @@ class Steals:
         return TableView({**view.leases, **moved}, view.workers)
 
     def _announce_need(self, givers: Iterable[str]) -> None:
-        """This worker starves and nothing is free: say so (``leaseChanges`` + 1), once per patience.
-
-        The loaded workers hand leases over when their view shows a starving
-        worker, but a starving worker changes nothing, so nothing made them
-        read the leases before their periodic re-read (30 s): at 10,000 shards
-        and 100 workers, survivors of a crash stayed a few leases short for
-        minutes (the simulation). A ``leaseChanges`` bump makes the others read
-        the leases at their next cycle past their ``lease_read_gap_s``, and the
-        workers it would steal from (``givers``) at their next cycle; it
-        costs one heartbeat write, at most one per 1.5 renewals (the bump also
-        makes this worker read again, so once per own lease read would
-        announce every scan on a small fleet).
-        """
+        """This worker starves and nothing is free: say so (``leaseChanges`` + 1, naming ``givers``)
+        so the loaded workers read its need before their periodic re-read; at most once per 1.5
+        renewals, since the bump makes this worker read too."""
         now = self.clock()
         if now - self.need_announced_at >= STEAL_PATIENCE_RENEWALS * self.timing.renew_s:
             self.need_announced_at = now
@@ -198,15 +174,9 @@ class Steals:
         return STEAL_PATIENCE_RENEWALS * self.timing.renew_s + self.views.gap_s
 
     def _patient(self, steals: tuple[Lease, ...], progressed: bool) -> tuple[Lease, ...]:
-        """Ask for a lease only if the wish outlasts 1.5 renewals, plus the least gap between the others'
-        lease reads: the holder gets a cycle, after reading this worker's need, to hand one over itself.
-
-        Patience restarts whenever this cycle took a lease (``progressed``): the
-        others are handing leases over (or freeing them), just more slowly than
-        one per renewal. At scale the others read the leases at most every
-        ``lease_read_gap_s`` (5.7 s at 10,000 shards and 100 workers), so 1.5
-        renewals (5 s) ran out before any holder could see the need.
-        """
+        """Ask for a lease only if the wish outlasts 1.5 renewals plus the least gap between the
+        others' lease reads, so a holder that reads the need can hand one over itself. Patience
+        restarts whenever this cycle took a lease (``progressed``): hand-overs are under way."""
         now = self.clock()
         if self.wanted_since is None or progressed:
             self.wanted_since = now

@@ -1,9 +1,7 @@
 """How the coordinator's cycle and its heartbeat run: a step, a wait that can be cut short, again.
 
-:class:`StepLoop` runs one on a thread (``LeaseCoordinator.start()``) or as a
-task on the running event loop (``astart()``, the Consumer); a step is a
-coroutine, run in place on a thread (:func:`~.in_place.run_sync`).
-"""
+:class:`StepLoop` runs one on a thread (``start()``) or as a task on the running loop
+(``astart()``); a step is a coroutine, run in place on a thread (:func:`~.in_place.run_sync`)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """Bind an application's leases to one stream identity (ARN + creation time).
 
-Lease items are keyed by stream *name*. A stream deleted and created again
-under that name starts its shard ids over, so old leases would shadow the
-new shards (a SHARD_END lease for ``shardId-000000000000`` marks the new
-shard 0 as finished) and old checkpoints would hand Kinesis sequence
-numbers the new stream never issued. The first worker records which stream
-the leases belong to (put-if-absent); every worker compares it with the
-stream as it is now when it starts, and refuses to read a different one.
-"""
+Leases are keyed by stream *name*, and a stream created again under that name reuses shard ids,
+so a worker refuses a stream other than the one recorded (docs/leases.md, "Stream identity")."""
 
 from __future__ import annotations
 
@@ -33,12 +27,9 @@ def bind_stream(table: LeaseTable, current: StreamIdentity) -> StreamIdentity:
 
 
 async def abind_stream(table: LeaseTable, current: StreamIdentity, dynamodb: AsyncDynamoDB) -> StreamIdentity:
-    """Record ``current`` as this application's stream, or check it against the one recorded.
-
-    Raises :class:`~kinesis_src.errors.StreamRecreatedError` when the leases
-    belong to another stream (recreated under the same name). A table made
-    before identities were recorded adopts ``current``.
-    """
+    """Record ``current`` as this application's stream, or check it against the one recorded:
+    :class:`~kinesis_src.errors.StreamRecreatedError` if the leases belong to another stream. A
+    table made before identities were recorded adopts ``current``."""
     key = identity_key(table.application, table.stream)
     item = identity_item(key, current)
     while True:

@@ -1,13 +1,7 @@
 """The lease table's conditional writes, for one application's stream.
 
-Writes are conditional requests: coordination writes (create, take, steal,
-renew, release, delete, heartbeat) return None/False when they lose a race
-("False = lease lost", as in the KCL); writes that only the holder may make
-(checkpoint, SHARD_END) raise :class:`LeaseLostError` because a failure
-there means the caller must stop. SHARD_END and the child leases are one
-transaction, fenced like a checkpoint. Item layouts and attribute names
-live in :mod:`.schema`.
-"""
+A coordination write that loses a race returns None or False (as in the KCL); a write only the
+holder may make raises :class:`LeaseLostError` (docs/leases.md, "Operations")."""
 
 from __future__ import annotations
 
@@ -102,17 +96,9 @@ def _steal_request(thief: str) -> tuple[str, dict[str, Any]]:
 
 @dataclass
 class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
-    """One application's leases on one stream, in a (possibly shared) DynamoDB table.
-
-    ``scope`` names a separate set of leases and heartbeats on the same
-    stream: a sticky key range's readers (``KeyRange``) hold their own
-    lease per shard, so their checkpoints are per (shard, range). "" is the
-    stream's ordinary leases.
-
-    ``lease_partitions``: over how many partition keys a *new* set of leases
-    is spread (:mod:`.layout`); None: one per 1,000 shards at the first shard
-    sync. The layout recorded in the table wins over it.
-    """
+    """One application's leases on one stream, in a (possibly shared) DynamoDB table. ``scope``: a
+    separate set of leases and heartbeats (a sticky ``KeyRange``'s own; "": the stream's).
+    ``lease_partitions``: how many keys a *new* set is spread over (:mod:`.layout`)."""
 
     dynamodb: DynamoDBClient
     table_name: str
@@ -139,12 +125,9 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         return run_sync(self.aensure_table(self._in_place(), create, timeout_s))
 
     async def aensure_table(self, dynamodb: AsyncDynamoDB, create: bool = True, timeout_s: float = 120.0) -> bool:
-        """Make sure the table exists with the lease key schema; returns True if created now.
-
-        With ``create``, TTL is enabled on ``ttl`` if it is off, on an existing
-        table too (its creator may have died before enabling it), but only
-        once the key schema shows the table is a kinesis-src one.
-        """
+        """Make sure the table exists with the lease key schema; returns True if created now. With
+        ``create``, TTL on ``ttl`` is enabled if it is off, on an existing table too, but only once
+        the key schema shows a kinesis-src table."""
         if create:
             description, created = await create_table_if_missing(dynamodb, self.table_name, HASH_KEY, RANGE_KEY,
                                                                   timeout_s)
@@ -201,7 +184,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         return TableView(leases, workers)
 
     def list_workers(self) -> dict[str, WorkerHeartbeat]:
-        """The heartbeat items alone: one consistent Query over the ``worker#`` sort keys (~1 RCU)."""
+        """The heartbeat items alone: one consistent Query over the ``worker#`` sort keys."""
         return self._workers(self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, WORKER_PREFIX))
 
     async def alist_workers(self, dynamodb: AsyncDynamoDB) -> dict[str, WorkerHeartbeat]:
@@ -258,11 +241,9 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
     steal_lease = take_lease  # same conditional write; the caller logs it as a steal
 
     def request_steal(self, lease: Lease, thief: str) -> Lease | None:
-        """Ask the holder to release ``lease`` (:mod:`.steal_requests`): None if it changed meanwhile.
-
-        Conditional on the owner and counter read, and the counter is left as
-        it is: the holder's checkpoints, fenced on it, still succeed.
-        """
+        """Ask the holder to release ``lease`` (:mod:`.steal_requests`); None if it changed since.
+        Conditional on the owner and counter read; the counter stays, so the holder's checkpoints
+        still succeed."""
         return self._lease_or_none(self._update_held(lease, *_steal_request(thief)))
 
     async def arequest_steal(self, dynamodb: AsyncDynamoDB, lease: Lease, thief: str) -> Lease | None:
@@ -379,12 +360,9 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         return self.codec.lease(result.item) if result.ok and result.item else None
 
     def fence(self, lease: Lease) -> dict[str, Any]:
-        """A TransactWriteItems ConditionCheck: "``lease`` is still held as read".
-
-        Put it next to any write that only the holder may make (fenced
-        progress): the transaction fails as a whole if the lease moved on,
-        and the lease item itself is never written.
-        """
+        """A TransactWriteItems ConditionCheck: "``lease`` is still held as read". Put it next to a
+        write only the holder may make: the transaction fails as a whole if the lease moved on, and
+        the lease item itself is never written."""
         if lease.owner is None:
             raise LeaseLostError(f"lease on shard {lease.shard_id} has no owner: nothing to fence on", lease.shard_id)
         return {

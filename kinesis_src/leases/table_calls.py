@@ -1,14 +1,7 @@
 """The lease table's calls as the coordinator (and its shard sync) awaits them.
 
-The coordinator's steps are coroutines written once. A synchronous caller
-(the lease simulation, tests, the CLI) runs one with
-:func:`~kinesis_src.in_place.run_sync`: the table's calls are made in place
-and the coroutine never suspends. On an event loop (the Consumer) each call
-awaits the asynchronous client's twin; only a call that needs the table's
-layout before it is known (a table's first read, a fresh table's first
-shard sync) runs on a worker thread meanwhile. Every remaining thread hop
-of the coordinator is in this module.
-"""
+On an event loop each call awaits the async client's twin; a synchronous caller runs the step in
+place (:func:`~kinesis_src.in_place.run_sync`). The coordinator's only thread hops are here."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """How busy a shard is: measured by its holder, stored on its lease, weighed by the balancer.
 
-Weighing leases by throughput keeps one hot shard from counting as much as
-an idle one. The holder measures what it delivers with a :class:`RateMeter`
-(:meth:`~.coordinator.LeaseCoordinator.report_throughput`) and the estimate
-rides on its checkpoints: no extra write. :func:`lease_weights` turns
-estimates into weights (the shard's share of one shard's write limit, plus a
-base for holding any lease); a missing or stale estimate weighs the mean of
-the others, and with no estimates the balancer counts leases.
-"""
+A hot shard weighs more than an idle one; the estimate rides on the holder's checkpoints, with no
+extra write. Rules: docs/leases.md, "Assignment" ("Weighted by throughput")."""
 
 from __future__ import annotations
 
@@ -48,13 +42,9 @@ def lease_weights(leases: Iterable[Lease], now_ms: int, max_age_s: float = ESTIM
 
 
 class RateMeter:
-    """Records and bytes per second over roughly the last minute (an exponentially decaying sum).
-
-    Each report adds to sums that decay with ``TIME_CONSTANT_S``; the rate is
-    the sum over the time constant, corrected for a meter younger than that
-    (a constant flow reads right from the first seconds). Thread-safe: the
-    consumer reports from its loop, checkpoints read it from worker threads.
-    """
+    """Records and bytes per second over roughly the last minute (an exponentially decaying sum),
+    corrected for a meter younger than that. Thread-safe: the consumer reports from its loop, and
+    checkpoints may read it from other threads."""
 
     def __init__(self, started: float, tau_s: float = TIME_CONSTANT_S) -> None:
         self.started = started

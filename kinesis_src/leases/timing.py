@@ -20,24 +20,11 @@ def fleet_read_units(leases: int, workers: int, partitions: int = 1) -> float:
 
 @dataclass(frozen=True)
 class LeaseTiming:
-    """How fast failures are detected, and how much that costs.
-
-    ``failover_s``: a worker whose heartbeat stays unchanged this long (as
-    observed by others) loses its leases. ``renew_interval_s`` (default
-    failover/3, as the KCL): heartbeat period. ``scan_interval_s`` (default
-    renew/2): how often the table is read (one Query) to notice new values,
-    stolen leases and free ones. A heartbeat is first seen at most one scan
-    after it lands; the first survivor to see it expire takes its fair share
-    and the others take the rest at their next scan, so a dead worker's
-    leases move within failover + 2 scans (= failover + one renewal at the
-    default) of its last heartbeat, plus the takes themselves.
-    ``sync_interval_s``: shard discovery by the leader (lowest live worker id).
-    ``lease_refresh_interval_s``: a scan reads the heartbeats every time but
-    the lease items only when a worker announced an ownership change, and at
-    least this often (0: every scan); see :mod:`.view`. The interval used
-    grows with leases x workers (:meth:`refresh_s_for`), and so does the
-    least time between two lease reads of one worker (:meth:`lease_read_gap_s`).
-    """
+    """How fast failures are detected, and how much that costs (docs/leases.md, "Timing").
+    ``failover_s``: a heartbeat unchanged this long loses its worker's leases. The heartbeat is
+    renewed every ``renew_interval_s`` (default failover/3, as the KCL), the table read every
+    ``scan_interval_s`` (default renew/2), the lease items at least every
+    ``lease_refresh_interval_s`` (0: every scan; scaled with the fleet, :meth:`refresh_s_for`)."""
 
     failover_s: float = 10.0
     renew_interval_s: float | None = None
@@ -63,14 +50,10 @@ class LeaseTiming:
             raise ConfigurationError("max_steals_per_cycle must be >= 0 and sync_interval_s > 0")
 
     def refresh_s_for(self, leases: int, workers: int, partitions: int = 1) -> float:
-        """The periodic lease re-read interval for this fleet: ``lease_refresh_interval_s``, or longer
-        so the fleet's periodic re-reads take at most :data:`REFRESH_BUDGET_RCU` per second from each
-        partition key; at most :data:`MAX_REFRESH_FACTOR` times the configured interval.
-
-        Every worker re-reads every lease, so the cost grows with leases x
-        workers (docs/leases.md, "Reading the table"). Nothing depends on this
-        read for safety; it only bounds how late an unannounced change is seen.
-        """
+        """The periodic lease re-read interval, which bounds how late an unannounced change is
+        seen: ``lease_refresh_interval_s``, or longer so the fleet's re-reads take at most
+        :data:`REFRESH_BUDGET_RCU` per second from each key (at most :data:`MAX_REFRESH_FACTOR`
+        times the configured interval)."""
         configured = self.lease_refresh_interval_s
         if configured == 0:
             return 0.0
@@ -78,20 +61,15 @@ class LeaseTiming:
         return min(max(configured, needed), MAX_REFRESH_FACTOR * configured)
 
     def lease_read_gap_s(self, leases: int, workers: int, partitions: int = 1) -> float:
-        """The least time between two lease reads of one worker, announced changes included: the fleet's
-        re-reads after announcements take at most :data:`CHANGE_BUDGET_RCU` per second from each
-        partition key (0 while that is within a scan interval; at most ``failover_s``, and no more
-        than the refresh interval).
-
-        At a cold start every take is announced and every worker would re-read
-        all leases at its next scan. A worker that plans on an older view only
-        loses a conditional write more often (takes are conditional).
-        """
+        """The least time between two lease reads of one worker, so that the fleet's re-reads
+        after announcements take at most :data:`CHANGE_BUDGET_RCU` per second from each key: 0
+        within a scan interval, at most ``failover_s`` and the refresh interval. A staler view
+        only loses more conditional takes."""
         if self.lease_refresh_interval_s == 0:
             return 0.0
         needed = fleet_read_units(leases, workers, partitions) / CHANGE_BUDGET_RCU
         if needed <= self.scan_s:
-            return 0.0  # read at the next scan, as a small fleet always did
+            return 0.0  # read at the next scan
         return min(needed, self.failover_s, self.refresh_s_for(leases, workers, partitions))
 
     @property

@@ -1,18 +1,7 @@
 """What a coordinator reads each cycle: heartbeats always, leases only when they changed.
 
-Reading every lease every cycle costs more than the table is worth on an
-idle stream, and checkpoints change no owner. So a writer that changes
-ownership bumps ``leaseChanges`` in its own heartbeat after its lease write
-(:meth:`~.table.LeaseTable.heartbeat` with ``changed=True``); a cycle reads
-the heartbeats first and the leases only when their fingerprint
-``{worker: (session, leaseChanges)}`` moved, at least every
-``lease_refresh_interval_s`` (:meth:`~.timing.LeaseTiming.refresh_s_for`),
-and never closer than :meth:`~.timing.LeaseTiming.lease_read_gap_s`.
-
-A missed announcement (a writer that died before bumping) is seen at the
-periodic re-read; fencing never depended on the view. Costs and the full
-argument: docs/leases.md, "Reading the table".
-"""
+A writer that changes ownership bumps ``leaseChanges`` in its heartbeat; a cycle reads the leases
+when that moved, and periodically. Why and costs: docs/leases.md, "Reading the table"."""
 
 from __future__ import annotations
 
@@ -35,14 +24,9 @@ def fingerprint(workers: Mapping[str, WorkerHeartbeat]) -> Fingerprint:
 
 
 class ViewReader:
-    """Reads one cycle's :class:`TableView`, with the lease items cached between announced changes.
-
-    ``timing`` bounds how old the cached leases may get
-    (``lease_refresh_interval_s``, scaled with the fleet; 0: read them every
-    cycle, as before this cache existed) and how often they are read.
-    ``partitions`` says over how many partition keys the leases are spread.
-    Not thread-safe: the coordinator's cycle is its only caller.
-    """
+    """Reads one cycle's :class:`TableView`, with the lease items cached between announced changes
+    for at most the (scaled) ``lease_refresh_interval_s``; ``partitions``: over how many keys the
+    leases are spread. Not thread-safe: the coordinator's cycle is its only caller."""
 
     def __init__(self, table: TableCalls, timing: LeaseTiming, clock: Callable[[], float],
                  partitions: Callable[[], int] = lambda: 1, me: str = "") -> None:
@@ -65,17 +49,9 @@ class ViewReader:
         return run_sync(self.aread(force))
 
     async def aread(self, force: bool = False) -> tuple[TableView, bool]:
-        """This cycle's view, and whether the lease items were read (not served from the cache).
-
-        A lease read is :meth:`~.table.LeaseTable.scan`, one Query of the
-        partition: the ``shard#`` sort keys come before the ``worker#`` ones,
-        so the heartbeats it returns were read after the leases, and every
-        owner that was alive when its leases were read has its heartbeat in
-        the view. (Judged by the first, earlier heartbeat read, a worker that
-        registered and took leases in between would count as dead, its leases
-        taken at once: found by the lease simulation.) The fingerprint kept
-        is the first read's, taken before the leases.
-        """
+        """This cycle's view, and whether the lease items were read (not served from the cache). A
+        lease read (:meth:`~.table.LeaseTable.scan`) returns heartbeats read after the leases, so no
+        owner is judged by an older one; the fingerprint kept is the first heartbeat read's."""
         with self._lock:
             invalid, self._invalid = self._invalid, False  # an invalidate() from now on counts for the next read
         started = self.clock()
@@ -104,39 +80,25 @@ class ViewReader:
         return TableView(self._leases, workers), force or stale
 
     def _named(self, workers: Mapping[str, WorkerHeartbeat]) -> bool:
-        """A new announcement names this worker: read now, whatever the gap.
-
-        Named are the victim of a steal (it holds the lease until it reads it;
-        within the gap that was up to 5.7 s at 10,000 shards and 100 workers,
-        long enough for the thief to pass the lease on while the victim still
-        held it), the recipient of a hand-over (the lease waits free until it
-        reads) and the workers a starving one wants a lease from (they hand
-        over only once they read its need): each step of a hand-over cost up to
-        a gap (the simulation). These are rare, so this costs little.
-        """
+        """A new announcement names this worker (a steal's victim, a hand-over's taker, a worker
+        asked for a lease): read now, whatever the gap, so each hand-over step takes one scan."""
         if not self.me or self._seen is None:
             return False
         return any(self.me in w.notify and (w.worker_id, w.session, w.changes) not in self._seen
                    for w in workers.values())
 
     def _others_changed(self, seen: Fingerprint) -> bool:
-        """Another worker announced a change (or appeared, or went away) since the last lease read.
-
-        This worker's own bumps do not count: it made those changes itself.
-        """
+        """Another worker announced a change (or appeared, or went away) since the last lease read;
+        this worker's own bumps do not count."""
         if self._seen is None:
             return True
         return {f for f in seen if f[0] != self.me} != {f for f in self._seen if f[0] != self.me}
 
     @property
     def current_at(self) -> float:
-        """When the last read started whose view reflects every change others announced (local clock).
-
-        A read that saw no new announcement, or that read the leases, counts;
-        one that saw an announcement and deferred the lease read
-        (``lease_read_gap_s``) does not: an unread steal may be behind it.
-        :meth:`~.coordinator.LeaseCoordinator.view_is_fresh` dates the view by this.
-        """
+        """When the last read started whose view reflects every change others announced (local
+        clock): one that saw an announcement and deferred the lease read does not count.
+        :meth:`~.coordinator.LeaseCoordinator.view_is_fresh` dates the view by this."""
         return self._current_at
 
     @property

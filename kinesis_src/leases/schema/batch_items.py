@@ -1,12 +1,7 @@
 """The Spark source's per-batch items: where each shard's read ended, and stored plans.
 
-A progress item (sort key ``shard#<shardId>``) holds ``endPosition`` (S, the
-Position as canonical JSON), ``shardEnded`` (BOOL), ``childShardIds``,
-``records``, ``recordedAt`` (epoch ms), ``stopReason`` and, optional, the
-read's lag and cost (an item without them reads as 0). A plan part (sort key
-``<digest>#<part>``) holds ``body`` (B, a slice of the zlib-compressed plan)
-and ``parts`` (N, how many slices the plan has).
-"""
+Attributes: docs/leases.md, "The table" and "Attributes". A progress item's lag and read costs
+are optional: an item written without them reads as 0."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """The Consumer's own items: its last stream list, the ordering mode, and key-range claims.
 
-The stream list (``streams``: L of S) exists only to log a stream added or
-removed on restart. The ordering item (``ordering``, ``workerId``) is
-written once per application and stream by the first ``process()``. A
-key-range claim holds the range, a session and a heartbeat (``ttl`` for
-garbage collection only); the claims' ``version`` item also holds the unit
-map (``units``, ``splits``: :mod:`kinesis_src.consumer.unit_registry`).
-"""
+The stream list only feeds a log line; the claims' ``version`` item also holds the unit map
+(:mod:`kinesis_src.consumer.unit_registry`). Keys and items: docs/leases.md, "The table"."""
 
 from __future__ import annotations
 

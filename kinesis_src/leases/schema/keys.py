@@ -1,11 +1,7 @@
 """Every key of the lease table: the key schema, the partition and sort keys of each item kind.
 
-One table serves any number of applications and streams; every item is
-namespaced by its partition key (hash ``pk``, range ``sk``, both S).
-Application and stream names are restricted to ``[A-Za-z0-9_.-]``, so ``#``
-cannot make two namespaces collide. :data:`ITEM_KINDS` lists every kind;
-docs/leases.md's key table is checked against it.
-"""
+:data:`ITEM_KINDS` lists every kind (docs/leases.md's key table is checked against it). Names
+allow only ``[A-Za-z0-9_.-]``, so ``#`` cannot make two namespaces collide."""
 
 from __future__ import annotations
 

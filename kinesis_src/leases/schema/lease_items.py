@@ -1,8 +1,7 @@
 """Lease, heartbeat, query-claim, stream-identity and layout items: attribute names and the codec.
 
-Keys are built in :mod:`.keys`. Heartbeat and claim items carry ``ttl``
-(garbage collection of items whose writer died; never used for expiry).
-"""
+Keys are built in :mod:`.keys`. Heartbeat and claim items carry ``ttl`` (garbage collection of
+items whose writer died; never used for expiry)."""
 
 from __future__ import annotations
 

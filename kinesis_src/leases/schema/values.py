@@ -1,9 +1,7 @@
 """DynamoDB attribute values: how the lease table's items write them, and a reader that checks them.
 
-Every read checks presence and DynamoDB type, and a malformed item raises
-:class:`~kinesis_src.errors.CorruptLeaseError` naming the table, the item's
-key and the attribute (never the item's other values).
-"""
+A malformed item raises :class:`~kinesis_src.errors.CorruptLeaseError` naming the table, the
+item's key and the attribute (never the item's other values)."""
 
 from __future__ import annotations
 
@@ -78,13 +76,9 @@ class ItemReader:
         return bool(self._typed(item, attribute, "BOOL", False))
 
     def _typed(self, item: Item, attribute: str, type_code: str, optional: bool) -> Any:
-        """The value of ``attribute`` if it has DynamoDB type ``type_code``; else a CorruptLeaseError.
-
-        This runs for every attribute of every lease read, so the common case
-        (a dict of one key, as botocore parses it) is checked with ``type() is
-        dict``; the slower ``isinstance`` against ``Mapping`` runs only for
-        anything else.
-        """
+        """The value of ``attribute`` if of DynamoDB type ``type_code``, else a CorruptLeaseError.
+        Runs for every attribute of every lease read: botocore's one-key dict is checked first with
+        ``type() is dict``, and ``isinstance`` against ``Mapping`` only for anything else."""
         raw = item.get(attribute)
         if type(raw) is dict and len(raw) == 1:
             value = raw.get(type_code, _ABSENT)
