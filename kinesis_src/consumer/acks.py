@@ -1,28 +1,7 @@
 """Acknowledgement: what ``batch.checkpoint()`` writes, and how a closed shard ends.
 
-A checkpoint of a batch becomes a sequence checkpoint on its shard's lease,
-or SHARD_END when the batch covers the shard's last record (``ends_shard``).
-Three rules live here (docs/consumer.md, "The end of a shard"):
-
-* **Checkpoints are fenced and ordered.** One checkpoint per shard at a time
-  (the holding's lock); an older batch after a newer one writes nothing; a
-  batch of a holding that is over raises
-  :class:`~kinesis_src.errors.LeaseLostError` and writes nothing.
-* **Losing one shard at its end never stops the others.** A SHARD_END write
-  rejected for want of the lease (stolen or expired while the last page was
-  read; a retried write whose first attempt landed) or of DynamoDB (its
-  retries ran out) drops that shard only: logged, counted in
-  ``shard_ends_failed`` and ``leases_lost``, and the consumer goes on. The
-  next owner reads the tail after the last checkpoint again and ends the
-  shard. Written from the fetch task (everything was acknowledged when the
-  end was seen), nothing more happens; written from ``batch.checkpoint()``,
-  that call raises LeaseLostError, as any checkpoint after a lost lease
-  does: the batch's records go to the next owner.
-* **An end that stays unacknowledged is reported.** An application that
-  checkpoints every Nth batch and skips the one with ``ends_shard`` stalls
-  resharding without any error: a gauge (``shards_held_past_end``), a
-  per-shard age (``held_past_end_s``) and one warning per holding say so.
-"""
+A shard's checkpoints are written one at a time under its holding's lock and never step back; a
+SHARD_END that cannot be written drops that shard only (docs/consumer.md, "The end of a shard")."""
 
 from __future__ import annotations
 
@@ -48,14 +27,10 @@ log = logging.getLogger(__name__)
 
 
 class Acknowledger:
-    """Turns checkpoints of the consumer's batches into lease writes through the lease coordinator.
+    """Turns checkpoints of the consumer's batches into fenced lease writes (and SHARD_END).
 
-    ``coordinator`` is asked for the coordinator at each use (the consumer
-    creates it in ``start()``); ``on_lost`` is the consumer's handler of a
-    lease lost under a checkpoint; ``on_progress`` wakes a release waiting
-    for the batch in the application's hands. Checkpoints are written on the
-    loop through the coordinator's table calls (:mod:`kinesis_src.leases.table_calls`).
-    """
+    ``coordinator`` returns the lease coordinator at each use (there is one once ``start()`` ran);
+    ``on_lost`` handles a lease lost under a checkpoint; ``on_progress`` wakes a waiting release."""
 
     def __init__(
         self,
@@ -163,13 +138,10 @@ class Acknowledger:
     # -- SHARD_END ----------------------------------------------------------------------------
 
     async def end(self, shard: HeldShard, index: int) -> None:
-        """Batch ``index`` covers the shard's last record: SHARD_END, and its children become leasable.
+        """Batch ``index`` covers the shard's last record: write SHARD_END (children leasable).
 
-        Raises LeaseLostError, after dropping the shard, if the write failed
-        for want of the lease or of DynamoDB. The write and its bookkeeping
-        finish even if the caller is cancelled (a release or close cancels
-        the fetch task): the shard's state must not stay ENDING.
-        """
+        Raises LeaseLostError, after dropping the shard, if the write failed for want of the lease
+        or of DynamoDB. Shielded: a cancelled caller (a release, close) never leaves it ENDING."""
         shard.state.begin_end()
         failure = await asyncio.shield(self._write_end(shard, index))
         if failure is not None:
@@ -279,11 +251,8 @@ def _acknowledge(shard: HeldShard, index: int) -> None:
 
 
 def _row_of(batch: Batch, record: Record | None) -> int | None:
-    """The row of ``record`` in ``batch``; None for "the whole batch" (no record, or its last).
-
-    The record must be one of the batch's: a checkpoint is a position in
-    this shard, and a record from elsewhere would name another shard's.
-    """
+    """The row of ``record`` in ``batch``; None for the whole batch (no record, or its last).
+    ConfigurationError for a record not of this batch: a checkpoint is a position in this shard."""
     if record is None:
         return None
     page = batch.page

@@ -15,25 +15,13 @@ if TYPE_CHECKING:
 
 @dataclass(eq=False)
 class Batch:
-    """Records of one shard from one GetRecords call, in sequence order.
+    """Records of one shard from one GetRecords call, in sequence order (one per KPL user record).
 
-    ``await batch.checkpoint()`` acknowledges this batch *and every earlier
-    batch of the same shard* (a checkpoint is a position, as in the KCL);
-    ``await batch.checkpoint(record)`` acknowledges only up to that record.
-    Each record is one user record: KPL aggregates arrive de-aggregated, and
-    share their sequence number, told apart by ``sub_sequence_number``.
-    Checkpointing an older batch after a newer one is a no-op, never a step
-    back. After the lease on the shard was lost (taken over, or released
-    because this worker was shutting down or shedding load) it raises
-    :class:`~kinesis_src.errors.LeaseLostError` and writes nothing; the new
-    owner delivers every record after the last successful checkpoint again.
-
-    ``ends_shard`` is True for the batch that holds a closed shard's last
-    record, and for the batch with no records that follows it when the end
-    was seen only after the application had passed that batch over. Always
-    checkpoint such a batch: its checkpoint writes SHARD_END, and until then
-    the shard's children are not assigned to anyone.
-    """
+    ``await batch.checkpoint()`` acknowledges this batch and every earlier one of the shard (a
+    position, as in the KCL); an older batch after a newer one changes nothing. After the lease was
+    lost it raises :class:`~kinesis_src.errors.LeaseLostError` and writes nothing: the next owner
+    delivers every record after the last checkpoint again. Always checkpoint a batch whose
+    ``ends_shard`` is True: it writes SHARD_END, and the shard's children wait for it."""
 
     stream: str
     shard_id: str
@@ -53,20 +41,14 @@ class Batch:
 
     @property
     def ends_shard(self) -> bool:
-        """True if this batch's checkpoint finishes the shard (see the class docstring).
-
-        Read it when deciding whether to checkpoint: it can turn True while
-        the batch is in hand, when the fetcher sees the end just after it.
-        """
+        """True if this batch's checkpoint finishes the shard. Read it when deciding whether
+        to checkpoint: it can turn True while the batch is in hand (the end seen just after it)."""
         return self._state is not None and self._state.covers_end(self.index)
 
     @property
     def delivering(self) -> bool:
-        """True while the holding this batch came from still delivers: not released, lost or ended.
-
-        Work that has not started on a batch whose holding stopped delivering
-        is better left to the shard's next owner, who delivers it again.
-        """
+        """True while the holding this batch came from still delivers (not released, lost
+        or ended): work not started on a batch that stopped is better left to the next owner."""
         return self._state is None or self._state.delivering
 
     @property

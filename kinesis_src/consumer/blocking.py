@@ -1,10 +1,7 @@
-"""The consumer for scripts without asyncio: the same :class:`Consumer`, its loop on a background thread.
+"""The consumer for scripts without asyncio: the same :class:`Consumer`, its loop on a thread.
 
-Fetching and lease work carry on while the script processes a batch (the
-loop never waits for the script), so a blocking script reads as fast as an
-async one. ``Ctrl-C`` and SIGTERM end the ``for`` loop and release the leases
-on the way out of the ``with`` block.
-"""
+Fetching and leases carry on while the script processes a batch; ``Ctrl-C`` and SIGTERM end the
+``for`` loop and release the leases on the way out of the ``with`` block."""
 
 from __future__ import annotations
 
@@ -75,9 +72,7 @@ class BlockingBatch:
 
 class BlockingConsumer:
     """``with BlockingConsumer(...) as consumer: for batch in consumer: ...; batch.checkpoint()``.
-
-    Takes exactly the arguments of :class:`Consumer`.
-    """
+    Takes exactly the arguments of :class:`Consumer`."""
 
     def __init__(self, stream_name: str | Sequence[str] | ConsumerConfig, /, **options: Any) -> None:
         config = ConsumerConfig.of(stream_name, options)
@@ -126,14 +121,10 @@ class BlockingConsumer:
 
     def process(self, handler: Callable[[DeliveredRecord], Any], *, max_in_flight: int = 64,
                 **options: Any) -> ProcessingMetrics:
-        """Run the sync ``handler`` on a pool of ``max_in_flight`` threads until the consumer stops
-        (SIGTERM, Ctrl-C, ``stop()``); returns the metrics. Takes the options of
-        :func:`kinesis_src.consumer.processing.process` (see docs/processing.md): returning accepts a
-        record, raising ``Release`` / ``Reject`` / anything else works as in the async form.
-
-        The handler runs on the pool's threads, never on the consumer's loop, so a blocking call
-        (an HTTP request, a database write) in it stalls neither fetching nor leases.
-        """
+        """Run the sync ``handler`` on ``max_in_flight`` threads until the consumer stops;
+        returns the metrics. Options and outcomes: :func:`kinesis_src.consumer.processing.process`
+        (docs/processing.md). The handler never runs on the loop, so a blocking call in it
+        stalls neither fetching nor leases."""
         pool = ThreadPoolExecutor(max_workers=max(1, max_in_flight) if isinstance(max_in_flight, int) else 1,
                                   thread_name_prefix="kinesis-src-handler")
 

@@ -1,19 +1,7 @@
-"""The async consumer: leases from the lease table, fetches on aiobotocore, batches to the application.
+"""The async consumer: leases, one fetch task per held shard, batches to the application.
 
-Three parties, all on one event loop: per stream and unit (:mod:`.units`,
-:mod:`.unit_readers`) a **lease coordinator** (two tasks: its cycle and its
-heartbeat) decides which shards this process holds and tells its
-:class:`~.stream_reader.StreamReader`; one **fetcher task per
-held shard** (:class:`~kinesis_src.retrieval.async_polling.ShardFetcher`)
-queues at most ``prefetch_batches`` batches, so a slow application slows
-fetching instead of filling memory; the **application** takes batches from
-one shared queue and acknowledges them with ``await batch.checkpoint()``.
-
-Each holding of a shard has one explicit state (:mod:`.shard_state`); a
-shard ends only once its last batch is checkpointed, so children never
-start before their parents are acknowledged (:mod:`.acks`). Hand-offs wait
-up to ``release_timeout_s`` for the batch in hand. Guarantees: docs/consumer.md.
-"""
+Everything runs on one event loop (docs/architecture.md); a fetcher queues at most
+``prefetch_batches`` batches, so a slow application slows fetching. Guarantees: docs/consumer.md."""
 
 from __future__ import annotations
 
@@ -46,12 +34,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_OPTIONS = frozenset(f.name for f in fields(ConsumerConfig)) | {"timing", "limit", "streams"}  # + names before ConsumerConfig
+# the options, and retired option names: set on a built consumer, each is refused
+_OPTIONS = frozenset(f.name for f in fields(ConsumerConfig)) | {"timing", "limit", "streams"}
 
 
 
 class Consumer:
-    """Consume Kinesis streams with other processes of the same application; see the module docstring.
+    """Consume Kinesis streams with other processes of the same application (docs/consumer.md).
 
     ::
 
@@ -60,16 +49,9 @@ class Consumer:
                 handle(batch.records)
                 await batch.checkpoint()
 
-    ``stream_name`` is one stream or a list of them: each stream is read with
-    its own leases and checkpoints, and ``batch.stream`` says which one a
-    batch is from. ``key_range`` (a :class:`~kinesis_src.KeyRange`) makes the
-    worker sticky: it delivers only the records whose hash key is in the
-    range, from every shard overlapping it, through any reshard.
-
-    Delivery is at-least-once: after a crash or a lost lease, everything
-    after the shard's last checkpoint is delivered again (to whichever
-    worker holds the lease next).
-    """
+    ``stream_name`` is a stream or a list of them; ``key_range`` makes the worker sticky.
+    Delivery is at least once: after a crash or a lost lease, a shard's records after its last
+    checkpoint are delivered again."""
 
     __slots__ = ("_guard", "_housekeeping", "_owns_kinesis", "_sigterm", "config", "handout", "metrics", "stream_metrics",
                  "units")
@@ -120,11 +102,9 @@ class Consumer:
         await self.close()
 
     async def start(self) -> None:
-        """Open clients, check every stream, claim the key range, register EFO consumers, start the leases.
-
-        A missing or recreated stream, a bad table, an overlapping key range:
-        each fails here, before any stream is read.
-        """
+        """Open clients, check every stream, claim the key range, register EFO consumers,
+        start the leases. A missing or recreated stream, a bad table or an overlapping key range
+        fails here."""
         config, handout = self.config, self.handout
         handout.loop = asyncio.get_running_loop()
         if config.handle_signals:  # first: a SIGTERM while starting still ends in a graceful close
@@ -195,13 +175,9 @@ class Consumer:
             await self.handout.kinesis.__aexit__(None, None, None)
 
     async def process(self, handler: Callable[[Any], Awaitable[Any]], **options: Any) -> ProcessingMetrics:
-        """Process records many at a time, each acknowledged on its own, instead of the ``async for`` loop.
-
-        The handler returning accepts a record; raising :class:`~kinesis_src.Release` redelivers it
-        later; :class:`~kinesis_src.Reject` dead-letters it. Options and guarantees:
-        :func:`kinesis_src.consumer.processing.process` and docs/processing.md. Call it inside
-        ``async with``.
-        """
+        """Process records many at a time, each acknowledged on its own, instead of ``async for``.
+        Options, outcomes and guarantees: :func:`kinesis_src.consumer.processing.process` and
+        docs/processing.md. Call it inside ``async with``."""
         from .processing import process
 
         return await process(self, handler, **options)

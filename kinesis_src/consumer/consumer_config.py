@@ -1,12 +1,7 @@
 """Everything a :class:`~kinesis_src.Consumer` is told, checked once: :class:`ConsumerConfig`.
 
-The Consumer and its parts (stream readers, unit readers, the key-range
-guard) read their settings from this one frozen value instead of from the
-Consumer. Input forms are normalized here (a stream name becomes a tuple,
-``"latest"`` a :class:`~kinesis_src.Position`, ``"0/4"`` a
-:class:`~kinesis_src.KeyRange`), and every wrong option fails here with a
-:class:`~kinesis_src.errors.ConfigurationError` naming it.
-"""
+The parts read their settings from this one frozen value; input forms are normalized here, and every
+wrong option fails here with a :class:`~kinesis_src.errors.ConfigurationError` naming it."""
 
 from __future__ import annotations
 
@@ -43,15 +38,12 @@ _DEFAULT_IDLE_S = 1.0
 
 @dataclass(frozen=True)
 class ConsumerConfig:
-    """A consumer's options (docs/consumer.md), validated and normalized at construction.
+    """A consumer's options (docs/consumer.md, "Options"), validated and normalized at construction.
 
-    ``ConsumerConfig("orders", application_name="billing-etl", key_range="0/4")``; pass it as
-    ``Consumer(config)``. After construction, ``stream_name`` is a tuple of names,
-    ``initial_position`` a Position, ``key_range`` a KeyRange or None, ``consumer_mode`` a
-    ConsumerMode, and ``worker_id``, ``lease_table_name`` and (EFO) ``consumer_name`` are filled in.
-    ``pacing`` (a :class:`~kinesis_src.consumer.FetchPacing`) replaces ``idle_interval_s`` when
-    a caller needs the whole pacing, e.g. none against an emulator.
-    """
+    ``ConsumerConfig("orders", application_name="billing-etl", key_range="0/4")``, passed as
+    ``Consumer(config)``. Afterwards each option holds its normalized form (a tuple of streams, a
+    Position, a KeyRange or None), and ``worker_id``, ``lease_table_name`` and (EFO)
+    ``consumer_name`` are filled in."""
 
     stream_name: str | Sequence[str]
     application_name: str

@@ -1,16 +1,7 @@
-"""Whether a queued batch goes to the application now (``Consumer.__anext__``), waits, or is dropped.
+"""Whether a queued batch goes to the application now (``Consumer.__anext__``), waits, or drops.
 
-A batch goes out only from a holding that is still current and delivering,
-and only while its reader is trusted (:meth:`.stream_reader.StreamReader.trusted`):
-a worker whose own heartbeat is overdue (paused process, DynamoDB unreachable)
-may already be declared dead, and one whose table view is stale may have been
-stolen from unseen. The wait for trust ends as soon as the batch cannot
-go out: its holding was released, lost or ended, or its unit was handed over
-(a stopped coordinator never reads the table again, so its reader would never
-be trusted again, and waiting on it would hold back every other unit's
-batches). It also ends on the consumer's failure, which is raised, and when
-the consumer stops.
-"""
+Only from a current, delivering holding whose reader is trusted (heartbeat and table view fresh);
+the wait ends once it cannot go out, so a handed-over unit never holds back others' batches."""
 
 from __future__ import annotations
 

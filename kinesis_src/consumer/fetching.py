@@ -1,10 +1,7 @@
 """Which driver reads a held shard: async polling, or enhanced fan-out (``consumer_mode="efo"``).
 
-Both drivers have the same contract (``run()``, ``position``; pages to
-``deliver``, the final page to ``on_end``, an expired checkpoint to
-``on_expired``), so the consumer's lease and batch logic is the same in
-both modes; only this choice differs.
-"""
+Both have one contract (``run()``, ``position``; pages to ``deliver``, the last to ``on_end``), so
+the consumer's lease and batch logic is the same in both modes."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""What a running Consumer's parts share: the queue of batches to the application and what bounds it.
+"""What a running Consumer's parts share: the queue of batches to the application, and its bounds.
 
-The stream readers put batches here; ``Consumer.__anext__`` takes them. It
-also holds the batch in the application's hands (a hand-off waits for it),
-the stop flag, the first failure (raised to the application), the open
-async Kinesis client the readers fetch with, and the open async DynamoDB
-client their checkpoints are written with. The parts receive this object
-and the frozen :class:`~.consumer_config.ConsumerConfig`, not the Consumer.
-"""
+Readers put batches here and ``Consumer.__anext__`` takes them; it also holds the batch in hand,
+the stop flag, the first failure and the open async clients (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """What a sticky consumer keeps up about its key range, per stream (see :mod:`.range_claims`).
 
-A worker **with** a ``key_range`` claims it on every stream before its
-leases start (an overlapping live claim of another range fails the start,
-naming it); :mod:`.unit_readers` then settles its units (splits, hand-over
-from workers without a range). It renews its claims while it runs and
-releases them on close. A claim found gone at renewal (this worker was
-judged dead) fails the consumer. Workers without a range need nothing here:
-they follow the claims (:mod:`.unit_readers`).
-"""
+It claims the range on every stream before its leases start, renews the claims while it runs and
+releases them on close; a claim found gone at renewal (judged dead) fails the consumer."""
 
 from __future__ import annotations
 

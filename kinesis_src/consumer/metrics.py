@@ -1,10 +1,7 @@
 """What a consumer reports about itself: a plain object to read, and a periodic log line.
 
-A consumer of several streams keeps one :class:`ConsumerMetrics` (totals
-over every stream, what exporters read) and one per stream in its
-``streams``; each stream's part of the consumer writes through a
-:class:`StreamMetrics`, which updates both at once.
-"""
+With several streams, :class:`ConsumerMetrics` holds the totals and one per stream in ``streams``;
+each stream writes through a :class:`StreamMetrics`, which updates both."""
 
 from __future__ import annotations
 
@@ -31,37 +28,9 @@ class ShardMetrics:
 class ConsumerMetrics:
     """Counters since the consumer started; ``shards`` covers the leases held now.
 
-    ``records``/``bytes`` count records delivered to the application
-    (redeliveries included); ``checkpoints`` counts successful checkpoint
-    writes. ``leases_taken`` counts acquisitions (including re-acquiring a
-    shard), ``leases_lost`` involuntary losses (taken over, coordinator
-    failure), ``leases_released`` graceful hand-offs and ``shards_ended``
-    shards read and acknowledged to SHARD_END. ``shard_ends_failed`` counts
-    SHARD_END writes that failed (lease lost, or DynamoDB retries ran out):
-    each dropped its shard, whose next owner reads the tail again and ends
-    it. ``shards_held_past_end`` is the number of shards, now, whose end was
-    seen longer ago than ``end_ack_warning_s`` while the batch that ends them
-    is still not checkpointed: their children wait for that checkpoint.
-    ``checkpoints_expired`` counts holdings that started after a checkpointed
-    record that retention had already removed: records between it and the
-    oldest one left, if there were any, expired unread. ``aggregates`` counts
-    KPL aggregated records expanded into user records (``records`` counts
-    user records), ``aggregates_malformed`` those that failed their MD5 or
-    did not parse and were delivered whole (``strict_aggregation=False``).
-    ``records_filtered`` counts records a sticky key range (``key_range``)
-    left out because their hash key is outside it. ``checkpoint_write_us``
-    is the time spent in successful checkpoint writes (SHARD_END included),
-    in microseconds: divided by ``checkpoints``, the mean write latency.
-    With enhanced fan-out, ``efo_event_stream_failures`` counts the event
-    streams that failed, by the code AWS sent (or the error's class when
-    there was none), each costing its shard a resubscribe; ``efo_resubscribes``
-    counts the subscriptions a holding opened after its first (failures,
-    takeovers, outages, and AWS' own end of each subscription after 5 minutes).
-
-    With several streams, the counters are totals, ``streams`` holds each
-    stream's own, and ``shards`` is keyed ``"<stream>/<shard id>"`` (with
-    one stream: the shard id, and ``streams`` holds that stream alone).
-    """
+    Meanings: docs/consumer.md, "Metrics", and docs/metrics.md. With several streams the counters
+    are totals, ``streams`` holds each stream's own, and ``shards`` is keyed
+    ``"<stream>/<shard id>"`` (with one stream: the shard id)."""
 
     worker_id: str
     records: int = 0
@@ -158,12 +127,8 @@ class StreamMetrics:
         setattr(self._own, name, value)
 
     def for_unit(self, scope: str, keyed: bool = True) -> StreamMetrics:
-        """The same counters, with shards labelled by the key range ``scope`` (a unit's lease set).
-
-        A worker without a key range may read two units of one shard (#11);
-        ``keyed`` keeps their entries apart (``"<shard id>@<scope>"`` inside
-        the maps, the plain shard id to the caller).
-        """
+        """The same counters, with shards labelled by the key range ``scope`` (a unit's set).
+        ``keyed`` keeps two units of one shard apart: ``"<shard id>@<scope>"`` in the maps (#11)."""
         view = object.__new__(StreamMetrics)
         for name in ("_total", "_own", "stream"):
             object.__setattr__(view, name, self.__dict__[name])
@@ -185,11 +150,8 @@ class StreamMetrics:
 
 class _StreamShards(MutableMapping[str, ShardMetrics]):
     """A stream's shards by shard id, written through to the consumer's map (keyed by stream too).
-
-    A unit's view (:meth:`for_unit`) labels its shards with the unit's key
-    range and, when ``keyed``, keeps them under ``"<shard id>@<range>"`` so
-    that two units of one shard do not overwrite each other.
-    """
+    A unit's view (:meth:`for_unit`) labels its shards with the unit's range and, when keyed, keeps
+    them under ``"<shard id>@<range>"``."""
 
     def __init__(self, total: dict[str, ShardMetrics], own: dict[str, ShardMetrics], stream: str,
                  keyed_by_stream: bool, unit: str = "", keyed_by_unit: bool = False) -> None:

@@ -1,16 +1,7 @@
-"""Prometheus exposition of a :class:`~kinesis_src.consumer.Consumer`'s figures (the ``prometheus`` extra).
+"""Prometheus exposition of a Consumer's figures (the ``prometheus`` extra).
 
-Two ways in, as ``prometheus_client`` users expect: register
-:class:`ConsumerCollector` on the application's own registry, or start a
-server of its own with :func:`serve_metrics`. The collector reads
-:class:`~kinesis_src.consumer.metrics.ConsumerMetrics` at scrape time, and
-copies each object before reading it (the scrape runs on the HTTP server's
-thread), so a scrape sees every figure of one shard from the same moment.
-Counters are cumulative; per-shard series exist while this worker holds the
-lease. ``process()``'s figures are exported when its metrics object is
-handed over (``add(consumer, processing=...)``). Names and meanings:
-docs/metrics.md.
-"""
+Register :class:`ConsumerCollector` on your registry, or serve one with :func:`serve_metrics`. A
+scrape copies each metrics object first (it runs on the server's thread); names: docs/metrics.md."""
 
 from __future__ import annotations
 
@@ -119,11 +110,8 @@ PROCESSING_FIGURES: tuple[Figure, ...] = (
 
 @dataclass(frozen=True)
 class Source:
-    """What the collector reads from one consumer: its identity labels and its live metrics object.
-
-    ``stream`` labels the figures of a metrics object that has no per-stream
-    part (``metrics.streams`` empty); otherwise each stream labels its own.
-    """
+    """What the collector reads from one consumer: its identity labels and its live metrics.
+    ``stream`` labels a metrics object without per-stream parts; else each stream labels its own."""
 
     application: str
     stream: str
@@ -155,16 +143,9 @@ class Source:
 class ConsumerCollector(Collector):
     """A ``prometheus_client`` collector over one or more consumers' :class:`ConsumerMetrics`.
 
-    Register it on the application's registry::
-
-        registry.register(ConsumerCollector(consumer))
-
-    One collector serves every consumer of a process (a registry refuses two
-    collectors exporting the same names): pass them all, or :meth:`add` them
-    as they start. ``process()``'s figures are exported when its metrics
-    object is given: ``add(consumer, processing=metrics)`` with the
-    :class:`ProcessingMetrics` passed to ``process(..., metrics=metrics)``.
-    """
+    One collector serves every consumer of a process (a registry refuses two exporting the same
+    names): pass them all, or :meth:`add` them as they start; ``add(consumer, processing=metrics)``
+    exports ``process()``'s figures too."""
 
     def __init__(self, consumers: Any | Iterable[Any] = ()) -> None:
         self._lock = threading.Lock()
@@ -277,15 +258,11 @@ class MetricsServer:
 def serve_metrics(consumers: Any | Iterable[Any], port: int = 9108, address: str = "127.0.0.1",
                   registry: CollectorRegistry | None = None,
                   processing: ProcessingMetrics | None = None) -> MetricsServer:
-    """Serve the consumers' figures at ``http://address:port/metrics`` from a thread; returns the server.
+    """Serve the consumers' figures at ``http://address:port/metrics`` from a thread.
 
-    ``port=0`` picks a free port (read it from the result). The default
-    address is loopback: pass ``"0.0.0.0"`` to let a Prometheus on another
-    host scrape. Without ``registry`` a fresh one holds only the consumers'
-    collector, so the page carries exactly these figures; pass the
-    application's to serve both. ``processing`` (one consumer only) adds
-    the figures of ``process(..., metrics=processing)``.
-    """
+    Returns the server. ``port=0`` picks a free port; the default address is loopback (``"0.0.0.0"``
+    lets another host scrape). Without ``registry`` a fresh one holds only these figures.
+    ``processing`` (one consumer only) adds those of ``process(..., metrics=processing)``."""
     if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
         raise ConfigurationError(f"serve_metrics: port must be an integer in 0..65535 (0 picks a free port), got {port!r}")
     listed = _as_list(consumers)

@@ -1,18 +1,7 @@
-"""Who reads which sticky key range of an application's stream: claims with heartbeats, in the lease table.
+"""Who reads which sticky key range of a stream: claims with heartbeats, in the lease table.
 
-A consumer with a ``key_range`` claims it before it reads: one item per
-worker in ``ranges#<application>#<stream>``, holding the range, a session
-and a heartbeat counter renewed every lease renewal interval. Workers with
-the *same* range share it; a *different* range that overlaps a live claim
-is refused at start, naming that claim. Claims are written in one
-transaction with a version item (``version + 1``, conditional on the
-version read), so of two overlapping workers starting at once exactly one
-commits. Liveness is judged as for lease heartbeats
-(:class:`~kinesis_src.leases.expiry.ExpiryJudge`, the observer's clock); a
-dead claim is deleted conditionally. The version item also holds the unit
-map (:mod:`.unit_registry`, :mod:`.units`, :mod:`.unit_readers`).
-Details: docs/consumer.md, "Sticky key ranges".
-"""
+Claims register one at a time through a version item (``version + 1``, one transaction): of two
+overlapping workers starting at once, one commits (docs/consumer.md, "Sticky key ranges")."""
 
 from __future__ import annotations
 
@@ -254,17 +243,11 @@ async def observe_live(
     sleep: Callable[[float], object] | None = None,
     found: Mapping[K, tuple[str, int]] | None = None,
 ) -> list:
-    """The candidates whose (session, heartbeat) moves before the one judge (:class:`ExpiryJudge`) finds
-    every candidate's unchanged for ``failover_s``; an empty list once it does.
-
-    Returns as soon as one is seen alive (the caller refuses to start, so the
-    others need not be waited for). A candidate whose item disappears is not
-    alive (it stopped, or was declared dead); one that comes back is seen
-    afresh, alive. ``beat`` runs at every poll: the observer's own claim must
-    keep moving meanwhile. ``sleep`` waits on ``clock`` (a test's): pass both, or neither.
-    ``found``: the reading the candidates were found in, watched from (a move
-    since counts); None: a reading of their own.
-    """
+    """The candidates whose (session, heartbeat) moves before the one judge (:class:`ExpiryJudge`)
+    finds every one unchanged for ``failover_s``, returned at the first move; [] once it does.
+    An item that disappears is not alive; one that comes back is seen afresh. ``beat`` runs at
+    every poll; ``found`` is the reading to watch from (None: one of its own); ``sleep`` waits
+    on ``clock`` (a test's)."""
     judge = ExpiryJudge(failover_s, clock)
 
     def look(now: Mapping[K, tuple[str, int]]) -> Watch[K]:

@@ -1,34 +1,7 @@
 """One held shard's lifecycle in the consumer: an explicit state, changed only by named transitions.
 
-::
-
-    FETCHING --see_end--> END_SEEN --begin_end--> ENDING --ended--> ENDED
-        |                    |                      ^
-        |                    |                      | begin_end (only if the end was seen)
-        +--release-----------+--release--------> RELEASING --released--> RELEASED
-
-    lose: FETCHING, END_SEEN, RELEASING, ENDING, LOST --> LOST
-
-* FETCHING: the fetch task reads the shard; batches are delivered and acknowledged.
-* END_SEEN: the fetcher read the final page (no next iterator). Batches still
-  queued are delivered; the checkpoint of the one that covers the shard's
-  last record (``ends_shard``) writes SHARD_END.
-* RELEASING: graceful hand-off. Nothing more is delivered; the batch in the
-  application's hands may still be checkpointed (and may still end the shard).
-* ENDING: the SHARD_END write is under way, and only its outcome moves the
-  state on: a lease the coordinator reports lost meanwhile is, most likely,
-  this very write seen landing (SHARD_END removes the owner).
-* ENDED, RELEASED, LOST: terminal. LOST covers a lease taken over, expired,
-  dropped by the coordinator, or a SHARD_END write that failed: the next
-  owner resumes after the last checkpoint.
-
-The model is the KCL's ShardConsumer states and aiokafka's per-partition
-subscription state. Every transition not drawn above is a bug in the caller:
-it raises instead of quietly corrupting the bookkeeping that decides when a
-shard is finished. Nothing here does I/O; :class:`HeldShard` adds what the
-event loop needs (lock, back-pressure slots, fetch task) to one holding, and
-:class:`Holdings` is the consumer's one set of current holdings.
-"""
+The transitions are ``_NEXT`` (modelled on the KCL's ShardConsumer states); any other is a bug in
+the caller and raises, instead of corrupting the bookkeeping that decides when a shard ends."""
 
 from __future__ import annotations
 
@@ -77,12 +50,8 @@ class EndAction(str, enum.Enum):
 
 @dataclass(frozen=True)
 class ShardEnd:
-    """The shard's end as the fetcher saw it.
-
-    ``last_index`` is the batch holding the shard's last record (0: the
-    holding delivered none); a checkpoint of it, or of any later batch,
-    covers every record of the shard and so writes SHARD_END.
-    """
+    """The shard's end as the fetcher saw it. ``last_index``: the batch holding the shard's last
+    record (0: none delivered); a checkpoint of it, or of any later batch, writes SHARD_END."""
 
     children: tuple[ChildShard, ...]
     last_index: int
@@ -153,15 +122,9 @@ class ShardState:
     # -- transitions -------------------------------------------------------------------
 
     def see_end(self, children: tuple[ChildShard, ...], now: float) -> EndAction:
-        """FETCHING -> END_SEEN, called after the final page's records (if any) became a batch.
-
-        The batch with the last records is known; which batch ends the shard
-        depends on where it is: acknowledged already (end now), still queued
-        (it ends the shard), or handed out and not acknowledged. Then the
-        application has moved on from it (it may checkpoint every Nth batch),
-        so an empty batch follows that ends the shard, like the KCL's
-        ``shardEnded`` call with its own checkpointer.
-        """
+        """FETCHING -> END_SEEN, once the final page's records (if any) became a batch.
+        END_NOW if that batch is acknowledged, LAST_QUEUED if it is still queued; else (handed out,
+        not acknowledged) an empty batch follows that ends the shard, as in the KCL's shardEnded."""
         self._move(ShardPhase.END_SEEN)
         self.end = ShardEnd(children, self.produced, now)
         if self.acknowledged == self.produced:
@@ -216,12 +179,9 @@ class ShardState:
 
 @dataclass(frozen=True)
 class FilteredTail:
-    """The last record of a page whose last records a key range filtered out: read, and nobody's here.
-
-    ``after`` is the batch it follows (0: none). Its position is checkpointed
-    only while ``after`` is the last batch acknowledged: never past a batch
-    delivered or queued and not acknowledged, never behind a later checkpoint.
-    """
+    """The last record of a page whose last records the key range left out. Checkpointed only
+    while ``after`` (the batch it follows; 0: none) is the last batch acknowledged: never past an
+    unacknowledged batch, never behind a later checkpoint."""
 
     checkpoint: Checkpoint
     after: int
@@ -262,14 +222,9 @@ class HeldShard:
 
 
 class Holdings:
-    """The reader's side of the worker's one held set (:class:`~kinesis_src.leases.held_leases.HeldLeases`):
-    the current holding of each shard, attached to its lease; a holding leaves when its state ends.
-
-    Numbering holdings (``generation``) is what lets a batch from an earlier
-    holding of the same shard be told apart, and refused, after the shard
-    was lost and taken again. Numbers are unique in the process, so a batch
-    also names its reader when one stream has several (one per unit).
-    """
+    """The current holding of each shard: the reader's side of the worker's one held set
+    (:class:`~kinesis_src.leases.held_leases.HeldLeases`). Holding numbers (``generation``) are
+    unique in the process, so a batch of an earlier holding or of another reader is told apart."""
 
     def __init__(self, held: HeldLeases[HeldShard], metrics: ConsumerMetrics, prefetch: int) -> None:
         self.held = held

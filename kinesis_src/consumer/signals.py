@@ -1,8 +1,7 @@
-"""What reaches the consumer's event loop from outside it: SIGTERM, and ``stop()`` from other threads.
+"""What reaches the consumer's event loop from outside it: SIGTERM, and ``stop()`` from threads.
 
-Everything else of a consumer (its lease coordinators included) runs on the
-loop; :func:`cancel` ends one of its tasks.
-"""
+Everything else of a consumer (its lease coordinators included) runs on the loop; :func:`cancel`
+ends one of its tasks."""
 
 from __future__ import annotations
 

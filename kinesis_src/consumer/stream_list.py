@@ -1,13 +1,7 @@
-"""Which streams an application read last time: the log line for a stream added or removed on restart.
+"""Which streams an application read last time: the log line for a stream added or removed.
 
-Leases are namespaced by application and stream, so a stream added to
-``Consumer([...])`` starts with no leases (at the initial position) and a
-stream left out is simply not read: its leases and checkpoints stay in the
-table and are used again if it comes back. Nothing there needs this item;
-it exists so that the change is said once, plainly, in the log. Consumers of
-one application with different lists (a rolling deploy) overwrite each
-other's record: each says what changed since the previous writer.
-"""
+The item serves the log alone: leases are per stream, so an added stream starts at the initial
+position and a removed one keeps its checkpoints (docs/consumer.md, "Several streams")."""
 
 from __future__ import annotations
 

@@ -1,22 +1,7 @@
-"""One stream's part of a :class:`~kinesis_src.consumer.Consumer`: its leases, holdings, fetchers, checkpoints.
+"""One stream's reader of one unit (:mod:`.units`) for a Consumer: leases, holdings, fetchers, acks.
 
-A consumer of several streams runs one :class:`StreamReader` per stream and
-fans their batches into one queue (:mod:`.consumer`). Everything that makes
-a stream independent lives here: its own lease coordinator (the lease table
-namespaces leases by application and stream), its stream binding (a
-recreated stream is refused), its enhanced fan-out target (one stream
-consumer per unit, registered by :mod:`.unit_readers`), its
-holdings and acknowledgements, and its metrics (:class:`.metrics.StreamMetrics`).
-
-A reader reads one *unit* of its stream (:mod:`.units`): the whole hash
-space (the ordinary leases, scope "") or a range of it, whose leases are
-the range's own set (scope ``"START-END"``: checkpoints per shard and
-unit). A sticky worker's units are inside its ``key_range``; a worker
-without one reads the units no sticky worker claims, one reader each. A
-shard that does not overlap the unit is written SHARD_END in the unit's set
-at once, unread, and a shard the unit does not cover is read with its pages
-filtered (:func:`kinesis_src.key_filter.filter_page`).
-"""
+A shard that misses the unit is written SHARD_END in the unit's lease set at once, unread; one the
+unit does not cover is read filtered (:func:`kinesis_src.key_filter.filter_page`)."""
 
 from __future__ import annotations
 
@@ -170,12 +155,9 @@ class StreamReader:
         shard.task = asyncio.create_task(self._fetch(shard, fetcher), name=f"fetch-{self.stream}-{lease.shard_id}")
 
     async def _end_out_of_range(self, lease: Lease) -> None:
-        """A shard with no hash key in the range: nothing of it is ours. SHARD_END in the range's own
-        lease set, unread, so its children (equally out of range) follow, and nobody holds it.
-
-        A write that fails for want of DynamoDB hands the lease back: kept, it would stay held with
-        no fetcher, and a merge child waiting for this parent would wait forever. A later cycle takes
-        it again (or adopts it, if the release failed too) and tries again."""
+        """A shard with no hash key in the range: SHARD_END in the range's lease set,
+        unread, so its children follow. A write that fails for want of DynamoDB hands the lease back
+        (kept, it would stay held with no fetcher and stall a merge child); a later take retries."""
         coordinator = self.coordinator
         if coordinator is None:
             return

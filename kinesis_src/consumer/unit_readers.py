@@ -1,20 +1,7 @@
 """Which units of each stream a consumer reads (:mod:`.units`), and its readers' changes at runtime.
 
-* A worker **with** a ``key_range`` reads the units inside its claim
-  (:mod:`.key_range_guard`), after finishing the splits it needs
-  (:mod:`.unit_split`) and waiting until no worker without a range reads them.
-* A worker **without** one reads every unit no live claim overlaps and not
-  being split, re-reads the claims periodically, hands a newly claimed
-  unit over gracefully, takes up a unit whose claim was released or died,
-  and finishes a split whose claimer is gone.
-
-Neither can miss the other: each writes its own mark (a heartbeat in the
-unit's lease set, or the claim) *before* it reads the other's. With
-enhanced fan-out each unit subscribes under its own stream consumer
-(:func:`~kinesis_src.retrieval.registration.unit_consumer_name`), since AWS
-allows one subscription per (consumer, shard). Details: docs/consumer.md,
-"Sticky key ranges".
-"""
+A worker without a range follows the claims; each kind writes its mark (heartbeat, claim) before it
+reads the other's, so neither misses the other (docs/consumer.md, "Sticky key ranges")."""
 
 from __future__ import annotations
 
@@ -181,13 +168,9 @@ class UnitReaders:
                                 config.lease_timing.renew_s)
 
     async def start_reader(self, reader: StreamReader) -> bool:
-        """Start the reader's coordinator on the loop; False, leaving no heartbeat, if its unit is not free.
-
-        Without a range, the heartbeat is written in the unit *before* the claims are read one last time
-        (see the module docstring), and right before the coordinator starts: a heartbeat without a running
-        coordinator would be dealt leases that nobody reads until it is judged dead. A start that fails
-        removes it (a cancelled one: ``close()`` or the start's abort does).
-        """
+        """Start the reader's coordinator; False, leaving no heartbeat, if its unit is not free.
+        Without a range the unit's heartbeat goes first, right before the coordinator starts (one
+        without a coordinator would be dealt leases nobody reads); a start that fails removes it."""
         if not await self._unit_still_free(reader):
             return False
         coordinator: LeaseCoordinator = reader.coordinator  # type: ignore[assignment]  # plan() gave it one
@@ -249,8 +232,8 @@ class UnitReaders:
         return timing.failover_s if quiet else timing.renew_s
 
     async def refresh(self) -> None:
-        """Without a range: follow the claims (see the module docstring). A failure no retry can
-        fix (a registry this version cannot read) fails the consumer instead of ending housekeeping."""
+        """Without a range: follow the claims (hand units over, take freed ones up, finish
+        orphan splits). A failure no retry can fix fails the consumer, not housekeeping."""
         if self.config.key_range is not None:
             return
         try:

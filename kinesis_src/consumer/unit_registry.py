@@ -1,16 +1,7 @@
 """Where the units of an (application, stream) are recorded: on the claims' version item.
 
-The claims of sticky ranges (:mod:`.range_claims`) are registered one at a
-time through a version item (partition ``ranges#<application>#<stream>``,
-sort key ``version``). The unit map (:class:`.units.UnitMap`: the units and
-the splits under way) is two more attributes of that same item, so a claim
-and the splits it needs are recorded in one transaction with ``version + 1``,
-and a finished split replaces its unit by its pieces the same way. One
-consistent Query of the partition reads claims and units together.
-
-An item without ``units`` (a table from before units, or none yet) means
-one unit, the whole space: the ordinary leases.
-"""
+A claim and the splits it needs are written in one transaction with ``version + 1``, and one Query
+reads claims and units together. An item without ``units`` means one unit, the whole space."""
 
 from __future__ import annotations
 

@@ -1,22 +1,7 @@
 """Splitting a unit's leases into its pieces' leases, and waiting for a unit's readers to leave.
 
-A split (:class:`.units.Split`) is done per shard: take the unit's lease of
-the shard (the ordinary fenced take), then in ONE TransactWriteItems delete
-it (conditional on owner = us and its counter) and put each piece's lease of
-the shard at the unit's checkpoint (conditional on not existing). The pieces
-start exactly where the unit stopped, so each record before the checkpoint
-was delivered by the unit's readers and each one after it is delivered by
-the piece whose range holds its hash key: the per-shard cut-over.
-
-A unit's lease is taken only once nobody reads the unit: every worker with a
-heartbeat in its lease set has left (a worker without a range stops its
-reader gracefully, checkpointing, when it sees the split) or is judged dead
-(its heartbeat did not move for the failover time). Every step is
-idempotent: a split whose worker died half-way is finished by the next
-worker that finds it, and a shard already split is skipped (its lease is
-gone). A piece lease that exists already (a range read by sticky workers
-alone before it became a unit) is kept as it is.
-"""
+Per shard, one transaction deletes the unit's lease (fenced) and puts each piece's at the unit's
+checkpoint; every step is idempotent (docs/consumer.md, "Sticky key ranges": the cut-over)."""
 
 from __future__ import annotations
 
@@ -58,15 +43,10 @@ async def wait_until_unread(table: LeaseTable, dynamodb: AsyncDynamoDB, failover
                             except_workers: Collection[str] = (), beat: Beat | None = None,
                             clock: Callable[[], float] = since_boot,
                             sleep: Callable[[float], object] | None = None) -> None:
-    """Return once no live worker (other than ``except_workers``) has a heartbeat in ``table``'s set.
+    """Return once no live worker (but ``except_workers``) has a heartbeat in ``table``'s set.
 
-    A worker that leaves removes its heartbeat; one that died stops moving it.
-    Each round watches the readers from the reading that found them, so a
-    beat right after it is a sign of life. Raises KinesisSourceError naming
-    them if they are still there after ``READERS_WAIT_FAILOVERS`` failover
-    times (a worker of an older version, which does not know units, never
-    leaves). ``sleep`` waits on ``clock`` (a test's): pass both, or neither.
-    """
+    KinesisSourceError naming them if they stay ``READERS_WAIT_FAILOVERS`` failover times (a
+    worker of a version without units never leaves). ``sleep`` waits on ``clock`` (a test's)."""
     async def heartbeats() -> dict[str, tuple[str, int]]:
         return {w.worker_id: (w.session, w.heartbeat) for w in (await table.alist_workers(dynamodb)).values()
                 if w.worker_id not in except_workers}
@@ -148,13 +128,8 @@ def _put_new(piece: LeaseTable, layout: LeaseLayout, lease: Lease) -> dict:
 class UnitShardSync:
     """A unit's shard sync that does nothing once the unit is retired (split, or being split).
 
-    A split deletes the unit's leases. A reader of the unit that was paused
-    through the split (judged dead meanwhile) must not sync the emptied set
-    when it resumes: it would be synced as a fresh set, at the initial
-    position, and read again. Its housekeeping stops the reader at its next
-    tick; until then, this keeps the set empty. One Query of the claims'
-    partition per sync.
-    """
+    A reader paused through the split must not sync the emptied set when it resumes: it would be
+    synced afresh, at the initial position, and read again. Housekeeping stops it next tick."""
 
     def __init__(self, sync: SyncsShards, unit: KeyRange, read_units: Callable[[], Awaitable[UnitMap]]) -> None:
         self.sync = sync

@@ -1,25 +1,7 @@
-"""Units: the lease sets that tile an application's hash space on one stream (pure arithmetic, no I/O).
+"""Units: the lease sets that tile an application's hash space on one stream (pure arithmetic).
 
-Sticky workers (``key_range``) and workers without a range share one
-application through *units*: contiguous ranges of the hash space, each one
-lease set (a :class:`~kinesis_src.leases.table.LeaseTable` scope), together
-tiling the space. A sticky claim reads the units inside it; workers without
-a range read every unit no live claim overlaps.
-
-* With nothing recorded there is one unit, the whole space, whose scope is
-  "" (the stream's ordinary leases): a table of workers without a range is
-  unchanged, and so is an application that never had a sticky worker.
-* A claim must be a union of units. A claim that cuts a unit splits it into
-  pieces (the part inside the claim, and what is left on either side); each
-  piece's leases start where the unit's stopped (:mod:`.unit_split`). Units
-  never merge, so no two checkpoints ever have to be reconciled.
-* A piece's scope is its range as text (``"START-END"``), the scope a sticky
-  range has always used: a range that was read by sticky workers alone keeps
-  its leases and checkpoints when it becomes a unit.
-
-The registry of units and pending splits is stored with the claims
-(:mod:`.unit_registry`); here are only the values and the rules.
-"""
+A claim must be a union of units: one that cuts a unit splits it (:mod:`.unit_split`); units never
+merge. The whole space's scope is "" (the ordinary leases), a piece's its range as text."""
 
 from __future__ import annotations
 
@@ -47,10 +29,8 @@ def unit_of_scope(scope: str) -> KeyRange:
 
 
 def pieces(unit: KeyRange, claim: KeyRange) -> tuple[KeyRange, ...]:
-    """``unit`` cut by ``claim``: the part inside the claim and the parts left on either side, in order.
-
-    One piece (the unit itself) when the claim covers the unit or misses it.
-    """
+    """``unit`` cut by ``claim``: the part inside it and the parts left on either side, in order;
+    the unit alone when the claim covers or misses it."""
     if not claim.overlaps(unit) or claim.covers(unit):
         return (unit,)
     inside = KeyRange(max(unit.start, claim.start), min(unit.end, claim.end))

@@ -1,12 +1,6 @@
 """Parallel processing beyond shards: many records of a shard in handlers at once, each acknowledged
-on its own (ACCEPT by returning, RELEASE / REJECT by raising), with redelivery, delivery counts and
-a dead letter. Built on the Consumer's batches and ``batch.checkpoint(record)``; see docs/processing.md.
-
-::
-
-    async with Consumer("orders", application_name="billing") as consumer:
-        await process(consumer, handle, ordering="key", max_in_flight=64, dead_letter="orders-dlq")
-"""
+on its own (ACCEPT by returning, RELEASE / REJECT by raising), with redelivery and a dead letter.
+Built on ``batch.checkpoint(record)``; see docs/processing.md."""
 
 from __future__ import annotations
 
@@ -66,19 +60,13 @@ async def process(
     drain_timeout_s: float = 10.0,
     metrics: ProcessingMetrics | None = None,
 ) -> ProcessingMetrics:
-    """Process the started ``consumer``'s records with ``handler`` until the consumer stops; see docs/processing.md.
+    """Process the started ``consumer``'s records with ``handler`` until it stops.
 
-    ``handler(record)`` (async, or a plain function that returns quickly)
-    gets a :class:`DeliveredRecord`: returning accepts it, raising
-    :class:`Release` redelivers it later, :class:`Reject` dead-letters it
-    now, anything else is retried with ``retry_backoff`` until its
-    ``delivery_count`` reaches ``max_delivery_attempts``, then dead-lettered
-    (``dead_letter``: a Kinesis stream name, or a callable taking a
-    :class:`DeadLetter`; without one, such a record stops processing with
-    RecordNotProcessedError). Returns the metrics (pass ``metrics`` to watch
-    them live). Every option is checked, the dead letter stream looked up
-    and the ordering recorded in the lease table before any record is taken.
-    """
+    ``handler(record)`` gets a :class:`DeliveredRecord`: returning accepts it, :class:`Release`
+    redelivers it later, :class:`Reject` dead-letters it, anything else is retried with
+    ``retry_backoff`` up to ``max_delivery_attempts``, then dead-lettered (no ``dead_letter``:
+    RecordNotProcessedError). Returns the metrics. Options are checked before any record is
+    taken (docs/processing.md)."""
     options = parse_options(
         ordering=ordering, max_in_flight=max_in_flight, max_delivery_attempts=max_delivery_attempts,
         max_buffered_records=max_buffered_records, max_buffered_bytes=max_buffered_bytes,

@@ -1,14 +1,7 @@
-"""When a holding's checkpoint is written: one write at a time, at most one per interval, at the done prefix.
+"""When a holding's checkpoint is written: at the done prefix, singly, at most once per interval.
 
-Per-record acknowledgement could mean a DynamoDB write per record; on a busy
-shard that is hundreds of writes a second, each a cost and a round trip. So
-the writer coalesces: while a write is under way, later progress waits for
-it; after a write, the next waits until ``checkpoint_interval_s`` has passed
-(a timer), except the write of the batch that ends a shard (its children
-wait for it) and every write while processing stops (``at_once``). The cost
-of a longer interval is more redelivery after a crash, never a lost record:
-a checkpoint is only ever written at the done prefix.
-"""
+Coalescing spares a DynamoDB write per record; a shard's end, and writes while stopping, go at once.
+A longer interval costs redelivery after a crash, never a lost record."""
 
 from __future__ import annotations
 
@@ -32,10 +25,8 @@ class HoldingPhase(str, enum.Enum):
 @dataclass(eq=False)
 class Holding:
     """One holding of a shard as processing sees it: its done prefix and its checkpoint writes.
-
-    ``base_count`` is what earlier holders add to each record's delivery
-    count (the lease's owner switches since the checkpoint, less this take).
-    """
+    ``base_count``: what earlier holders add to each record's delivery count (the lease's owner
+    switches since the checkpoint, less this take)."""
 
     key: HoldingKey
     base_count: int
@@ -58,13 +49,9 @@ class Holding:
 
 
 class CheckpointWriter:
-    """Writes ``batch.checkpoint(record)`` at each holding's done prefix; see the module docstring.
-
-    ``on_written(holding, target)`` books a write that landed; ``on_lost(holding)``
-    drops a holding whose lease is gone (LeaseLostError: nothing was written);
-    ``on_failed(error)`` stops processing (DynamoDB retries exhausted: a
-    checkpoint of the plain loop would raise the same).
-    """
+    """Writes ``batch.checkpoint(record)`` at each holding's done prefix, paced as the module says.
+    ``on_written(holding, target)`` books a landed write; ``on_lost(holding)`` drops a holding whose
+    lease is gone; ``on_failed(error)`` stops processing (e.g. DynamoDB retries exhausted)."""
 
     def __init__(
         self,

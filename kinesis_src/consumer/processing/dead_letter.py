@@ -1,14 +1,7 @@
 """Where a record goes when it will never be processed: a Kinesis stream, or a callable of yours.
 
-A dead-lettered record counts as done: the checkpoint moves past it, and the
-poison record stops travelling from worker to worker. What is written is a
-:class:`DeadLetter`; a stream receives it as one JSON envelope per record
-(:meth:`DeadLetter.envelope`), put with the record's own partition key, so
-one key's dead letters keep their order. ``outcome`` is ``rejected``,
-``failed``, ``released`` or ``owner_switches`` (past holders received it
-``max_delivery_attempts`` times without an outcome: it probably killed
-them). The envelope and each outcome: docs/processing.md.
-"""
+A dead-lettered record counts as done, so a poison record stops travelling from worker to worker. A
+stream gets one JSON envelope per record, with the record's partition key (docs/processing.md)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """What a processing handler receives: the Kinesis record plus its delivery count.
 
-:class:`~kinesis_src.records.Record` is a frozen value shared with every
-other reader (Spark, ``read_table``, batches), so the count is not added to
-it. The handler gets a :class:`DeliveredRecord` instead: a small frozen
-wrapper that answers every field of the record (``record.data``,
-``record.partition_key``, ``record.sequence_number``...) and adds
-``delivery_count``. ``record.record`` is the plain :class:`Record`, for
-code that wants exactly that type.
-"""
+:class:`~kinesis_src.records.Record` is a frozen value shared with every other reader, so the count
+is not added to it: :class:`DeliveredRecord` wraps it, reads its fields through, and adds it."""
 
 from __future__ import annotations
 
@@ -20,15 +14,11 @@ from ...records import Record
 
 @dataclass(frozen=True, slots=True)
 class DeliveredRecord:
-    """One delivery of one record to a handler.
+    """One delivery of one record to a handler; ``record.record`` is the plain :class:`Record`.
 
-    ``delivery_count`` is 1 on the first delivery. It counts this worker's
-    attempts at the record, plus one for every earlier holder of the shard's
-    lease since its last checkpoint (the lease's
-    ``ownerSwitchesSinceCheckpoint`` less this holder's own take): those
-    holders received the record too, and may have been working on it when
-    they stopped.
-    """
+    ``delivery_count`` is 1 on the first delivery: this worker's attempts plus the earlier
+    holders of the lease since its last checkpoint, who received the record too
+    (docs/processing.md, "Delivery count")."""
 
     record: Record
     delivery_count: int

@@ -1,19 +1,7 @@
 """Where one holding of a shard may checkpoint: below the first record that is not done.
 
-Records finish in any order when many are in flight, but a checkpoint is a
-position (everything up to it is acknowledged, KCL-style). So per holding
-the tracker numbers the records in sequence order (ordinals 0, 1, 2...),
-remembers which are *done* (accepted or dead-lettered), and offers the
-highest position below which every record is done: the contiguous done
-prefix. A record that is running, waiting for a retry or not started yet
-holds the checkpoint back, so a crash or a hand-off redelivers it and
-everything after it; nothing that is not done is ever acknowledged.
-
-Positions are expressed in the consumer's terms: a batch (a *span* of
-ordinals, possibly empty: the batch with no records that ends a shard) and
-how many of its rows are covered. Spans wholly behind the target are let go,
-which is what frees their memory. Pure: no I/O, no event loop.
-"""
+Records finish in any order, but a checkpoint is a position: it only reaches the contiguous done
+prefix (ordinals in sequence order), so nothing not done is ever acknowledged. Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -92,12 +80,9 @@ class DoneTracker(Generic[B]):
         return ordinal == self.low
 
     def target(self) -> Target[B] | None:
-        """The furthest position the done prefix reaches, if it is past the last checkpoint.
-
-        The latest span that starts below ``low`` (partly or wholly done), or an
-        empty span sitting exactly at ``low`` (nothing before it is undone: it
-        covers them all and, for a shard's empty end batch, ends the shard).
-        """
+        """The furthest position the done prefix reaches, if past the last checkpoint:
+        the latest span starting below ``low``, or an empty span exactly at ``low`` (it covers all
+        before it and, for a shard's empty end batch, ends the shard)."""
         for span in reversed(self._spans):
             if span.start < self.low or (span.count == 0 and span.start <= self.low):
                 found = Target(span, min(span.count, self.low - span.start))

@@ -7,22 +7,9 @@ from dataclasses import dataclass, replace
 
 @dataclass
 class ProcessingMetrics:
-    """Counters (since start) and gauges (now) of one ``process()`` run.
-
-    * ``in_flight``: handler calls running now; ``buffered_records`` /
-      ``buffered_bytes``: records held in memory now (waiting, running,
-      waiting for a retry, or done but not yet below the checkpoint).
-    * ``deliveries``: handler calls; ``redelivered``: those with a
-      ``delivery_count`` above 1 (a local retry or release, or an earlier
-      holder of the lease).
-    * ``accepted``, ``released``, ``rejected``: handler outcomes;
-      ``failed``: attempts that raised any other exception.
-    * ``dead_lettered``: records handed to the dead letter (rejected, or
-      out of attempts); ``checkpoints``: checkpoint writes made;
-      ``abandoned``: records dropped unfinished because their lease was
-      lost or released, or the consumer stopped: the next owner delivers
-      them again.
-    """
+    """Counters (since start) and gauges (now) of one ``process()`` run; meanings:
+    docs/processing.md, "Metrics". ``buffered_*`` counts records taken and not yet behind the
+    checkpoint; ``abandoned``, records dropped unfinished, which the next owner delivers again."""
 
     in_flight: int = 0
     buffered_records: int = 0

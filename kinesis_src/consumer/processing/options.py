@@ -15,12 +15,8 @@ DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
 class Ordering(str, enum.Enum):
     """Which records may be in a handler at the same time.
 
-    * KEY: at most one record per partition key (per stream), so each key's
-      records are processed one after another, in sequence order.
-    * UNORDERED: any records, up to ``max_in_flight``.
-    * SHARD: at most one record per shard, in sequence order: the plain
-      ``async for batch`` loop's guarantee (shards still run side by side).
-    """
+    KEY: one record per partition key (per stream), so each key's records run in sequence order;
+    UNORDERED: any, up to ``max_in_flight``; SHARD: one per shard, the plain loop's guarantee."""
 
     KEY = "key"
     UNORDERED = "unordered"

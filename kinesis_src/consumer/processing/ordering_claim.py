@@ -1,17 +1,7 @@
 """One ordering mode per application and stream, recorded in the lease table by the first worker.
 
-Workers of one application that processed a stream in different modes would
-break each other's promise: a ``"key"`` worker keeps a key's records in
-order only if the worker before it on the shard did too. So the first
-``process()`` of an application on a stream records its mode with a
-put-if-absent item in a partition of its own (``processing#<application>#<stream>``,
-range key ``ordering``), and every later worker compares: the same mode
-passes, another mode fails before anything is read, naming the first mode.
-
-To change an application's mode: stop every worker, delete that item
-(``aws dynamodb delete-item``), start the workers with the new mode. The item
-stays otherwise; it is one small item per application and stream.
-"""
+A ``"key"`` worker keeps a key's order only if the worker before it on the shard did, so another
+mode fails before anything is read (to change modes: docs/processing.md, "Guarantees")."""
 
 from __future__ import annotations
 

@@ -1,25 +1,7 @@
 """What a handler says about a record besides "done": RELEASE and REJECT, raised as exceptions.
 
-A handler that returns ACCEPTs its record. The two other outcomes of Kafka's
-share groups (KIP-932) are raised, so a handler deep in a call stack can end
-its record's attempt without threading a return value back up:
-
-* :class:`Release` -- "not now": the record is delivered again later (after
-  ``delay_s``); the attempt counts as a delivery.
-* :class:`Reject` -- "never": the record goes to the dead letter at once.
-
-Any other exception is a failure: retried with backoff until
-``max_delivery_attempts``, then dead-lettered.
-
-Both derive from :class:`Outcome`, a plain ``Exception`` and deliberately
-*not* a :class:`~kinesis_src.errors.KinesisSourceError`: they are the
-application's verdicts on its own records, not failures of the library, so
-code that catches the library's errors must never swallow them (and the
-library's retry loops, which read ``KinesisSourceError.retriable``, never
-see them). They are ``Exception`` rather than ``BaseException`` so they
-cross thread pools and ``asyncio`` tasks like any exception. A handler with a
-bare ``except Exception:`` around its body catches them too: re-raise them.
-"""
+Raised, so a handler deep in a call stack can end an attempt. :class:`Outcome` is a plain
+``Exception``, deliberately not a ``KinesisSourceError``: verdicts, not failures of the library."""
 
 from __future__ import annotations
 
@@ -29,13 +11,9 @@ class Outcome(Exception):
 
 
 class Release(Outcome):
-    """RELEASE: give the record back for a later delivery (after ``delay_s`` seconds, default at once).
-
-    It counts as a delivery: a record released at its ``max_delivery_attempts``-th
-    delivery is dead-lettered, as KIP-932 archives it. In ``"key"`` and
-    ``"shard"`` ordering the record keeps its place: nothing after it in its
-    key (or shard) starts before it is done.
-    """
+    """RELEASE: give the record back for a later delivery (after ``delay_s``; default at once).
+    It counts as a delivery (at ``max_delivery_attempts`` it is dead-lettered, as KIP-932 does);
+    in ``"key"`` and ``"shard"`` ordering the record keeps its place in its key (or shard)."""
 
     def __init__(self, reason: str = "released by the handler", *, delay_s: float = 0.0) -> None:
         if delay_s < 0:

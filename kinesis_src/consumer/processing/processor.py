@@ -1,22 +1,7 @@
 """The processing loop: batches in from the consumer, records out to handlers, checkpoints back.
 
-Three activities share the consumer's event loop:
-
-* the **puller** takes batches from the consumer (``async for``) while the
-  buffer is below its caps, splits them into records (one
-  :class:`~.scheduler.Entry` each) and gives them to the scheduler;
-* the **dispatcher** (``run``) starts a task per ready record, at most
-  ``max_in_flight`` at once, and turns each outcome into done (accepted,
-  dead-lettered), a retry later, or a stop;
-* **checkpoint writes** at the done prefix (:mod:`.done_tracker`), paced by
-  :mod:`.checkpoints`.
-
-A holding whose lease is lost or released stops delivering: its records not
-yet started are dropped (the next owner delivers them again), those in a
-handler finish but are not checkpointed unless the lease still allows it.
-On stop, nothing new starts; records in handlers get ``drain_timeout_s`` to
-finish; the done prefix is checkpointed; the rest is redelivered later.
-"""
+A puller takes batches while the buffer has room; the dispatcher starts at most ``max_in_flight``
+handlers; checkpoints follow the done prefix. On loss and stop: docs/processing.md, "Guarantees"."""
 
 from __future__ import annotations
 
@@ -145,13 +130,9 @@ class Processor:
             self._wake.set()
 
     async def _until_room(self) -> bool:
-        """Wait for the buffer to fall below its caps; False if the consumer was asked to stop meanwhile.
-
-        A holding that stopped delivering still holds its share of the buffer
-        until the dispatcher sweeps it, and nothing else may wake the
-        dispatcher (a parked record's timer can be minutes away): so each
-        poll wakes it when there is such a holding to sweep.
-        """
+        """Wait for the buffer to fall below its caps; False if a stop was requested.
+        Each poll wakes the dispatcher when a stopped holding waits to be swept: its records hold
+        buffer room, and nothing else may wake it soon (a parked record's timer can be far off)."""
         while not self._has_room():
             if _stop_requested(self.consumer):
                 return False
@@ -364,7 +345,7 @@ class Processor:
 
 
 def _stop_requested(consumer: Any) -> bool:
-    """A stop (SIGTERM, ``consumer.stop()``) sets the consumer's ``stopping`` (``_stopping`` before #11)."""
+    """Whether a stop (SIGTERM, ``consumer.stop()``) was asked: ``stopping``, or ``_stopping``."""
     return bool(getattr(consumer, "stopping", False) or getattr(consumer, "_stopping", False))
 
 

@@ -1,11 +1,7 @@
 """How long a failed record waits before its next delivery: capped exponential backoff with jitter.
 
-The consumer's own AWS retries (:mod:`kinesis_src.retry`) are per call and
-block their caller; these are per record and block nothing: the record waits
-on a timer while other records (and, in ``"key"`` ordering, other keys)
-carry on. Only the record's own key (or shard, in ``"shard"`` ordering)
-waits behind it.
-"""
+Per record, on a timer, blocking only the record's own key (or shard, in ``"shard"`` ordering);
+unlike the per-call AWS retries of :mod:`kinesis_src.retry`, which block their caller."""
 
 from __future__ import annotations
 
@@ -38,12 +34,8 @@ class Backoff:
         return self.ceiling_s(retry) * (0.5 + 0.5 * (rng or random).random())
 
     def ceiling_s(self, retry: int) -> float:
-        """The capped delay before jitter, for any retry count.
-
-        Worked out in logarithms and compared before any power is taken, so a
-        record retried "forever" (millions of times) gets ``max_s`` instead of
-        an OverflowError from ``multiplier ** n``.
-        """
+        """The capped delay before jitter, for any retry count: worked out in logarithms, so a huge
+        count gives ``max_s`` instead of an OverflowError from ``multiplier ** n``."""
         steps = max(0, retry - 1)
         growth = math.log(self.multiplier)
         if self.initial_s == 0 or growth <= 0:

@@ -1,22 +1,7 @@
 """Which record a handler gets next: lanes that run one record at a time, in arrival order.
 
-Every record belongs to a *lane*. A lane runs at most one record at a time,
-and always its oldest unfinished one; lanes run side by side. The ordering
-mode only chooses the lane:
-
-* ``"key"``: the lane is (stream, partition key): one record per key in
-  flight, so per-key order holds, while different keys overlap.
-* ``"shard"``: the lane is the holding of the shard: the plain consumer
-  loop's per-shard order.
-* ``"unordered"``: every record is its own lane.
-
-A record leaves its lane only when it is *done* (accepted or dead-lettered)
-or dropped (its holding ended). A record that failed or was released stays
-at the head of its lane while it waits for its next delivery, so nothing
-behind it in its key starts first. ``ready`` is the queue of lane heads that
-may start, oldest first, and nothing else (a dropped record leaves it at
-once); the processor takes from it while fewer than ``max_in_flight`` run. Pure: no I/O, no event loop (timers are the caller's).
-"""
+The ordering mode only picks the lane: (stream, partition key), the holding, or the record. A record
+leaves its lane only when done or dropped, so a retry keeps its place. Pure: no I/O, no loop."""
 
 from __future__ import annotations
 
@@ -115,12 +100,8 @@ class Scheduler:
 
     def drop(self, holding: HoldingKey) -> list[Entry]:
         """Remove the holding's records that are not running (its lease is gone); returns them.
-
-        Running records stay at the head of their lanes until they finish,
-        so a record of the same key from a later holding still waits for them.
-        The dropped ones leave the ready queue now, not when a slot frees: the
-        buffer already counts their data as given back.
-        """
+        Running ones stay at their lanes' heads until they finish, so a later holding's record of
+        the same key waits; the dropped leave the ready queue now (their buffer share is freed)."""
         dropped: list[Entry] = []
         for key in list(self._lanes):
             lane = self._lanes[key]
