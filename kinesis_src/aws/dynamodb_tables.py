@@ -54,12 +54,8 @@ class TableAdmin:
         range_key: str,
         timeout_s: float = 120.0,
     ) -> tuple[TableDescription, bool]:
-        """Create an on-demand table unless it exists; wait until ACTIVE.
-
-        Returns (description, created). Idempotent and safe to race: a
-        ResourceInUseException from a concurrent creator means "exists".
-        TTL is the caller's next step (:meth:`ensure_ttl`), once it has
-        checked that an existing table is its own.
+        """Create an on-demand table unless it exists, wait until ACTIVE; (description, created).
+        Safe to race. The caller checks an existing table is its own, then calls :meth:`ensure_ttl`.
         """
         existing = self.describe_table(table)
         if existing is not None:
@@ -89,14 +85,8 @@ class TableAdmin:
         return self.wait_active(table, timeout_s), created
 
     def ensure_ttl(self, table: str, attribute: str) -> None:
-        """Enable TTL on ``attribute`` unless it is on already; warn when that cannot be done.
-
-        Checked on every start, not only right after CreateTable: a creator
-        that died between CreateTable and UpdateTimeToLive leaves a table
-        whose dead workers' items never expire. TTL is garbage collection
-        only, so a missing permission or a TTL on another attribute (the
-        operator's choice) is a warning, not a failure.
-        """
+        """Enable TTL on ``attribute`` unless it is on already; a warning when that cannot be done,
+        since TTL is only garbage collection (docs/leases.md, "The table")."""
         try:
             found = self._call(
                 "DescribeTimeToLive", table, lambda: self._client.describe_time_to_live(TableName=table)
