@@ -1,9 +1,6 @@
 """The AWS boundary: the only package that imports botocore.
 
-Names are resolved on first use (PEP 562), so the sync paths (Spark, the
-CLI, bounded reads) never import the async modules and with them
-aiobotocore and aiohttp (tests/unit/test_imports.py).
-"""
+Names resolve on first use (PEP 562): sync paths never import aiobotocore (test_imports.py)."""
 
 from __future__ import annotations
 

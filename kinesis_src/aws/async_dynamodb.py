@@ -1,17 +1,7 @@
-"""The lease calls a Consumer makes on its event loop, on aiobotocore: conditional writes, and Query.
+"""The Consumer's lease calls on its event loop, over aiobotocore: conditional writes, and Query.
 
-The same requests, retry policy, error translation and :class:`WriteResult`
-as :class:`.dynamodb.DynamoDBClient`'s: a failed condition is an answer
-(``ok=False`` with the item as it stood), never retried. They let
-checkpoints, heartbeats and the coordinator's reads of the heartbeats run
-without a hop to a worker thread (docs/architecture.md). Where aiobotocore
-cannot serve (:func:`usable`: a moto mock, which answers only botocore's
-own client, or an endpoint URL with a path),
-:class:`BotocoreDynamoDB` offers the same calls over the botocore client,
-each on a worker thread: callers await one interface either way
-(:func:`open_async_dynamodb`). It also runs a step written once for both
-worlds in place, for synchronous callers (:mod:`kinesis_src.in_place`).
-"""
+Where aiobotocore cannot serve, :func:`open_async_dynamodb` gives :class:`BotocoreDynamoDB` instead
+(docs/architecture.md, "One event loop")."""
 
 from __future__ import annotations
 
@@ -49,7 +39,8 @@ CONNECTIONS = 16  # lease writes in flight at once: one per shard checkpointing 
 
 
 def usable(settings: AwsSettings) -> bool:
-    """Whether lease writes may go over aiobotocore here (see the module docstring)."""
+    """Whether lease writes may go over aiobotocore: not under a moto mock (it answers only
+    botocore's own client), nor for an endpoint URL with a path."""
     url = settings.effective_dynamodb_endpoint_url
     return not interceptor_active() and (url is None or urlsplit(url).path in ("", "/"))
 

@@ -1,10 +1,6 @@
-"""Enhanced fan-out on aiobotocore: :class:`AsyncFanOut`, the Consumer's twin of :class:`.fanout.FanOut`.
+"""Enhanced fan-out on aiobotocore: :class:`AsyncFanOut`, the twin of :class:`.fanout.FanOut`.
 
-The same calls, errors and event decoding as the botocore version (the
-values live in :mod:`.fanout_model`, the error mapping in
-:mod:`.fanout_errors`, the consumer calls' plans in :mod:`.fanout_calls`);
-only the awaiting differs.
-"""
+The same calls, errors and event decoding as the botocore version; only the awaiting differs."""
 
 from __future__ import annotations
 

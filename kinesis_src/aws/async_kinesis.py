@@ -1,13 +1,6 @@
-"""The Kinesis read calls on aiobotocore, for the async consumer.
+"""The Kinesis read calls on aiobotocore: the Consumer's GetRecords of many shards on one loop.
 
-One event loop can then keep many shards' GetRecords in flight at once
-without a thread per shard. The same rules hold as for the sync client:
-botocore's own retries are off (ours apply, through
-:func:`kinesis_src.retry.acall_with_retry`), errors are translated once by
-:func:`.boundary.translate`, and GetRecords bodies skip botocore's generic
-parser for the fast one in :mod:`.decode` (aiobotocore parses asynchronously,
-so it needs its own subclass; the decoding function is the same).
-"""
+The sync client's rules hold: our retries, one translation, the fast decode of :mod:`.decode`."""
 
 from __future__ import annotations
 
@@ -40,12 +33,8 @@ T = TypeVar("T")
 
 
 class AioFastGetRecordsParser(AioJSONParser):
-    """aiobotocore's JSON parser, except GetRecords success bodies take the fast path.
-
-    The same guards as :class:`.decode.FastGetRecordsParser`: a body shorter
-    than its Content-Length is retriable (aiohttp normally raises first), and
-    no success body is read as ``{"message": body}``.
-    """
+    """aiobotocore's JSON parser with GetRecords on the fast path and the guards of
+    :class:`.decode.FastGetRecordsParser` (aiohttp usually raises a cut body first)."""
 
     async def parse(self, response: dict[str, Any], shape: Any) -> Any:
         check_complete(response)
@@ -71,10 +60,8 @@ class AioFastResponseParserFactory(AioResponseParserFactory):
 
 
 def new_aio_session(settings: AwsSettings | None = None) -> AioSession:
-    """An aiobotocore session with the fast GetRecords parser and the settings' profile and role.
-
-    It reads the service models through the process's botocore session's loader (:func:`.boundary.new_session`),
-    so a model the synchronous clients loaded is not read and parsed again."""
+    """An aiobotocore session with the fast GetRecords parser and the settings' profile and role,
+    reading models through the botocore session's loader (:func:`.boundary.new_session`): once."""
     session = millisecond_timestamps(get_session())
     session.register_component("response_parser_factory", AioFastResponseParserFactory())
     if settings is not None:
@@ -95,12 +82,8 @@ def aio_client_config(settings: AwsSettings, max_connections: int) -> AioConfig:
 
 
 class AsyncKinesisClient:
-    """GetShardIterator / GetRecords / DescribeStreamSummary on aiobotocore.
-
-    Use as ``async with AsyncKinesisClient(settings) as kinesis:``; the HTTP
-    connection pool lives as long as the context, sized for one request in
-    flight per shard this process reads (``max_connections``).
-    """
+    """GetShardIterator / GetRecords / DescribeStreamSummary on aiobotocore, opened with
+    ``async with``; ``max_connections`` sizes the pool: one per shard this process reads."""
 
     def __init__(self, settings: AwsSettings, max_connections: int = 64) -> None:
         self.settings = settings

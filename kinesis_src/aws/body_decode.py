@@ -1,24 +1,7 @@
 """GetRecords bodies and SubscribeToShard events decoded in one C pass (msgspec), for every reader.
 
-msgspec parses the JSON into typed structs and decodes ``Data``'s base64
-into ``bytes`` in the same pass: no dict per record, no Python frame per
-field. Every reader takes this one decode: the Consumer's pages (its
-``Record`` objects and its columns), Spark tasks (the page's lists go to
-Arrow in :func:`kinesis_src.arrow.page_to_arrow`), enhanced fan-out events,
-``read_table``, ``drain_stream`` and the CLI. benchmarks/bench_decode.py
-compares it with the other decoders measured for it (docs/performance.md).
-
-The wire shape is the documented one, held strictly: ``SequenceNumber`` a
-string, ``Data`` canonical base64 (padded, nothing outside the alphabet),
-``PartitionKey`` and ``EncryptionType`` strings, the arrival time a number,
-``MillisBehindLatest`` an integer, every field optional but the first two
-and ``null`` read as absent; child shards' hash keys decimal. Any other
-body raises :class:`~kinesis_src.errors.MalformedResponseError` naming the
-field (``Records[3].Data``) and what is wrong with it, never its value:
-record data and partition keys are the user's data and end up in logs.
-tests/unit/test_body_decode.py holds this decode to a plain ``json`` +
-``base64`` oracle on random, mutated and odd bodies.
-"""
+The documented shape, strictly: any other body raises MalformedResponseError naming the field,
+never its value (docs/performance.md, "Decoding GetRecords bodies")."""
 
 from __future__ import annotations
 
@@ -90,11 +73,8 @@ def decode_get_records(body: bytes | str, what: str = "GetRecords response body"
 
 
 def decode_subscribe_event(payload: bytes | str, what: str = "SubscribeToShard event") -> RecordPage:
-    """A SubscribeToShardEvent payload as a page whose ``next_iterator`` is the continuation.
-
-    The event has GetRecords' fields, with the continuation sequence number
-    in place of the next iterator (None on a closed shard's last event).
-    """
+    """A SubscribeToShardEvent payload as a page: GetRecords' fields, with the continuation as
+    ``next_iterator`` (None on a closed shard's last event)."""
     doc = _decoded(_EVENT, payload, what)
     return _page(doc, doc.continuation_sequence_number, what, len(payload))
 
@@ -106,12 +86,8 @@ def decode_json_object(body: bytes | str, what: str) -> dict[str, Any]:
 
 
 def _decoded(decoder: msgspec.json.Decoder[Any], body: bytes | str, what: str) -> Any:
-    """``decoder``'s result; the error is raised outside the ``except`` block so nothing of the body is chained.
-
-    msgspec checks UTF-8 only in the strings it reads; a body that is not
-    ASCII is checked whole first, so bad UTF-8 in a field nobody reads is
-    refused too, as by any JSON parser.
-    """
+    """``decoder``'s result; errors raised outside the ``except``, chaining nothing of the body. A
+    non-ASCII body is checked whole as UTF-8 first: msgspec checks only the strings it reads."""
     try:
         if isinstance(body, bytes) and not body.isascii():
             body.decode("utf-8")
@@ -132,10 +108,8 @@ def _malformed(what: str, size: int, problem: str) -> KinesisSourceError:
 
 
 def _validation_problem(message: str) -> str:
-    """msgspec's "Expected `int`, got `str` - at `$.Records[0].Data`" as "'Records[0].Data' expected ...".
-
-    msgspec names types, fields and indices only, never a value.
-    """
+    """msgspec's "Expected `int`, got `str` - at `$.Records[0].Data`" as "'Records[0].Data' expected
+    ..."; msgspec names types, fields and indices only, never a value."""
     reason, _, at = message.partition(" - at `")
     path = at.rstrip("`").removeprefix("$").removeprefix(".")
     missing = reason.removeprefix("Object missing required field `")

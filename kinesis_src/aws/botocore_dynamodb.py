@@ -1,9 +1,6 @@
-"""The async DynamoDB calls over botocore's client, for where aiobotocore cannot serve, and for steps
-written once as coroutines that synchronous callers run in place (:mod:`kinesis_src.in_place`).
+"""The async DynamoDB calls over botocore: where aiobotocore cannot serve, and for in-place steps.
 
-Kept apart from :mod:`.async_dynamodb` so that synchronous paths (Spark, the
-CLI) can run such steps without importing aiobotocore.
-"""
+Apart from :mod:`.async_dynamodb`, so sync paths (:mod:`kinesis_src.in_place`) skip aiobotocore."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""Every private botocore / aiobotocore attribute kinesis-src reaches, each checked once and with a public fallback.
+"""Every private botocore/aiobotocore member kinesis-src reaches, checked once, with a fallback.
 
-The read path is fast because it works below botocore's public surface in a
-few places. Each of them is one :class:`Internal`, reached only through the
-functions here; no other module names a private botocore attribute
-(tests/unit/test_private_botocore_names.py). Before first use each internal's
-check looks at the real object (is it there, of the expected type and
-signature?); the answer is kept for the process. A missing internal is
-logged once, at INFO, with the public path taken instead: a botocore that
-renamed one costs speed, never correctness (docs/performance.md, "botocore
-internals", lists what each costs; tests/unit/test_botocore_fallbacks.py
-runs the read path with each one forced absent).
-"""
+No other module names one (test_private_botocore_names.py). A missing one costs speed, never
+correctness (docs/performance.md, "botocore internals")."""
 
 from __future__ import annotations
 
@@ -97,11 +88,8 @@ _found_lock = threading.Lock()
 
 
 def present(internal: Internal, owner: Any) -> bool:
-    """Whether ``internal`` is there, as expected, on ``owner`` (the first object asked about decides).
-
-    Checked once per process: every object of a botocore release has the
-    same members. A missing one is logged once with its fallback.
-    """
+    """Whether ``internal`` is there, as expected, on ``owner``: checked once per process (a
+    release's objects all have the same members); a missing one is logged once with its fallback."""
     found = _found.get(internal)
     if found is not None:
         return found

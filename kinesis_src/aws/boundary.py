@@ -1,11 +1,7 @@
 """What every AWS client of kinesis-src shares: session, client config, error translation.
 
-``kinesis_src.aws`` is the only package that imports botocore. botocore's own
-retries are turned off: every call goes through
-:func:`kinesis_src.retry.call_with_retry`, so there is one backoff policy,
-one log line per retry, and one final error that names the resource and
-endpoint.
-"""
+botocore's retries are off: every call goes through :func:`kinesis_src.retry.call_with_retry`,
+so one backoff policy and one final error naming the resource and endpoint."""
 
 from __future__ import annotations
 
@@ -85,11 +81,8 @@ _INVALID_CODES = frozenset(
 
 
 class _SharedSession(botocore.session.Session):
-    """A botocore session that several threads may create clients from.
-
-    botocore sessions are not thread-safe: components and credentials are
-    resolved lazily on the first ``create_client``; one lock serialises that.
-    """
+    """A botocore session that several threads may create clients from: one lock serialises what it
+    resolves lazily (components, credentials) on ``create_client``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -106,21 +99,9 @@ _SESSIONS_KEPT = 8
 
 
 def new_session(settings: AwsSettings | None = None) -> botocore.session.Session:
-    """The process's botocore session for these settings: JSON responses through the fast GetRecords
-    parser, the settings' profile and role (:mod:`.credentials`).
-
-    One session per process, credentials and region, shared by every client
-    built from it: a second session loads the service models and resolves
-    (or assumes) the credentials again, 0.3-0.7 s per client at a Spark
-    query's start (docs/performance.md). The key also holds the process id
-    (a forked child builds its own) and the ``AWS_*`` environment, which the
-    credential chain and the config files are resolved from, so a changed
-    environment gets a new session exactly as it did when every client had
-    its own. So does the count of botocore's built-in handlers, which a
-    session copies when it is built: a library that registers one later
-    (moto's mock does, on import) then gets a session that has it. The last
-    few sessions are kept.
-    """
+    """The process's botocore session for these settings (fast GetRecords parser, profile and role),
+    shared by every client. A new process, ``AWS_*`` environment or botocore built-in handler (moto
+    registers one on import) gets a new one."""
     key = (
         os.getpid(),
         None if settings is None else (settings.credentials, settings.region),
@@ -139,13 +120,8 @@ def new_session(settings: AwsSettings | None = None) -> botocore.session.Session
 
 
 def millisecond_timestamps(session: Any) -> Any:
-    """Have the session's Kinesis clients send timestamps (AT_TIMESTAMP) with their milliseconds.
-
-    botocore before ~1.42 sends JSON-protocol timestamps as whole seconds by
-    default, so AT_TIMESTAMP would start up to a second early; its public
-    ``creating-serializer`` event sets the precision (newer botocore sends
-    sub-seconds anyway). Applies to sessions kinesis-src makes, not a caller's.
-    """
+    """Have the session's Kinesis clients send AT_TIMESTAMP with its milliseconds, not whole seconds
+    (docs/compatibility.md). Applies to sessions kinesis-src makes, not a caller's."""
     session.register("creating-serializer.kinesis", _milliseconds, unique_id="kinesis-src-ms-timestamps")
     return session
 
@@ -166,30 +142,17 @@ _CHECKS_ID = "kinesis-src-check-before-parse"
 
 
 def use_fast_parser(client: BaseClient) -> BaseClient:
-    """Make this one client parse GetRecords the fast way, whichever session created it.
-
-    A caller may pass its own plain botocore session (a profile, assumed-role
-    credentials); registering our parser factory on that session would change
-    what *its* other clients return. So the factory goes on this one client
-    (:func:`install_parser_factory`). Where botocore does not allow that
-    (:mod:`.botocore_internals`), the client keeps botocore's parser, and the
-    same checks and the same GetRecords decode run from its public
-    ``before-parse`` event (:func:`.decode.check_before_parse`): botocore
-    then parses each body as well, which costs time, not results.
-    """
+    """Make this one client parse GetRecords the fast way, whichever session created it: the factory
+    goes on the client, never on a caller's session. Where botocore forbids that,
+    :func:`.decode.check_before_parse` runs instead: slower, same results."""
     if not install_parser_factory(client, FastResponseParserFactory):
         client.meta.events.register("before-parse.kinesis", check_before_parse, unique_id=_CHECKS_ID)
     return client
 
 
 def install_parser_factory(client: BaseClient, factory_class: type[FastResponseParserFactory]) -> bool:
-    """Put a ``factory_class`` parser factory on this one client, unless one is there already.
-
-    False where this botocore does not let a client have its own parser
-    (then nothing changed). The parser settings of the client's factory (e.g.
-    a timestamp parser) carry over where they can be read (for
-    :func:`use_fast_parser`).
-    """
+    """Put a ``factory_class`` parser factory on this one client unless one is there; False (nothing
+    changed) where botocore forbids it. The old factory's settings carry over where readable."""
     current = client_parser_factory(client)
     if current is None:
         return False
@@ -242,11 +205,8 @@ def translate(error: Exception, what: str, endpoint: str) -> KinesisSourceError:
 
 
 def _cut_body(error: BaseException) -> tuple[int, int] | None:
-    """(bytes read, bytes missing) when a connection closed inside a body shorter than its Content-Length.
-
-    botocore versions that read the body themselves (not :mod:`.whole_body`) report
-    the cut as ConnectionClosedError, with urllib3's IncompleteRead as its cause.
-    """
+    """(bytes read, bytes missing) when a connection closed inside a body short of its
+    Content-Length (botocore reading the body itself: ConnectionClosedError from IncompleteRead)."""
     cause: BaseException | None = error
     for _ in range(8):
         if cause is None:

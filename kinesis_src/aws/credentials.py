@@ -1,17 +1,7 @@
 """Credentials for every client kinesis-src creates: botocore's chain, a profile, an assumed role.
 
-A :class:`~kinesis_src.config.CredentialSource` holds only names. Each
-process turns them into credentials here: the profile selects a section of
-the shared config, and a role is assumed with whatever the chain (or that
-profile) provides, through botocore's own assume-role fetcher. The assumed
-credentials are *deferred refreshable*: botocore renews them before they
-expire (15 minutes ahead), so a query or consumer running for days never
-sees an expired token. Nothing here is pickled, logged or written anywhere.
-
-The role goes in as the first provider of the session's credential chain
-(``CredentialResolver.insert_before``), so every client made from the
-session, the STS client included, resolves through it and nothing else.
-"""
+Each process assumes the role itself and botocore renews it before it expires. Nothing here is
+pickled, logged or written anywhere."""
 
 from __future__ import annotations
 
@@ -44,11 +34,7 @@ def configure(session: botocore.session.Session, source: CredentialSource, regio
 
 
 def configure_aio(session: Any, source: CredentialSource, region: str) -> Any:
-    """:func:`configure` for aiobotocore sessions (the Consumer's Kinesis client).
-
-    aiobotocore is imported here, not at module level, so the sync clients
-    (Spark, the CLI) do not pay for importing it.
-    """
+    """:func:`configure` for aiobotocore sessions (imported here: sync clients never import it)."""
     from aiobotocore.session import AioSession
 
     _use_profile(session, source)

@@ -1,19 +1,7 @@
-"""The hook that puts the one GetRecords decode (:mod:`.body_decode`) inside botocore.
+"""The hook that puts the one GetRecords decode (:mod:`.body_decode`) inside botocore's parsers.
 
-botocore's generic parser walks the service model for every field of every
-record, and GetRecords is the one call whose body grows with throughput,
-so only it takes the fast path (cost: docs/performance.md, "Decoding
-GetRecords bodies"). The hook is a botocore ``ResponseParserFactory``
-(registered on the session, or by :func:`.boundary.use_fast_parser`), so
-signing, endpoints, checksums and errors stay botocore's; its one private
-member goes through :mod:`.botocore_internals`.
-
-It also guards every JSON answer against botocore's two silent failures: a
-body shorter than its Content-Length raises :class:`TruncatedResponseError`
-(retriable), and a success body that is not a JSON object raises
-:class:`MalformedResponseError`. :func:`.boundary.translate` adds the
-resource and endpoint (see :func:`from_parser`).
-"""
+It also guards every JSON answer: a body cut short is a retriable TruncatedResponseError, a success
+body that is not a JSON object a MalformedResponseError."""
 
 from __future__ import annotations
 
@@ -53,13 +41,8 @@ def _operation(response: dict[str, Any]) -> str:
 
 
 def check_complete(response: dict[str, Any]) -> None:
-    """Raise :class:`TruncatedResponseError` when the body is shorter than its Content-Length.
-
-    Skipped when there is no Content-Length (chunked: urllib3 and aiohttp
-    raise on a cut chunked body themselves), when the body is a stream (event
-    streams), and when a Content-Encoding other than identity is set (a client
-    that decoded the body would make the lengths incomparable).
-    """
+    """Raise :class:`TruncatedResponseError` when the body is shorter than its Content-Length;
+    not for a chunked body (urllib3 and aiohttp raise it), a stream, or an encoding but identity."""
     body = response.get("body")
     if not isinstance(body, (bytes, bytearray)):
         return
@@ -88,11 +71,8 @@ def json_document(response: dict[str, Any]) -> Any:
 
 
 def parse_json_output(parser: parsers.BaseJSONParser, response: dict[str, Any], shape: Any) -> dict[str, Any] | None:
-    """A success body of any operation but GetRecords, parsed by botocore, but never as ``{"message": body}``.
-
-    None, after the check, where this botocore cannot walk a decoded document
-    (:func:`.botocore_internals.parse_shape`): the caller has botocore parse the body.
-    """
+    """A success body of any operation but GetRecords, checked, then walked by botocore's model;
+    None where this botocore cannot walk a decoded document (the caller has botocore parse it)."""
     parsed = parse_shape(parser, shape, json_document(response))
     return None if parsed is None else with_metadata(parsed, response)
 
@@ -143,13 +123,8 @@ def succeeded(response: dict[str, Any]) -> bool:
 def fast_parse(
     parser: parsers.BaseJSONParser, response: dict[str, Any], shape: Any, decode: Callable[[bytes], RecordPage]
 ) -> dict[str, Any] | None:
-    """A success answer parsed the fast way, with botocore's ``ResponseMetadata``; None for botocore's parse.
-
-    GetRecords bodies are decoded by ``decode``; other JSON bodies are checked
-    (never ``{"message": body}``) and walked by botocore's model; errors, event
-    streams and answers without a shape are botocore's. Shared by
-    :class:`FastGetRecordsParser` and aiobotocore's twin in :mod:`.async_kinesis`.
-    """
+    """A success answer parsed the fast way, with ``ResponseMetadata``: GetRecords by ``decode``,
+    the rest by :func:`parse_json_output`. None for botocore's parse (errors, streams, no shape)."""
     if not succeeded(response) or takes_botocore_path(shape):
         return None
     if is_get_records(shape):
@@ -159,13 +134,8 @@ def fast_parse(
 
 def check_before_parse(operation_model: Any, response_dict: dict[str, Any],
                        customized_response_dict: dict[str, Any], **_: Any) -> None:
-    """botocore's public ``before-parse`` event, for a client whose parser is botocore's own.
-
-    The same checks the fast parser makes (a cut body, a success body that is
-    not a JSON object), and a GetRecords page decoded the fast way into the
-    answer (``customized_response_dict`` is merged into it): botocore still
-    parses the body, but the page and its errors are the same.
-    """
+    """botocore's public ``before-parse`` event, for a client whose parser is botocore's own: the
+    fast parser's checks, and the fast GetRecords page merged in (``customized_response_dict``)."""
     check_complete(response_dict)
     shape = operation_model.output_shape
     if not succeeded(response_dict) or takes_botocore_path(shape):
@@ -177,14 +147,8 @@ def check_before_parse(operation_model: Any, response_dict: dict[str, Any],
 
 
 class FastGetRecordsParser(parsers.JSONParser):
-    """botocore's JSON parser, except success bodies take the fast path (:func:`fast_parse`).
-
-    The result of GetRecords carries the page under ``PAGE_KEY`` plus the
-    scalar fields botocore would return, so code reading NextShardIterator
-    etc. keeps working. Every answer is first checked against its
-    Content-Length, and no success body is read as ``{"message": body}`` (see
-    the module docstring).
-    """
+    """botocore's JSON parser, except success bodies take the fast path (:func:`fast_parse`):
+    GetRecords gives the page under ``PAGE_KEY`` plus botocore's scalars. Answers are guarded."""
 
     def parse(self, response: dict[str, Any], shape: Any) -> Any:
         check_complete(response)
@@ -193,11 +157,8 @@ class FastGetRecordsParser(parsers.JSONParser):
 
 
 class FastResponseParserFactory(parsers.ResponseParserFactory):
-    """Hands out :class:`FastGetRecordsParser` (``parser_class``) for the JSON protocol Kinesis speaks.
-
-    Keeps its own copy of the parser settings (``settings``), given to its
-    parsers and to botocore's for other protocols alike.
-    """
+    """Hands out :class:`FastGetRecordsParser` (``parser_class``) for JSON, with its own copy of the
+    parser settings (``settings``), given to botocore's parsers for other protocols too."""
 
     parser_class: type[FastGetRecordsParser] = FastGetRecordsParser
 

@@ -1,17 +1,7 @@
-"""GetRecords straight over aiohttp: one signature (:mod:`.sigv4`), one POST, the body for the one decode.
+"""GetRecords straight over aiohttp: one signature (:mod:`.sigv4`), one POST, the body to decode.
 
-At the Consumer's cadence (each shard polled every 200 ms) a GetRecords
-through aiobotocore costs about three times the CPU of this path, nearly all
-of it botocore's generic request pipeline (docs/performance.md). Nothing else
-changes: the endpoint, region and credentials are the aiobotocore client's,
-and failures are raised as botocore raises them, so
-:func:`.boundary.translate` and the retry policy treat them the same way.
-
-The path is not taken where something must see every request (an active
-``before-send`` handler: a running moto mock, a recorder), for an endpoint
-URL with a path, or with ``AwsSettings(direct_get_records=False)``
-(:func:`wanted`).
-"""
+The Consumer's cheaper path (docs/performance.md, "GetRecords per call"), taken where
+:func:`wanted`; failures are raised as botocore raises them."""
 
 from __future__ import annotations
 
@@ -47,13 +37,8 @@ KeySource = Callable[[], Awaitable["Keys | None"]]
 
 
 def wanted(settings: AwsSettings, endpoint_url: str) -> bool:
-    """Whether GetRecords may bypass botocore: allowed by the settings, an endpoint without a path (this
-    signer signs ``/`` only), and no request interceptor.
-
-    An interceptor is a ``before-send`` handler in botocore's built-in list
-    that is not switched off (moto registers one on import and sets its
-    ``enabled`` while a mock runs). Decided when the client opens.
-    """
+    """Whether GetRecords may bypass botocore: the settings allow it, the endpoint has no path (this
+    signer signs ``/`` only) and no interceptor is on (:func:`.boundary.interceptor_active`)."""
     if not settings.direct_get_records or urlsplit(endpoint_url).path not in ("", "/"):
         return False
     return not interceptor_active()

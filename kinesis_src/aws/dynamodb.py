@@ -1,24 +1,7 @@
 """DynamoDB calls used by kinesis-src, each retried and translated (see :mod:`.boundary`).
 
-The lease table and the progress store are the only callers. Items are in
-DynamoDB's low-level typed form (``{"S": "..."}``): the serializer in
-:mod:`kinesis_src.lease_table` checks every attribute's type itself, which
-is how a hand-edited item gets a precise error instead of a wrong value.
-
-A failed condition is an answer, not an error: it is returned as a
-:class:`WriteResult` / :class:`TransactOutcome` with ``ok=False`` and the
-item as it stood (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), never
-retried. Throttling, 5xx and connection errors are retried by the one retry
-policy; a transaction conflict counts as throttling. Transactions carry a
-``ClientRequestToken`` so a retry of one that did land is answered as a
-success instead of failing its own conditions; a retry that arrives while
-the first attempt is still running gets TransactionInProgressException,
-which is retried like throttling.
-
-Every answer's HTTP ``Date`` header is kept (:meth:`DynamoDBClient.server_time_s`):
-TTL values are computed on DynamoDB's clock, not on a host clock that may be
-wrong.
-"""
+Items are in DynamoDB's typed form (``{"S": "..."}``). A failed condition is an answer, never
+retried; a transaction's retry is idempotent (docs/leases.md, "Operations")."""
 
 from __future__ import annotations
 
@@ -71,12 +54,8 @@ _BATCH_WRITE_MAX = 25
 
 
 class DynamoDBClient:
-    """The only DynamoDB botocore user.
-
-    One botocore client, safe to share between threads, not picklable:
-    create one per process, lazily. ``requests`` counts HTTP requests by
-    operation (retries included) for the benchmarks and the cost notes.
-    """
+    """The only DynamoDB botocore user: thread-safe, not picklable (one per process); ``requests``
+    counts HTTP requests by operation, retries included."""
 
     def __init__(
         self,

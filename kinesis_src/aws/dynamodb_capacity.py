@@ -13,14 +13,8 @@ _CAPACITY_OPERATIONS = _READS | {
 
 
 class CapacityMeter:
-    """Read and write capacity units DynamoDB reports it consumed (``ReturnConsumedCapacity=TOTAL``).
-
-    Off unless the client was built with ``measure_capacity=True``: the
-    benchmarks compare the lease table's load with a partition's limits
-    (3,000 RCU and 1,000 WCU per second), which request counts cannot show
-    because a Query costs by the size it reads. Thread-safe; ``reads`` and
-    ``writes`` are running totals.
-    """
+    """Capacity units DynamoDB reports it consumed, as running totals; thread-safe. Only with
+    ``measure_capacity=True``, for the benchmarks: a Query costs by the size it reads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

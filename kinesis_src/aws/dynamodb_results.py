@@ -33,12 +33,8 @@ class TableDescription:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """Outcome of a conditional write.
-
-    ``ok``: the write happened; ``item`` is then the item after it (updates)
-    or None. Not ``ok``: the condition failed; ``item`` is the item as it
-    stood (None if it does not exist).
-    """
+    """Outcome of a conditional write: ``ok`` with the item after it (updates) or None, or not
+    ``ok`` with the item as it stood (None if it does not exist)."""
 
     ok: bool
     item: Item | None = None

@@ -1,10 +1,6 @@
-"""A whole-table read: the one DynamoDB Scan kinesis-src makes.
+"""A whole-table read: the one DynamoDB Scan kinesis-src makes, for the KCL import.
 
-Only the KCL import (:mod:`kinesis_src.leases.kcl_import`) reads a table it
-did not write: a KCL lease table is keyed by ``leaseKey`` alone, so no
-Query can list its items. The lease table itself is never scanned (its
-reads are Queries by partition key).
-"""
+A KCL lease table is keyed by ``leaseKey`` alone, so no Query can list its items."""
 
 from __future__ import annotations
 

@@ -33,11 +33,8 @@ async def describe_table(dynamodb: Admin, table: str, must_exist: bool = False) 
 
 async def create_table_if_missing(dynamodb: Admin, table: str, hash_key: str, range_key: str,
                                   timeout_s: float = 120.0) -> tuple[TableDescription, bool]:
-    """Create an on-demand table unless it exists, and wait until ACTIVE: (description, created).
-
-    Safe to race (a concurrent creator's table is "exists"). TTL is the caller's next step
-    (:func:`ensure_ttl`), once it has checked that an existing table is its own.
-    """
+    """Create an on-demand table unless it exists, wait until ACTIVE; (description, created).
+    Safe to race. The caller checks an existing table is its own, then calls :func:`ensure_ttl`."""
     existing = await describe_table(dynamodb, table)
     if existing is not None:
         return existing if existing.status == "ACTIVE" else await wait_active(dynamodb, table, timeout_s), False
@@ -50,11 +47,8 @@ async def create_table_if_missing(dynamodb: Admin, table: str, hash_key: str, ra
 
 
 async def ensure_ttl(dynamodb: Admin, table: str, attribute: str) -> None:
-    """Enable TTL on ``attribute`` unless it is on already; warn when that cannot be done.
-
-    Checked on every start: a creator that died before enabling it leaves items that never
-    expire. TTL is garbage collection only, so a denial or another attribute is a warning.
-    """
+    """Enable TTL on ``attribute`` unless it is on already; a warning when that cannot be done,
+    since TTL is only garbage collection (docs/leases.md, "The table")."""
     try:
         found = (await dynamodb.admin("DescribeTimeToLive", table, {"TableName": table}) or {}).get(
             "TimeToLiveDescription") or {}

@@ -1,20 +1,7 @@
-"""Enhanced fan-out (EFO): stream consumers and SubscribeToShard, on botocore.
+"""Enhanced fan-out (EFO) on botocore: stream consumers and SubscribeToShard (docs/efo.md).
 
-With EFO each registered consumer gets its own read throughput per shard,
-pushed over an event stream instead of polled with GetRecords. A
-subscription lasts at most 5 minutes; its events carry the records, a
-``ContinuationSequenceNumber`` to resubscribe from, and, once a closed shard
-is read to its end, ``ChildShards`` with a null continuation. Each event
-becomes a :class:`FanOutEvent` (see :mod:`.fanout_model`), so the readers
-above treat fan-out and polling alike.
-
-:class:`FanOut` is the botocore client; its aiobotocore twin
-:class:`~.async_fanout.AsyncFanOut` shares everything but the calls: the
-values in :mod:`.fanout_model`, the error mapping in :mod:`.fanout_errors`
-and the consumer calls' plans in :mod:`.fanout_calls`. Every call goes
-through :func:`.boundary.call` / :func:`.boundary.acall` (translation, one
-retry policy).
-"""
+Each event is a :class:`FanOutEvent` holding a page like a poll's; the aiobotocore twin
+:class:`~.async_fanout.AsyncFanOut` shares everything but the calls."""
 
 from __future__ import annotations
 
@@ -69,10 +56,7 @@ class FanOut:
 
     def register_consumer(self, stream_arn: str, name: str, *, timeout_s: float = 60.0) -> ConsumerDescription:
         """Register ``name`` on the stream, or find it registered already; return it once ACTIVE.
-
-        Idempotent, so every worker of an application may call it at start:
-        ResourceInUseException for an existing name is answered by describing it.
-        """
+        Idempotent: every worker of an application may call it at start."""
         what = f"RegisterStreamConsumer {name!r} on {stream_arn}"
         raw = self._call(what, lambda: drive(register_plan(stream_arn, name, what), self._client_call))
         return self.wait_active(consumer_from(raw).arn, timeout_s=timeout_s)
@@ -108,17 +92,10 @@ class FanOut:
     def subscribe(
         self, consumer_arn: str, shard_id: str, position: Position, *, stream_arn: str | None = None
     ) -> Iterator[FanOutEvent]:
-        """Events of one subscription (at most 5 minutes), until it ends or the shard does.
-
-        The call is made on the first ``next()``. Refusals (ResourceInUse,
-        LimitExceeded) are retried at least 1 s apart. The generator returns
-        after the shard's last event (``shard_ended``) or when the service
-        ends the subscription; resubscribe with
-        ``Position.after_sequence(event.continuation_sequence_number)``.
-        An error while events arrive is raised translated, not retried.
-        ``stream_arn``, when given, must own the consumer (see
-        :class:`ConsumerStreamMismatchError`).
-        """
+        """Events of one subscription (at most 5 minutes), until it ends or the shard does;
+        resubscribe at ``Position.after_sequence(event.continuation_sequence_number)``. Called on
+        the first ``next()``; refusals are retried at least 1 s apart, errors while events arrive
+        raised translated. ``stream_arn``, when given, must own the consumer."""
         what, request = subscribe_request(consumer_arn, shard_id, position, stream_arn)
         client = self._kinesis.botocore_client
         out = self._call(what, lambda: client.subscribe_to_shard(**request), subscribing=True)

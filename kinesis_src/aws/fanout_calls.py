@@ -1,13 +1,7 @@
 """The consumer calls' logic once, for botocore and aiobotocore alike: plans and their two drivers.
 
-Registering a consumer is a short conversation (register; if the name is
-taken, describe it; if the limit is hit, list the consumers to tell which
-limit), and listing consumers walks pages. Each is written once here as a
-*plan*: a generator that yields the :class:`Call` it needs next and is sent
-its answer (or thrown its error). :func:`drive` runs a plan with blocking
-calls, :func:`adrive` with awaited ones, so :class:`.fanout.FanOut` and
-:class:`.async_fanout.AsyncFanOut` differ only in how a call is made.
-"""
+A plan yields the :class:`Call` it needs next and is sent its answer (or thrown its error);
+:func:`drive` makes the calls blocking, :func:`adrive` awaited."""
 
 from __future__ import annotations
 

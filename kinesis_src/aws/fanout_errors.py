@@ -1,15 +1,7 @@
-"""Answers only enhanced fan-out has, mapped to kinesis-src errors (on top of :func:`.boundary.translate`).
+"""Answers only enhanced fan-out has, as kinesis-src errors (over :func:`.boundary.translate`).
 
-A refused subscription (:class:`SubscriptionBusyError`, retried at least a
-second apart), the consumer limit (:class:`ConsumerLimitError`), endpoints
-without EFO (:class:`FanOutUnsupportedError`), an event stream that
-broke off (:class:`EndpointUnreachableError`), and the errors AWS documents
-on the event stream (:data:`EVENT_STREAM_ERRORS`: transient ones retriable,
-configuration ones naming the fix; a code it does not list is a retriable
-:class:`SubscriptionFailedError`). The two context managers are what the
-botocore and aiobotocore clients wrap their calls and event streams in, so
-both map the same answers the same way.
-"""
+Both fan-out clients wrap their calls in :func:`mapped_errors` and their event streams in
+:func:`event_stream`, so both map the same answers the same way (docs/efo.md)."""
 
 from __future__ import annotations
 
@@ -202,13 +194,8 @@ def event_stream(stream: S, what: str, endpoint: str) -> Iterator[S]:
 
 @contextmanager
 def named_error(message: Any | None) -> Iterator[None]:
-    """Around botocore's parse of an event-stream error message: raise it with the code it drops.
-
-    For an exception type the service model does not list, botocore's parse leaves Code and Message
-    empty; the message's headers and payload still have them, and an unknown error must be named.
-    Without the raw message (botocore's public iteration parsed it) the code is "(no code)": still
-    an error with a code, which the mapping treats as one it has no rule for.
-    """
+    """Around botocore's parse of an event-stream error message: raise it with the code botocore
+    drops for an exception type its model does not list (from the raw message, else "(no code)")."""
     try:
         yield
     except ClientError as exc:

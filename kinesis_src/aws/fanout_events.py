@@ -1,15 +1,7 @@
-"""The events of one SubscribeToShard event stream, for :class:`.fanout.FanOut` and :class:`.async_fanout.AsyncFanOut`.
+"""The events of one SubscribeToShard event stream, for both fan-out clients.
 
-Events are decoded the fast way from the stream's raw messages
-(:func:`.fanout_model.decoded_event`); an error or exception message is
-handed to botocore's event parser, which raises it, named by
-:func:`.fanout_errors.named_error`. Raw messages are private to botocore
-(:mod:`.botocore_internals`); where a release lacks them, the stream's public
-iteration gives botocore's parse of each event instead, converted by
-:func:`.fanout_model.event_from`: the same events at a higher decode cost
-(docs/performance.md, "botocore internals"), and an exception type
-botocore's model does not list is named "(no code)".
-"""
+Decoded from the raw messages where botocore exposes them, else from its public parse: the same
+events, slower (:mod:`.botocore_internals`; docs/performance.md, "botocore internals")."""
 
 from __future__ import annotations
 

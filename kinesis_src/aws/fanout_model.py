@@ -1,12 +1,6 @@
-"""Enhanced fan-out values and pure conversions: consumers, events, positions, requests.
+"""Enhanced fan-out values and pure conversions, shared by both fan-out clients; no calls.
 
-Everything here is shared by :class:`.fanout.FanOut` (botocore) and
-:class:`.async_fanout.AsyncFanOut` (aiobotocore) and makes no call: consumer
-ARNs, a SubscribeToShard event as a :class:`FanOutEvent` (whose ``page`` is
-the same :class:`~kinesis_src.records.RecordPage` a GetRecords poll returns,
-``next_iterator`` being the continuation), and the SubscribeToShard request
-with its retry policy.
-"""
+An event is a :class:`FanOutEvent` whose ``page`` is the RecordPage a GetRecords poll returns."""
 
 from __future__ import annotations
 
@@ -54,12 +48,8 @@ class ConsumerDescription:
 
 @dataclass(frozen=True)
 class FanOutEvent:
-    """One SubscribeToShardEvent.
-
-    ``page.next_iterator`` is the continuation sequence number, so
-    ``page.shard_ended`` is True exactly on the last event of a closed shard
-    (which then carries ``page.child_shards``).
-    """
+    """One SubscribeToShardEvent; ``page.next_iterator`` is its continuation sequence number, so
+    ``shard_ended`` is True exactly on a closed shard's last event (with ``page.child_shards``)."""
 
     page: RecordPage
     continuation_sequence_number: str | None
@@ -118,14 +108,8 @@ def event_from(raw: dict[str, Any]) -> FanOutEvent:
 
 
 def decoded_event(message: Any) -> FanOutEvent | None:
-    """A raw event-stream message as a :class:`FanOutEvent`, decoded by the fast path; None otherwise.
-
-    None means another event type, or an error or exception message, which
-    the caller hands to botocore's own event parser to be raised. Events
-    are read below botocore's parsing (:mod:`.fanout_events`, botocore and
-    aiobotocore alike): its model walk costs far more per record than the
-    decode (docs/performance.md), and events carry every record EFO delivers.
-    """
+    """A raw event-stream message as a :class:`FanOutEvent`, decoded by the fast path; None for
+    another event type or an error message, for botocore's event parser to raise."""
     headers = message.headers
     if headers.get(":message-type") != "event" or headers.get(":event-type") != "SubscribeToShardEvent":
         return None
@@ -149,11 +133,7 @@ def subscribe_request(
 
 
 def subscribe_policy(policy: RetryPolicy) -> RetryPolicy:
-    """The client's policy, but at least 1 s (growing to 5 s) between SubscribeToShard attempts.
-
-    AWS allows one call per second per shard and consumer and refuses a new
-    one within 5 s of the last successful one: a 0.1 s first retry only
-    burns attempts.
-    """
+    """The client's policy, but at least 1 s (growing to 5 s) between SubscribeToShard attempts: AWS
+    allows one call a second per shard and consumer, and none within 5 s of the last success."""
     initial = max(policy.initial_backoff_s, 1.0)
     return replace(policy, initial_backoff_s=initial, max_backoff_s=max(policy.max_backoff_s, 5.0, initial))

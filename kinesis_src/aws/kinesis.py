@@ -95,13 +95,8 @@ def shard_not_found(stream: str, shard_id: str, endpoint: str) -> ShardNotFoundE
 
 
 class KinesisClient:
-    """Kinesis calls used by kinesis-src, each retried and translated.
-
-    Holds one botocore client; safe to share between threads (botocore
-    clients are), not picklable: create one per process, lazily. ``session``
-    may be any botocore session (a profile, assumed-role credentials); it is
-    not modified.
-    """
+    """Kinesis calls used by kinesis-src, each retried and translated. Thread-safe, not picklable:
+    one per process. ``session``, any botocore session, is not modified."""
 
     def __init__(self, settings: AwsSettings, session: botocore.session.Session | None = None) -> None:
         self.settings = settings
@@ -252,12 +247,8 @@ class KinesisClient:
     def put_records(
         self, stream: str, entries: Sequence[tuple[str, bytes]], max_rounds: int = 10
     ) -> list[dict[str, Any]]:
-        """PutRecords with per-entry retry of throttled entries; returns per-entry results in input order.
-
-        PutRecords can partially fail; only the failed entries are resent, so
-        the caller's order holds for entries that share a partition key only
-        if it waits for each call to return (which this does).
-        """
+        """PutRecords, resending only the failed entries; per-entry results in input order. Order
+        per partition key holds because each call returns before the next is sent."""
         results: list[dict[str, Any] | None] = [None] * len(entries)
         pending = list(range(len(entries)))
         for round_no in range(max_rounds):

@@ -1,10 +1,5 @@
-"""Record pages from the dicts botocore's own parser returns.
-
-The read path decodes GetRecords bodies and SubscribeToShard events itself
-(:mod:`.body_decode`). Where botocore parsed one instead (an event from its
-public event-stream iteration, or a fallback of :mod:`.botocore_internals`),
-its dict becomes the same :class:`~kinesis_src.records.RecordPage` here.
-"""
+"""Record pages from the dicts botocore's own parser returns, where it parsed a body instead of
+:mod:`.body_decode` (a fallback of :mod:`.botocore_internals`)."""
 
 from __future__ import annotations
 
@@ -35,11 +30,8 @@ def _epoch(value: Any) -> float | None:
 
 
 def page_from_botocore(raw: dict[str, Any], next_key: str = NEXT_ITERATOR) -> RecordPage:
-    """A GetRecords output or SubscribeToShardEvent as botocore parses it (Data as bytes, timestamps as datetimes).
-
-    ``next_key`` is the field that continues the read: ``NextShardIterator``
-    for GetRecords, ``ContinuationSequenceNumber`` for an event.
-    """
+    """A GetRecords output or SubscribeToShardEvent as botocore parses it; ``next_key`` continues
+    the read (``NextShardIterator`` for GetRecords, ``ContinuationSequenceNumber`` for an event)."""
     records = raw.get("Records") or []
     return RecordPage(
         partition_keys=[r.get("PartitionKey") for r in records],

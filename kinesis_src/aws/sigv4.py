@@ -1,10 +1,7 @@
 """AWS Signature Version 4 for one kind of request: a JSON-protocol POST to ``/``.
 
-The Consumer sends GetRecords several times a second per shard; botocore's
-signer handles every protocol and costs several times what this one kind
-needs (docs/performance.md). tests/unit/test_sigv4.py holds every signature
-made here equal to botocore's ``SigV4Auth`` on the same request and clock.
-"""
+Cheaper than botocore's signer for every GetRecords (docs/performance.md, "GetRecords per call");
+tests/unit/test_sigv4.py holds it equal to botocore's ``SigV4Auth``."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""Response bodies read in one ``read()``, for the clients whose bodies are large (Spark tasks' GetRecords).
+"""Response bodies read in one ``read()``, for Spark tasks' large GetRecords bodies.
 
-botocore reads a body in 64 KiB chunks and joins them, copying the whole
-body once more; one ``read()`` fills one buffer (cost: docs/performance.md,
-"botocore internals"). The wrapper goes around one client's HTTP session
-(never a shared one), asks it not to read the body (``stream_output``),
-reads it itself and maps errors as botocore's session does, so callers see
-the same exceptions. Reaching the session is private to botocore
-(:mod:`.botocore_internals`); where a release keeps it elsewhere, bodies
-are read botocore's way. A body cut short raises ``IncompleteRead`` in a
-whole read; its partial body is returned instead, so
-:func:`.decode.check_complete` raises the retriable ``TruncatedResponseError``
-as on the chunked path (tests/unit/test_aws.py runs both).
-"""
+Wraps one client's HTTP session (:mod:`.botocore_internals`) and raises what botocore raises; a
+body cut short is returned partial, for :func:`.decode.check_complete` to raise as retriable."""
 
 from __future__ import annotations
 

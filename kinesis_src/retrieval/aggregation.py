@@ -1,16 +1,7 @@
 """KPL de-aggregation: one Kinesis record holding many user records becomes those user records.
 
-Reads the KPL aggregate format (magic ``F3 89 9A C2``, a protobuf
-``AggregatedRecord``, its MD5 digest) with protobuf's C runtime, from a
-message class built from the schema at first use, so no generated code
-ships. Each user record becomes one row with its own keys and data, the
-aggregate's sequence number and its index as sub-sequence number; a page
-with no aggregate comes back as the same object. Like the KCL, a record
-that is not a valid aggregate passes through whole as one row, logged
-(never its contents) and counted in :attr:`Deaggregated.malformed`; with
-``strict=True`` it raises :class:`~kinesis_src.errors.MalformedAggregateError`.
-Format and edge cases: docs/consumer.md, "KPL aggregates"; cost: docs/performance.md.
-"""
+As in the KCL, a record that is not a valid aggregate passes through whole (or raises, strict).
+Format, edge cases and differences from the KCL: docs/consumer.md, "KPL aggregates"."""
 
 from __future__ import annotations
 
@@ -50,13 +41,9 @@ class _Malformed(ValueError):
 
 
 def deaggregate(page: RecordPage, *, strict: bool = False, shard_id: str = "?", stream: str = "?") -> Deaggregated:
-    """The page with every KPL aggregate replaced by its user records (see the module docstring).
-
-    ``strict`` raises :class:`~kinesis_src.errors.MalformedAggregateError` on
-    a malformed aggregate instead of passing it through whole with a
-    warning; ``shard_id`` and ``stream`` only name the record in that
-    warning or error.
-    """
+    """The page with every KPL aggregate replaced by its user records (no aggregate: the same page).
+    ``strict`` raises :class:`~kinesis_src.errors.MalformedAggregateError` instead of passing a
+    malformed aggregate through whole; ``shard_id`` and ``stream`` only name it."""
     if AGGREGATE_MAGIC not in map(_PREFIX, page.data):
         return Deaggregated(page, 0, 0)
     return _expand(page, strict, shard_id, stream)
@@ -149,7 +136,7 @@ def _decode(data: bytes) -> tuple[list[str], list[str | None] | None, list[bytes
     payloads = list(map(_DATA, records))
     keys = list(map(_texts(message.partition_key_table, pk_index, "partition key").__getitem__, pk_index))
     ehk_index = list(map(_EHK_INDEX, records))
-    if ehk_index.count(_NO_INDEX) == len(ehk_index):  # in C; a Python loop of HasField costs ~25 % more
+    if ehk_index.count(_NO_INDEX) == len(ehk_index):  # in C, cheaper than a Python loop of HasField
         return keys, None, payloads
     ehk_rows = [(row, index) for row, index in enumerate(ehk_index) if index != _NO_INDEX]
     texts = _texts(message.explicit_hash_key_table, [i for _, i in ehk_rows], "explicit hash key")
@@ -179,10 +166,7 @@ def _parsed(body: memoryview) -> Any:
 def _texts(table: Sequence[bytes], indexes: list[int], what: str) -> list[str]:
     """The key table decoded, once ``indexes`` (those used, never empty) are known to lie inside it.
 
-    Bytes that are not UTF-8 become U+FFFD, as in the KCL (protobuf does not
-    validate proto2 strings; the KPL never writes such keys): the tables are
-    read as ``bytes`` for that.
-    """
+    Bytes that are not UTF-8 become U+FFFD, as in the KCL (the tables are read as ``bytes``)."""
     worst = max(indexes)
     if worst >= len(table):
         raise _Malformed(f"{what} index {worst} is outside the table of {len(table)}")
@@ -198,15 +182,10 @@ _NO_INDEX = 2**64 - 1
 
 @lru_cache(maxsize=1)
 def aggregated_record_class() -> Any:
-    """The ``AggregatedRecord`` message class, built from its descriptor (no generated code, no protoc).
-
-    The schema of the module docstring, except that the key tables and tag
-    strings are ``bytes`` (the same wire type), so that keys that are not
-    UTF-8 are decoded here as the KCL does, and that an absent explicit hash
-    key index reads as 2^64 - 1 (:data:`_NO_INDEX`), so that one C pass
-    finds the records that have one (an aggregate that writes that very
-    index is read as having none: no table holds that many keys).
-    """
+    """The ``AggregatedRecord`` message class, built from its descriptor (no generated code, no
+    protoc): docs/consumer.md's schema, but key tables and tags as ``bytes`` (decoded here, as the
+    KCL does), and an absent explicit hash key index read as :data:`_NO_INDEX`, so one C pass finds
+    those present."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     field = descriptor_pb2.FieldDescriptorProto

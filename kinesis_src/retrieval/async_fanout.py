@@ -1,19 +1,7 @@
-"""The async enhanced fan-out driver: one shard's subscriptions on the event loop, moving a shard cursor.
+"""The async enhanced fan-out driver: one shard's subscriptions on the event loop, moving a cursor.
 
-The Consumer's counterpart of :class:`.async_polling.ShardFetcher` for
-``consumer_mode="efo"``, with the same contract: pages go to ``deliver``
-(which may block: back-pressure), the shard's final page to ``on_end``, and
-a resume whose checkpointed record was trimmed to ``on_expired``. The
-transport differs: SubscribeToShard pushes events, each subscription lasts
-at most 5 minutes, and the next one starts where the cursor stands
-(:class:`.subscriptions.ShardSubscriptions`, shared with the sync driver).
-
-Outages, broken event streams, transient errors and subscriptions taken
-over by another worker (after :data:`TAKEN_OVER_PAUSE_S`) are waited out
-here, so a shard slows down without stopping the consumer; errors no retry
-can fix propagate, and :data:`UNKNOWN_ERRORS_IN_A_ROW` unknown ones fail the
-shard. The rules: docs/efo.md.
-"""
+:class:`.async_polling.ShardFetcher`'s contract over SubscribeToShard. Outages and transient errors
+are waited out; unfixable ones fail the shard, as do many unknown ones in a row (docs/efo.md)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
 """The async polling driver: one shard's fetch loop on the event loop, moving a shard cursor.
 
-Used by the Consumer (one task per held shard): iterator, GetRecords,
-pacing and outages are here; position, de-aggregation, expiry backoff and
-the end of the shard are the :class:`.cursor.ShardCursor`'s.
-
-It knows nothing of leases or checkpoints: it turns a start position into a
-sequence of pages handed to ``deliver`` (which may block: that is the
-consumer's back-pressure) and ends by handing the final page (no next
-iterator; it names the children, and may or may not carry records) to
-``on_end`` instead, so the consumer knows which records are the shard's last
-when it makes them a batch. Errors the retry helper gave up on are retried
-here after a pause, so a long throttle or outage slows a shard down without
-stopping the consumer; errors no retry can fix propagate.
-"""
+Pages go to ``deliver`` (which may block: back-pressure), the shard's final page to ``on_end``.
+Outages are waited out: a shard slows without stopping the consumer. Unfixable errors propagate."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """A bounded read of one shard, whatever driver fetches its pages: the loop and its stop rules.
 
-Spark tasks, ``read_table`` and ``drain_stream`` read a shard from a start
-to the first of several limits: a record count, a time budget, the tip of
-the shard, a recorded end sequence (replay), an arrival-time cut, or
-SHARD_END. The polling driver (:class:`.polling.ShardReader`) and the
-fan-out driver (:class:`.fanout.FanOutReader`) both inherit this loop and
-supply only :meth:`BoundedRead.step`: one page, as the cursor judged it.
-"""
+Spark tasks, ``read_table`` and ``drain_stream`` read to the first limit met; each driver supplies
+only :meth:`BoundedRead.step`."""
 
 from __future__ import annotations
 
@@ -95,17 +90,10 @@ class BoundedRead:
         """Release what the driver holds open between pages (a fan-out subscription); polling holds nothing."""
 
     def read(self, **limits: Unpack[ReadLimits]) -> ShardRead:
-        """Fetch until the first limit is met (the limits are :meth:`iter_pages`' keywords).
-
-        ``end_sequence`` (inclusive) makes the read stop exactly at a recorded
-        position, as a Spark batch replay must; ``until_caught_up`` stops at
-        the tip of an open shard (a short page with MillisBehindLatest 0).
-        Without any limit the read runs to SHARD_END, which for an open shard
-        means forever: callers must pass one. ``end_timestamp`` stops before
-        the first record that arrived after it (bounded batch reads).
-        ``max_records`` counts user records and never cuts a KPL aggregate,
-        so a read may return the rest of one aggregate more.
-        """
+        """Fetch until the first limit is met (:meth:`iter_pages`' keywords). ``end_sequence``
+        (inclusive) stops exactly at a recorded position (Spark replay), ``until_caught_up`` at the
+        tip, ``end_timestamp`` before the first record that arrived after it; with no limit an open
+        shard reads forever. ``max_records`` never cuts a KPL aggregate."""
         start = self.position
         pages: list[RecordPage] = []
         reason = collect(self.iter_pages(**limits), pages.append)
@@ -127,13 +115,8 @@ class BoundedRead:
         end_sequence: str | None = None,
         end_timestamp: datetime | None = None,
     ) -> Generator[RecordPage, None, StopReason]:
-        """:meth:`read`, one page at a time: each page is handed out before the next call.
-
-        Its return value (``StopIteration.value``, or ``yield from``) is the
-        stop reason. A Spark batch task yields each page to Spark as it
-        comes, so the JVM converts one page while this worker fetches and
-        decodes the next, and a task holds one page instead of the shard.
-        """
+        """:meth:`read`, one page at a time, each handed out before the next call; returns the stop
+        reason. A Spark batch task yields each page as it comes: it holds a page, not the shard."""
         end = ReadEnd.of(end_sequence, end_timestamp)
         started = self._clock()
         count = 0

@@ -1,27 +1,7 @@
-"""One shard's read state, with no I/O: the part every reader shares, whatever moves it.
+"""One shard's read state, with no I/O: the part every reader shares, whatever driver moves it.
 
-A driver (sync polling, async polling, enhanced fan-out) fetches pages of
-Kinesis records and hands each to :meth:`ShardCursor.accept`; the cursor
-returns what to deliver and what it learned. It owns:
-
-* the **position**: after the last user record delivered, as a
-  :class:`Position` whose sub-sequence number is set only while resuming
-  inside a KPL aggregate (the read starts AT the aggregate, and the user
-  records already acknowledged are dropped here);
-* **de-aggregation** (:mod:`.aggregation`), counted, strict or lenient;
-* the **stop reasons** a page can meet: SHARD_END, a recorded end
-  sequence (Spark's replay), an end timestamp (bounded batch reads). A cut
-  page never splits an aggregate: its user records share the aggregate's
-  sequence number and arrival time;
-* **expiry recovery**: how long to back off after the n-th expired
-  iterator in a row, and when to give up;
-* the **caught-up judgement** (:func:`.pacing.caught_up`), in Kinesis
-  records, the unit GetRecords' Limit counts.
-
-The drivers keep what is theirs: iterators or subscriptions, sleeping,
-retries of calls. Flink's ``KinesisShardSplitReaderBase`` with ``polling/``
-and ``fanout/`` beneath it has the same split.
-"""
+:meth:`ShardCursor.accept` owns the position, de-aggregation, stop reasons, expiry backoff and the
+caught-up judgement; drivers keep iterators or subscriptions, sleeping and call retries."""
 
 from __future__ import annotations
 
@@ -75,13 +55,8 @@ NO_END = ReadEnd()
 @dataclass(frozen=True)
 class Step:
     """What one page meant: user records to deliver, a stop it met, and whether to re-acquire.
-
-    ``raw_records`` counts the Kinesis records the call returned (an
-    aggregate is one): pacing and the caught-up judgement are in that unit.
-    ``reacquire`` is True when the page was cut short: the driver's
-    iterator or subscription points past :attr:`ShardCursor.position` and
-    must be started again there before the next fetch.
-    """
+    ``raw_records`` counts Kinesis records (an aggregate is one). ``reacquire``: the page was cut,
+    so the iterator or subscription must restart at :attr:`ShardCursor.position`."""
 
     page: RecordPage
     raw_records: int
@@ -122,11 +97,9 @@ class ShardCursor:
         return self.state is CursorState.ENDED
 
     def stopped_before_reading(self, end: ReadEnd = NO_END) -> StopReason | None:
-        """A stop already met where the cursor stands, before any call.
-
-        AFTER a sequence number has read that record; AT one (a start settled at the oldest record
-        left after a trim) has not: a replay whose recorded end is that record must still read it.
-        """
+        """A stop already met where the cursor stands, before any call. AFTER a sequence number has
+        read that record; AT one (a start settled at the oldest record left after a trim) has not: a
+        replay whose recorded end is that record must still read it."""
         if self.ended:
             return StopReason.SHARD_END
         seq = self.position.sequence_number
@@ -141,19 +114,9 @@ class ShardCursor:
     def accept(self, raw: RecordPage, end: ReadEnd = NO_END, max_records: int | None = None) -> Step:
         """Take one fetched page: de-aggregate, cut at ``end``, drop what was delivered, advance.
 
-        ``max_records`` caps the user records delivered, rounded up to the
-        end of the aggregate the last one belongs to: GetRecords' Limit and
-        fan-out events count Kinesis records, so one page may hold far more
-        user records than asked for. A page cut this way stops with
-        RECORD_LIMIT and asks for a re-acquire.
-
-        A read resumed inside a record starts AT it (see
-        :meth:`Position.after_sequence`), so its first record must be that
-        one. Kinesis does not refuse a position whose record was trimmed
-        past retention: it starts at the oldest record left. The step then
-        names that record in ``resumed_past``; records between the two, if
-        any, were lost before they were read.
-        """
+        ``max_records`` caps user records, rounded up to the end of an aggregate (RECORD_LIMIT, then
+        a re-acquire). A resume inside a record trimmed meanwhile starts at the oldest record left:
+        ``resumed_past`` names it, and records between the two were lost."""
         self.expired_in_a_row = 0
         self.millis_behind_latest = raw.millis_behind_latest
         delivered = self.position
@@ -192,12 +155,8 @@ class ShardCursor:
     # -- expired iterators --------------------------------------------------------------------
 
     def iterator_expired(self) -> float:
-        """Seconds to wait before re-acquiring an iterator at :attr:`position`.
-
-        The first expiry in a row is a slow consumer: re-acquire at once.
-        Fresh iterators expiring again mean service trouble: back off
-        exponentially, up to :data:`EXPIRED_ITERATOR_MAX_BACKOFF_S`.
-        """
+        """Seconds to wait before re-acquiring an iterator at :attr:`position`: none after a first
+        expiry (a slow consumer), then doubling up to :data:`EXPIRED_ITERATOR_MAX_BACKOFF_S`."""
         self.expired_in_a_row += 1
         if self.expired_in_a_row == 1:
             return 0.0
@@ -218,7 +177,7 @@ def _cut(page: RecordPage, end: ReadEnd) -> tuple[RecordPage, StopReason | None,
         keep = sum(1 for s in page.sequence_numbers if int(s) <= end.sequence)
         reason = StopReason.END_SEQUENCE
     if end.timestamp is not None and max(filter(None, page.arrival_epoch), default=0.0) > end.timestamp:
-        # max() in C first: in a bounded read nearly every page is wholly before the cut (~4 % of a task)
+        # max() in C first: in a bounded read nearly every page is wholly before the cut
         late = next((i for i, t in enumerate(page.arrival_epoch) if t is not None and t > end.timestamp), None)
         if late is not None and late < keep:
             keep, reason = late, StopReason.END_TIMESTAMP

@@ -1,22 +1,7 @@
-"""The sync enhanced fan-out driver: SubscribeToShard events moving a :class:`.cursor.ShardCursor`.
+"""The sync enhanced fan-out driver, for Spark tasks: SubscribeToShard events moving a shard cursor.
 
-Used by Spark tasks (``consumerMode=efo``). Each event's page goes through
-the same cursor as a GetRecords page, so de-aggregation, the cuts at a
-recorded end (replay), the record cap and SHARD_END behave exactly as with
-polling. Where and when to resubscribe is shared with the async driver
-(:class:`.subscriptions.ShardSubscriptions`): a subscription is opened at
-the cursor's position on the first step, and again whenever one ends, a
-page was cut short, the event stream broke off, or another reader of the
-consumer took the subscription over (a task's retry or speculative copy
-subscribing the same shard: AWS then fails the older event stream). What is
-this driver's own: a bounded read closes its subscription when it stops, and
-gives up after :data:`BROKEN_SUBSCRIPTIONS` failed event streams in a row
-(broken off, taken over, or failed with a transient or unknown error), so
-Spark retries the task.
-
-There is no pacing: the service pushes at most 2 MB/s per shard to each
-consumer, and no Kinesis-side call limit applies between events.
-"""
+A bounded read closes its subscription when it stops, and gives up after
+:data:`BROKEN_SUBSCRIPTIONS` failed event streams in a row, so Spark retries the task."""
 
 from __future__ import annotations
 
@@ -41,12 +26,8 @@ __all__ = ["FanOutReader", "ShardRead", "resubscribe_position"]
 
 class FanOutReader(BoundedRead):
     """Bounded reads of one shard over enhanced fan-out; one per shard and task, not thread-safe.
-
-    ``consumer_arn`` is a registered, ACTIVE consumer of the stream (the
-    Spark driver registers it). ``max_records_per_fetch`` only sets the
-    caught-up judgement's page size: events are as large as the service
-    makes them.
-    """
+    ``consumer_arn`` is a registered, ACTIVE consumer; ``max_records_per_fetch`` only sizes the
+    caught-up judgement (events are as large as the service makes them)."""
 
     def __init__(
         self,

@@ -1,12 +1,7 @@
 """How long a shard's fetch loop waits before its next GetRecords: Kinesis' per-shard limits.
 
-Kinesis allows 5 GetRecords calls per second per shard and 2 MB/s of reads
-per shard, shared by every application reading the shard. A loop that
-ignores them gets ProvisionedThroughputExceeded, which costs a backoff and
-slows the other readers too. When a shard is caught up, polling faster than
-``idle_interval_s`` only buys latency nobody asked for (the KCL's
-``idleTimeBetweenReadsInMillis`` is 1 s for the same reason).
-"""
+5 calls/s and 2 MB/s per shard, shared by every application; past them, every reader is throttled.
+A caught-up shard waits ``idle_interval_s``: polling faster buys latency nobody asked for."""
 
 from __future__ import annotations
 
@@ -34,13 +29,8 @@ class FetchPacing:
     def delay(
         self, records: int, byte_count: int, millis_behind_latest: int | None, elapsed_s: float, limit: int = 0
     ) -> float:
-        """Seconds to wait before the next call, given what the last one (started ``elapsed_s`` ago) read.
-
-        The interval is measured from the start of the last call: a slow
-        response already used part of it. A full page (``records == limit``)
-        never counts as caught up, whatever the lag figure says: some
-        endpoints (kinesalite) always report 0.
-        """
+        """Seconds to wait before the next call, given what the last one (started ``elapsed_s`` ago)
+        read; an empty or caught-up page waits at least ``idle_interval_s``."""
         interval = max(self.min_interval_s, byte_count / self.bytes_per_second)
         if records == 0 or caught_up(records, millis_behind_latest, limit):
             interval = max(interval, self.idle_interval_s)
@@ -48,14 +38,9 @@ class FetchPacing:
 
 
 def caught_up(records: int, millis_behind_latest: int | None, limit: int) -> bool:
-    """Is a page the tip of its shard? It was not full and says it is 0 ms behind, or is empty and says nothing.
-
-    The one caught-up judgement of every reader: bounded reads stop on it
-    (``until_caught_up``), fetch loops slow down to the idle interval on it.
-    A full page (``records >= limit``) never counts, whatever the lag figure
-    says: some endpoints (kinesalite) always report 0. ``records`` counts
-    Kinesis records (an aggregate is one), the unit ``limit`` is in.
-    """
+    """Is a page the tip of its shard: not full and 0 ms behind, or empty with no lag figure? Every
+    reader's one judgement. A full page (``records >= limit``, in Kinesis records) never counts:
+    some endpoints (kinesalite) always report 0."""
     if millis_behind_latest is None:
         return records == 0
     return millis_behind_latest == 0 and not (limit > 0 and records >= limit)

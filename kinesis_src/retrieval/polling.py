@@ -1,14 +1,7 @@
 """The sync polling driver: GetShardIterator + GetRecords moving a :class:`.cursor.ShardCursor`.
 
-Used by Spark tasks, bounded reads (``read_table``, ``drain_stream``) and
-the Spark driver's idle probes. The reader hides shard iterators: callers
-think in :class:`Position` values. After every page the position moves to
-"after the last record delivered", which is what makes two things safe:
-re-acquiring an expired iterator (it restarts exactly after the last record
-handed out) and stopping at an exact sequence number for a deterministic
-replay. Everything but the calls, the iterator and the sleeping is the
-cursor's.
-"""
+For Spark tasks, bounded reads and idle probes. Callers see :class:`Position` values, never
+iterators: an expired one restarts exactly after the last record delivered."""
 
 from __future__ import annotations
 
@@ -32,14 +25,9 @@ __all__ = ["MAX_RECORDS_PER_FETCH", "MIN_FETCH_INTERVAL_S", "ShardRead", "ShardR
 
 
 class ShardReader(BoundedRead):
-    """Stateful reader of one shard; not thread-safe, one per shard.
-
-    ``fetch_interval_s`` spaces GetRecords calls on this shard so a tight
-    loop stays inside the 5 calls/s per-shard limit instead of being
-    throttled and backing off. Records come out de-aggregated (one per KPL
-    user record); ``strict_aggregation`` makes a malformed aggregate an
-    error instead of a record passed through whole.
-    """
+    """Stateful reader of one shard; not thread-safe, one per shard. ``fetch_interval_s`` keeps
+    calls inside the 5 calls/s per-shard limit; ``strict_aggregation`` makes a malformed aggregate
+    an error, not one record passed through whole."""
 
     def __init__(
         self,

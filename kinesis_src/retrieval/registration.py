@@ -1,21 +1,7 @@
 """How a reader gets its records: polling or enhanced fan-out, and the fan-out consumer's lifecycle.
 
-One parser for ``consumerMode`` / ``consumer_mode`` and ``consumerName`` /
-``consumer_name``, shared by the Spark source and the Consumer, and the two
-lifecycle steps both engines run on the driver / at start:
-:func:`register` (find or register the stream consumer, wait for ACTIVE)
-and :func:`deregister` (only when the user asked for it:
-``requireConsumerDeregistration``, as Databricks names it, default false,
-because every restart would otherwise pay a registration of seconds and
-other workers sharing the consumer would lose their subscriptions).
-
-A Consumer reading several units of one stream (:mod:`kinesis_src.consumer.units`)
-registers one stream consumer per unit (:func:`unit_consumer_name`): AWS allows
-one subscription per (consumer, shard), so two units' readers subscribing to
-the same shard under one consumer would take it from each other forever.
-:class:`Registrations` remembers what one worker registered, so it is
-registered once per worker and deregistered (on request) at close.
-"""
+Shared by Spark and the Consumer; :func:`deregister` runs only on request, and each lease unit
+read gets its own stream consumer (:func:`unit_consumer_name`; docs/efo.md)."""
 
 from __future__ import annotations
 
@@ -65,15 +51,9 @@ UNIT_DIGEST_CHARS = 10  # hex digits of the unit's digest: 40 bits, against at m
 
 
 def unit_consumer_name(base: str, scope: str, usual_scope: str) -> str:
-    """The stream consumer a worker reads the unit of lease scope ``scope`` with.
-
-    Its usual unit (``usual_scope``: the whole space, or its ``key_range``) keeps
-    ``base``, the configured name, as before units existed. Any other unit gets
-    ``<base>-unit-<digest>``, the digest taken over both names so it is stable
-    across workers and restarts (workers without a range reading the same unit
-    share its consumer) and distinct per unit. A long ``base`` is cut so the
-    digest always fits Kinesis' 128 characters.
-    """
+    """The stream consumer a worker reads the unit of lease scope ``scope`` with: ``base`` for the
+    usual unit (``usual_scope``), else ``<base>-unit-<digest of both>``: the same on every worker
+    and restart, distinct per unit, within 128 characters."""
     if scope == usual_scope:
         return base
     digest = hashlib.sha256(f"{base}\0{scope}".encode()).hexdigest()[:UNIT_DIGEST_CHARS]
@@ -121,12 +101,9 @@ def _deregistered(target: FanOutTarget, removed: bool) -> None:
 
 
 class Registrations:
-    """The stream consumers one worker registered (or found), by (stream, name); thread-safe.
-
-    A unit read again (handed over, then back) reuses its target without a call,
-    and :meth:`aderegister_all` reaches the consumers of units this worker no
-    longer reads as well as those it does.
-    """
+    """The stream consumers one worker registered (or found), by (stream, name); thread-safe. A unit
+    read again reuses its target without a call; :meth:`aderegister_all` reaches the consumers of
+    units this worker no longer reads too."""
 
     def __init__(self) -> None:
         self._targets: dict[tuple[str, str], FanOutTarget] = {}

@@ -1,21 +1,7 @@
-"""One shard's fan-out subscriptions, with no I/O: what both fan-out drivers share.
+"""One shard's fan-out subscriptions, with no I/O: what the sync and async fan-out drivers share.
 
-A fan-out driver opens a subscription, feeds each event's page to the
-shard cursor, and opens the next subscription when one ends (AWS ends each
-after 5 minutes), a page was cut short, or the event stream broke off.
-:class:`ShardSubscriptions` holds everything of that but the waiting: the
-:class:`.cursor.ShardCursor`, the last continuation the service named,
-where the next subscription starts (:func:`resubscribe_position`), and the
-counts (subscriptions, events, broken streams in a row, failures by error
-code), also told to an optional :class:`FanOutCounts` (the Consumer's
-metrics). The sync driver
-(:class:`.fanout.FanOutReader`, Spark tasks) and the async one
-(:class:`.async_fanout.FanOutFetcher`, the Consumer) keep only their loops
-and their answer to a broken stream: a bounded Spark read gives up after a
-few, a Consumer waits them out (:func:`backoff_s`) unless they are errors
-nobody knows (:class:`~kinesis_src.errors.SubscriptionFailedError`), of
-which it takes only so many in a row.
-"""
+:class:`ShardSubscriptions` holds the cursor, the last continuation, where to resubscribe and the
+counts; each driver keeps its loop and its answer to a broken stream."""
 
 from __future__ import annotations
 
@@ -69,14 +55,9 @@ def failure_code(error: BaseException | None) -> str:
 
 
 def resubscribe_position(position: Position, continuation: str | None) -> Position:
-    """Where the next subscription starts: the cursor's position, but LATEST becomes the continuation.
-
-    A cursor that has delivered nothing is still at its start. For
-    TRIM_HORIZON and AT_TIMESTAMP that start is still right; for LATEST it
-    would skip whatever arrived while no subscription was open, so the
-    service's continuation (the point it had reached) takes its place.
-    ``"0"`` is no position: LocalStack names it before the first record.
-    """
+    """Where the next subscription starts: the cursor's position, but LATEST becomes the
+    continuation (LATEST again would skip what arrived meanwhile). ``"0"`` is no position:
+    LocalStack names it before the first record."""
     if position.kind is PositionKind.LATEST and continuation and continuation.strip("0"):
         return Position.after_sequence(continuation)
     return position
