@@ -1,16 +1,8 @@
 """kinesis-src: read Kinesis Data Streams correctly through splits and merges.
 
-The public surface is re-exported here (docs/api.md lists it); everything
-else is internal: importable from its module, but not promised to stay.
-
-The re-exports are resolved on first use (PEP 562 ``__getattr__``), so
-importing one part of the package loads only that part: ``import
-kinesis_src`` never imports pyspark, and a Spark query's Python reader (a
-fresh process per query) does not pay for the Consumer and its async
-stack (start-up cost: docs/performance.md, "Streaming start-up").
-tests/unit/test_imports.py checks both, and that every name in ``__all__``
-resolves.
+The public surface (docs/api.md), loaded on first use: ``import kinesis_src`` never loads pyspark.
 """
+
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""The record schema as Arrow, and decoded pages converted into Arrow batches.
+"""The record schema as Arrow, and decoded pages converted into Arrow batches, column-wise.
 
-Shared by the Spark source (``spark/rows.py`` adds the matching Spark
-``StructType``) and by bounded reads into a ``pyarrow.Table``
-(:mod:`kinesis_src.window`). It lives outside ``spark/`` so that Arrow
-output never needs pyspark. Batches are built column-wise from the
-decoded page's lists, which skips creating a Python object per record;
-the ``data`` column of a page of large records is one joined buffer and
-its offsets (:func:`binary_column`), cheaper than Arrow's builder copying
-each value (benchmarks/bench_page_arrow.py, docs/performance.md).
+Shared by the Spark source and :mod:`kinesis_src.window`; outside ``spark/``, so no pyspark.
 """
+
 
 from __future__ import annotations
 
@@ -56,10 +50,7 @@ _MAX_OFFSET = 2**31 - 1
 
 
 def binary_column(values: list[bytes]) -> pa.Array:
-    """``values`` as a ``binary`` array, the same as ``pa.array(values, pa.binary())``, built the faster way.
-
-    Records of a page are mostly of one size, so three of them pick the way.
-    """
+    """``pa.array(values, pa.binary())``, built the faster way for the page's typical record."""
     n = len(values)
     if not n or _typical_size(values) < JOIN_FROM:
         return pa.array(values, pa.binary())

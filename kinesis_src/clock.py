@@ -1,12 +1,8 @@
-"""The clock that lease expiry and self-doubt are measured on.
+"""The clock that lease expiry and self-doubt are measured on; it counts through host suspends.
 
-``time.monotonic`` (CLOCK_MONOTONIC) stops while the host is suspended (a
-laptop lid, a paused VM, a hypervisor snapshot). A worker suspended for longer
-than the failover time would wake up believing its last heartbeat was
-recent, and keep processing leases that other workers took over meanwhile.
-CLOCK_BOOTTIME counts the suspended time too. It exists on Linux; elsewhere
-``time.monotonic`` is the best clock available.
+CLOCK_BOOTTIME on Linux, else ``time.monotonic`` (docs/leases.md, "Expiry and fencing").
 """
+
 
 from __future__ import annotations
 

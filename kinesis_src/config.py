@@ -1,9 +1,6 @@
 """Settings parsed once into frozen values, with the names users type.
 
-Environment variables let the same program run against AWS or an emulator
-without code changes: ``KINESIS_SRC_ENDPOINT_URL`` and
-``KINESIS_SRC_DYNAMODB_ENDPOINT_URL`` (what ``localstack/launcher.py``
-prints), and the usual ``AWS_REGION`` / ``AWS_DEFAULT_REGION``.
+``from_env`` reads ``KINESIS_SRC_ENDPOINT_URL`` etc.: one program runs on AWS or an emulator.
 """
 
 from __future__ import annotations
@@ -31,10 +28,7 @@ _SESSION_NAME = re.compile(r"[\w+=,.@-]{2,64}")
 class CredentialSource:
     """Where credentials come from: a shared-config profile, and a role to assume with them.
 
-    Only names travel (an ARN, a profile name, a session name, an external
-    id, which AWS documents as not secret): each process resolves and
-    refreshes its own credentials from them (:mod:`kinesis_src.aws.credentials`),
-    so Spark executors assume the role themselves and no key is ever pickled.
+    Only names travel, never a key: :mod:`kinesis_src.aws.credentials` resolves them per process.
     """
 
     profile: str | None = None
@@ -66,16 +60,10 @@ class CredentialSource:
 class AwsSettings:
     """Where and how to reach Kinesis and DynamoDB.
 
-    Credentials themselves are deliberately absent: they come from botocore's
-    default chain (environment, profile, instance role), optionally through a
-    role to assume (``credentials``), so they are never copied into offsets,
-    partitions, logs or error messages.
-
-    ``direct_get_records``: the Consumer sends GetRecords over aiohttp with
-    its own SigV4 signature instead of through aiobotocore (a third of the
-    CPU per call; same endpoint, credentials and errors). False sends them
-    through aiobotocore, as every other call is (``from_env``: also when
-    ``KINESIS_SRC_DIRECT_GET_RECORDS=0``).
+    Credentials are deliberately absent: they come from botocore's default chain, optionally
+    through a role to assume (``credentials``), so they never reach offsets, logs or errors.
+    ``direct_get_records``: the Consumer signs GetRecords itself over aiohttp; False (or
+    ``KINESIS_SRC_DIRECT_GET_RECORDS=0``) uses aiobotocore (docs/consumer.md, "Fetching").
     """
 
     region: str
@@ -143,11 +131,9 @@ def region_from_env(environ: Mapping[str, str]) -> str:
 def check_endpoint_url(url: str, option: str) -> str:
     """Validate an endpoint URL before any client exists, so a typo fails at configuration time.
 
-    Credentials in the URL (``user:password@``, a query or fragment) are
-    refused, never redacted: endpoints are shown in logs and every error
-    message, and a secret there would leak into all of them. The check runs
-    first, so no later message echoes such a URL.
+    Credentials, a query or a fragment are refused first, never redacted, so no message echoes them.
     """
+
     _reject_secrets_in_url(url, option)
     if url != url.strip() or any(ord(c) < 32 or ord(c) == 127 for c in url):
         raise ConfigurationError(

@@ -1,16 +1,6 @@
 """Shard discovery: ListShards pages fed into the pure lineage graph.
 
-The first listing is full (optionally narrowed by a ShardFilter for LATEST /
-AT_TIMESTAMP starts); later refreshes ask only for shards after the highest
-id already known (ExclusiveStartShardId), because shard ids grow
-monotonically and a reshard always creates new ids. Parents are closed by
-the graph as soon as a child names them, so an incremental page is enough
-to move a parent from open to closed.
-
-Endpoints differ: some reject ShardFilter, some ignore it, some ignore
-ExclusiveStartShardId. Rejection falls back to the unfiltered call (and is
-remembered); ignoring is harmless because ``ShardGraph.update`` is
-idempotent.
+One full listing, then only ids after the highest known; ShardFilter is dropped where refused.
 """
 
 from __future__ import annotations
@@ -38,11 +28,8 @@ class ShardDiscovery:
     listings: int = 0
 
     def refresh(self, start: Position | None = None) -> tuple[str, ...]:
-        """Bring the graph up to date; returns ids of shards that were new or changed.
+        """Update the graph; the ids new or changed. ``start`` narrows only the first listing."""
 
-        ``start`` narrows only the first, full listing: with LATEST only open
-        shards matter, with AT_TIMESTAMP only shards still open at that time or created after it.
-        """
         if len(self.graph) == 0:
             return self._full(start)
         return self._incremental()

@@ -1,14 +1,6 @@
 """Read a whole stream once, parents before children, up to the current tip.
 
-This is the bounded read the demo, the CLI and batch jobs build on: closed
-shards are read to SHARD_END, and only then do their children start, so each
-partition key's records come out in the order they were written even across
-splits and merges. Open shards are read until they are caught up.
-
-With an ``end`` cut, a shard stops before its first record that arrived
-after the cut, and its children are not read: a child is created when its
-parent closes, so everything in it arrived after the parent's last record,
-which is already past the cut.
+Each partition key's records come out in write order, across splits and merges (docs/batch.md).
 """
 
 from __future__ import annotations
@@ -31,11 +23,7 @@ READ_AHEAD_BYTES = 128 * 2**20  # record data read ahead of the shard being hand
 
 @dataclass
 class DrainState:
-    """Which shards are done.
-
-    ``drained`` reached SHARD_END, ``caught_up`` are open and read to the
-    tip, ``past_end`` stopped at the ``end`` cut (their children are skipped).
-    """
+    """Which shards are done: ``drained`` (SHARD_END), ``caught_up`` (tip), ``past_end`` (cut)."""
 
     drained: set[str] = field(default_factory=set)
     caught_up: set[str] = field(default_factory=set)
@@ -59,24 +47,15 @@ def drain_stream(
     strict_aggregation: bool = False,
     workers: int = DEFAULT_WORKERS,
 ) -> Iterator[ShardRead]:
-    """Yield :class:`ShardRead` chunks in lineage order until every shard is drained, caught up or past ``end``.
+    """Yield :class:`ShardRead` chunks in lineage order until every shard is done (``DrainState``).
 
-    Shards known at the first listing start at ``start`` (default
-    TRIM_HORIZON); shards found later were created after the read began, so
-    they start at TRIM_HORIZON, as the KCL does for child leases. ``end``
-    (aware datetime, inclusive) is an arrival-time cut: records that arrived
-    after it are not delivered, so a stream that keeps receiving records
-    cannot keep the read going. KPL aggregates come out as their user
-    records; ``strict_aggregation`` fails on a malformed one instead of
-    passing it through whole.
-
-    Shards whose parents are drained are read at the same time, up to
-    ``workers`` of them (:mod:`.ordered_reads`); their chunks still come out
-    one shard after another in lineage order, the same order as ``workers=1``
-    reads, so the output does not depend on timing. At most
-    :data:`READ_AHEAD_BYTES` of record data (plus one chunk per reader) waits
-    behind the shard being handed out.
+    Shards of the first listing start at ``start`` (default TRIM_HORIZON), later ones at
+    TRIM_HORIZON, as the KCL's child leases do. ``end`` (aware datetime, inclusive) is an
+    arrival-time cut: a shard past it stops and its children are skipped. KPL aggregates come
+    out as user records; ``strict_aggregation`` fails on a malformed one. Up to ``workers``
+    shards are read at once; the output is the same as with ``workers=1``.
     """
+
     start = start or Position.trim_horizon()
     state = state or DrainState()
     discovery = ShardDiscovery(kinesis, stream)

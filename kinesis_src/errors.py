@@ -1,11 +1,6 @@
-"""Every error kinesis-src raises, under one root.
+"""Every error kinesis-src raises, under one root; ``retriable`` alone decides a retry.
 
-Each class carries a ``retriable`` flag. The one retry helper
-(:mod:`kinesis_src.retry`) reads only that flag, so whether an error is worth
-retrying is decided once, here, instead of in every loop that calls AWS.
-
-Messages name the thing that went wrong (stream, shard, endpoint, option) and
-what to check; they never contain credentials.
+Messages name what went wrong and what to check, never credentials.
 """
 
 from __future__ import annotations
@@ -42,8 +37,7 @@ class StreamNotFoundError(ResourceNotFoundError):
 class StreamRecreatedError(KinesisSourceError):
     """A checkpoint or lease table belongs to another stream: deleted and recreated, or renamed.
 
-    Not retriable: the recorded positions name shards and sequence numbers
-    of the old stream. The message says how to start fresh.
+    Not retriable (its positions are the old stream's); the message says how to start fresh.
     """
 
 
@@ -81,23 +75,13 @@ class EndpointUnreachableError(KinesisSourceError):
 
 
 class TruncatedResponseError(KinesisSourceError):
-    """An HTTP answer's body ended before the length its Content-Length announced.
-
-    The connection broke mid-answer (a reset peer, a proxy that gave up); the
-    bytes that did arrive are not the service's answer. Retriable like a reset:
-    the same request is sent again. A body that arrived whole but does not
-    parse is :class:`MalformedResponseError` instead, which is not retriable.
-    """
+    """An HTTP body ended before its Content-Length; retriable like a connection reset."""
 
     retriable = True
 
 
 class RetriesExhaustedError(KinesisSourceError):
-    """A retriable error persisted past the retry budget.
-
-    Not retriable itself: an outer loop that retried it again would multiply
-    the budget the user configured.
-    """
+    """A retriable error outlived the retry budget; not retriable (retries would multiply)."""
 
     def __init__(self, message: str, last_error: BaseException) -> None:
         super().__init__(message)
@@ -108,27 +92,17 @@ class RetriesExhaustedError(KinesisSourceError):
 
 
 class IteratorExpiredError(KinesisSourceError):
-    """A shard iterator outlived its 5 minutes; the reader re-acquires one.
-
-    Not retriable by the generic helper: retrying the same call with the same
-    expired iterator can never succeed. The shard reader handles it by asking
-    for a fresh iterator after the last sequence number it delivered.
-    """
+    """A shard iterator expired; the shard reader, not the retry helper, gets a fresh one."""
 
 
 class MalformedResponseError(KinesisSourceError):
-    """A complete response body (GetRecords, ListShards, ...) did not have the documented shape.
-
-    Not retriable: the service answered, and asking again gets the same answer.
-    A body cut short by a broken connection is :class:`TruncatedResponseError`.
-    """
+    """A complete response body lacks the documented shape; not retriable (same answer again)."""
 
 
 class MalformedAggregateError(KinesisSourceError):
-    """A KPL aggregated record failed its MD5 check or does not parse, and strict de-aggregation was asked for.
+    """A KPL aggregate failed its MD5 check or does not parse, with strict de-aggregation asked for.
 
-    Without strict mode such a record is passed through whole, with a
-    warning and a counter, as the KCL does.
+    Without strict mode such a record is passed through whole, with a warning, as the KCL does.
     """
 
 
@@ -137,11 +111,7 @@ class DataLossError(KinesisSourceError):
 
 
 class LineageListingError(KinesisSourceError):
-    """The stream's listing is not a consistent shard lineage (gap, overlap, conflict).
-
-    Usually a listing caught mid-reshard: the lease coordinator tries again at
-    its next cycle.
-    """
+    """The listing is not a consistent lineage; usually mid-reshard, retried at the next cycle."""
 
 
 # --- leases --------------------------------------------------------------------
@@ -154,17 +124,15 @@ class LeaseTableNotFoundError(ResourceNotFoundError):
 class IncompatibleLeaseTableError(KinesisSourceError):
     """A table with the lease table's name exists but has another key schema.
 
-    Not retriable: the table was made by something else (a KCL application,
-    another tool). Pick another ``leaseTableName`` or delete that table.
+    Not retriable (a KCL application's or another tool's): pick another ``leaseTableName``.
     """
 
 
 class CorruptLeaseError(KinesisSourceError):
     """An item in the lease table does not have the attributes kinesis-src wrote.
 
-    Raised instead of skipping the item: a silently skipped lease is a shard
-    nobody reads. ``key`` is the item's primary key, ``attribute`` the bad
-    attribute, ``expected`` what should be there.
+    Raised, never skipped: a skipped lease is a shard nobody reads. ``key``, ``attribute`` and
+    ``expected`` name the item, the bad attribute and what should be there.
     """
 
     def __init__(self, table: str, key: dict[str, str], attribute: str, expected: str, found: str) -> None:
@@ -183,10 +151,8 @@ class CorruptLeaseError(KinesisSourceError):
 class LeaseLostError(KinesisSourceError):
     """A checkpoint or progress write by a worker that no longer holds the lease.
 
-    The write was conditional on the lease's owner and counter (the fencing
-    token) and the condition failed: another worker took the lease, or it was
-    released or ended. Never retriable: the caller must stop processing the
-    shard; the new owner resumes from the last checkpoint that did succeed.
+    Its fencing condition (owner and counter) failed. Never retriable: stop processing the
+    shard; the new owner resumes from the last checkpoint that succeeded.
     """
 
     def __init__(self, message: str, shard_id: str) -> None:
@@ -195,11 +161,7 @@ class LeaseLostError(KinesisSourceError):
 
 
 class WorkerIdInUseError(KinesisSourceError):
-    """Another live process heartbeats under this worker id.
-
-    Worker ids must be unique per process; the newer process wins and the
-    older one stops with this error.
-    """
+    """Another live process heartbeats under this worker id; the older process stops."""
 
 
 # --- Spark ---------------------------------------------------------------------
@@ -215,30 +177,20 @@ class ApplicationInUseError(ConfigurationError):
 class ConsumerLimitError(KinesisSourceError):
     """The stream already has the 20 enhanced fan-out consumers AWS allows per stream.
 
-    Not retriable: only deregistering a consumer frees a slot. The message
-    names the stream, its consumers, and the command that deregisters one.
+    Not retriable: the message names the stream's consumers and how to deregister one.
     """
 
 
 class ConsumerStreamMismatchError(ConfigurationError):
     """A consumer ARN registered on one stream was given to read another stream's shards.
 
-    Consumer names are per stream, so one name on two streams is two
-    consumers and never a conflict. The real mistake is a consumer ARN
-    carried over from another stream (configuration, a cached ARN): shard
-    ids repeat across streams, so the subscription would read the *other*
-    stream's shard of the same id.
+    Shard ids repeat across streams, so it would read the *other* stream's shard of that id.
     """
 
 
 class SubscriptionBusyError(ThrottledError):
-    """SubscribeToShard was refused for now (ResourceInUseException or LimitExceededException).
+    """SubscribeToShard refused for now; retriable (docs/efo.md, "Refusals and outages")."""
 
-    AWS allows one SubscribeToShard per second per shard and consumer, and
-    refuses a new one within 5 s of the last successful one, or while another
-    subscription of the same consumer reads the shard. Retriable, with a
-    backoff of at least a second.
-    """
 
     retriable = True
 
@@ -246,9 +198,7 @@ class SubscriptionBusyError(ThrottledError):
 class SubscriptionFailedError(KinesisSourceError):
     """A SubscribeToShard event stream failed with an error code kinesis-src has no rule for.
 
-    Retriable: only that shard resubscribes where its cursor stands, with backoff. A reader gives up
-    after several in a row with no event between (docs/efo.md, "Errors on the event stream").
-    ``code`` is the code AWS sent.
+    Retriable: that shard resubscribes where its cursor stands (docs/efo.md). ``code``: AWS's code.
     """
 
     retriable = True
@@ -259,18 +209,14 @@ class SubscriptionFailedError(KinesisSourceError):
 
 
 class EncryptionKeyError(KinesisSourceError):
-    """The stream's KMS key cannot decrypt its records: disabled, deleted, in a key state that forbids
-    use, or the account has no KMS subscription.
+    """The stream's KMS key cannot decrypt its records (disabled, deleted, or not allowed).
 
-    Not retriable: only the key's owner can fix it. The message names the shard, the consumer and the fix.
+    Not retriable: only the key's owner can fix it; the message names the shard and the fix.
     """
 
 
 class FanOutUnsupportedError(KinesisSourceError):
-    """The endpoint does not implement enhanced fan-out (kinesis-mock, kinesalite, ...).
-
-    Not retriable: use real Kinesis or LocalStack, or consumerMode=polling.
-    """
+    """The endpoint has no enhanced fan-out (kinesis-mock, ...); use consumerMode=polling."""
 
 
 # --- sticky key ranges ----------------------------------------------------------

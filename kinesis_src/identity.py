@@ -1,12 +1,6 @@
 """A stream's identity: its ARN plus its creation time.
 
-A stream name is not an identity: a stream deleted and created again under
-the same name has new shards whose ids (``shardId-000000000000``...) repeat
-the old ones, so a checkpoint or a lease table made for the old stream
-would shadow the new shards and hand Kinesis sequence numbers it never
-issued (an unexplained InvalidArgumentException). Offsets and lease tables
-therefore record the identity they were made for, and every restart
-compares it with the stream as it is now.
+A recreated stream repeats shard ids, so offsets and lease tables check it (docs/leases.md).
 """
 
 from __future__ import annotations
@@ -45,13 +39,11 @@ class StreamIdentity:
 
 
 def check_same_stream(recorded: StreamIdentity, current: StreamIdentity, where: str, fresh_start: str) -> None:
-    """Raise :class:`StreamRecreatedError` unless ``current`` is the stream ``recorded`` was made for.
+    """Raise :class:`StreamRecreatedError` unless ``current`` is the stream ``recorded`` is for.
 
-    ``where`` names what holds the old identity (a checkpoint, a lease
-    table); ``fresh_start`` says how to start over for that engine.
-    Creation times are compared to the second: Kinesis reports them with
-    millisecond precision, JSON round trips keep microseconds.
+    ``fresh_start`` says how to start over. Creation times compare to the second.
     """
+
     same_arn = recorded.arn == current.arn
     same_time = abs((recorded.created - current.created).total_seconds()) < 1.0
     if same_arn and same_time:

@@ -1,12 +1,8 @@
 """Run a step (a coroutine) to its end on the calling thread, every AWS call made in place.
 
-Steps the Consumer awaits on its event loop (the lease coordinator's, the
-stream binding's) are written once as coroutines; synchronous callers (the
-lease simulation, tests, the CLI, Spark) run them with :func:`run_sync`,
-during which :func:`in_place` is true and each call blocks instead of
-awaiting an async client or a worker thread (:mod:`.leases.table_calls`,
-:class:`.aws.botocore_dynamodb.BotocoreDynamoDB`).
+How synchronous callers run the Consumer's coroutine steps (docs/architecture.md, "One event loop").
 """
+
 
 from __future__ import annotations
 

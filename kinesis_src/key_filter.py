@@ -1,11 +1,8 @@
 """Keep only a sticky key range's records of a page (see :class:`lineage.KeyRange`).
 
-One filter for every reader (the Consumer's fetchers, Spark tasks): a page
-keeps its iterator, lag and child shards, so the read goes on exactly as if
-nothing was dropped; only rows whose hash key is outside the range go. A
-shard whose range the key range covers is not filtered at all (the caller
-checks :meth:`KeyRange.covers` once per shard).
+A filtered page keeps its iterator, lag and child shards: the read goes on as if nothing dropped.
 """
+
 
 from __future__ import annotations
 

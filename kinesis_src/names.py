@@ -1,7 +1,6 @@
 """Names that become parts of DynamoDB keys: applications, streams, runs, tables, workers.
 
-One parser per concept: every option or argument naming one of these is
-checked here, so a bad name fails with the same message wherever it enters.
+One parser per concept, so a bad name fails with the same message wherever it enters.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """Read independent shards at the same time, and hand their chunks out in a fixed order.
 
-A bounded lineage read (:mod:`.drain`) goes in waves of shards whose parents
-are drained; Kinesis paces each shard, so reading them one after another is
-as slow as one shard. :func:`read_in_order` reads a wave with a thread per
-shard (up to ``workers``) and yields each shard's chunks in the wave's
-order, so the output is record for record the sequential read's.
-
-Memory is bounded by weight (``weigh``), not chunk count, so small paced
-pages cannot fill the buffer and idle the later shards; the shard being
-handed out is never charged, so it is never blocked. A reader error is
-raised at its shard's turn; closing the generator stops every reader.
-Measured: docs/performance.md, "Bounded reads".
+Read-ahead is bounded by weight (docs/performance.md, "Bounded reads").
 """
 
 from __future__ import annotations
@@ -52,9 +42,10 @@ def read_in_order(
 ) -> Iterator[C | ShardDone]:
     """Each shard's chunks, then its :class:`ShardDone`, shard after shard in ``shard_ids`` order.
 
-    ``read(shard_id)`` yields a shard's chunks (it runs in a worker thread).
-    ``buffer`` bounds the total ``weigh(chunk)`` of chunks read ahead.
+    ``buffer`` bounds the total ``weigh(chunk)`` read ahead, never charged to the current shard.
+    A reader's error is raised at its shard's turn; closing stops every reader.
     """
+
     if workers < 1 or buffer < 1:
         raise ValueError(f"workers and buffer must be >= 1, got {workers}, {buffer}")
     if len(shard_ids) <= 1 or workers == 1:

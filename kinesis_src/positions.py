@@ -1,11 +1,6 @@
-"""Where a read starts in a shard: the five iterator types, as one value.
+"""Where a read starts in a shard: the five iterator types, as one value with a stable JSON form.
 
-A ``Position`` is what the reader hands back after every read ("continue
-after this sequence number"), what Spark offsets and lease checkpoints store,
-and what a user's start position parses into (:meth:`Position.parse`, the
-one reader of it for the Consumer, Spark, the CLI and ``read_table``).
-Keeping it a small frozen value with a stable JSON form lets all of those
-agree byte for byte.
+Readers, Spark offsets and checkpoints store it; :meth:`Position.parse` reads users' positions.
 """
 
 from __future__ import annotations
@@ -54,15 +49,9 @@ START_KEYWORDS = tuple(_KEYWORDS)
 class Position:
     """A start position in one shard.
 
-    ``sequence_number`` is set for the two sequence kinds, ``timestamp`` (UTC,
-    timezone-aware) for AT_TIMESTAMP, neither otherwise.
-
-    ``sub_sequence_number`` (AFTER_SEQUENCE_NUMBER only) makes the position
-    "after user record N of the KPL aggregate with this sequence number", as
-    a Consumer checkpoint inside an aggregate needs. Kinesis cannot start
-    inside a record, so such a position reads AT the sequence number and the
-    shard cursor drops the user records up to N (the KCL does the same).
-    Without it, "after" means after the whole Kinesis record.
+    ``sequence_number`` is set for the two sequence kinds, ``timestamp`` (UTC, aware) for
+    AT_TIMESTAMP. ``sub_sequence_number`` (AFTER_SEQUENCE_NUMBER only): after user record N of
+    that KPL aggregate; the read starts AT the record and drops up to N, as the KCL does.
     """
 
     kind: PositionKind
@@ -137,14 +126,10 @@ class Position:
         *,
         forms: frozenset[PositionForm] = KEYWORD_FORMS,
     ) -> Position:
-        """The one reader of a user-given start position; ``forms`` says which spellings the caller takes.
+        """The one reader of a user-given start position, in the spellings ``forms`` allows.
 
-        Default: the keywords, and ``at_timestamp`` with its ``timestamp``
-        passed apart (Spark's initialPosition and startingTimestamp).
-        Keywords ignore case and surrounding blanks; ``earliest`` is
-        ``trim_horizon``, as the Databricks connector and Kafka users spell
-        it. Timestamps are read by :func:`parse_timestamp`. Anything outside
-        ``forms`` raises InvalidPositionError listing what is accepted.
+        Keywords ignore case and blanks; ``earliest`` is ``trim_horizon``. Anything else raises
+        InvalidPositionError listing what is accepted.
         """
         if isinstance(value, Position) and PositionForm.POSITION in forms:
             return value
@@ -255,14 +240,11 @@ _ACCEPTED_TIMESTAMPS = (
 
 
 def parse_timestamp(value: datetime | str | float | int) -> datetime:
-    """Parse ISO-8601 text, epoch seconds or a datetime into an aware UTC datetime.
+    """Parse ISO-8601 text, epoch seconds or a datetime into an aware UTC datetime; naive is UTC.
 
-    A naive datetime or ISO string without offset is taken as UTC: Kinesis
-    stores arrival times in UTC, and guessing the machine's zone would make
-    the same option mean different instants on different executors. Anything
-    else, including values outside datetime's range, raises
-    InvalidPositionError: a user's typo must never surface as OverflowError.
+    Anything else, an out-of-range value too, raises InvalidPositionError, never OverflowError.
     """
+
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):

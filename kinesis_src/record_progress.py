@@ -1,12 +1,8 @@
 """A count of records read, on stderr, for long reads (``read_table``, the CLI).
 
-Shown when asked (``enabled=True``), or when ``enabled`` is None and stderr
-is a terminal. With the ``rich`` extra it is rich's live display: off a
-terminal rich draws nothing while running and prints the final line when the
-read ends, so a log gets one line, not a bar's every frame. Without rich it
-is a plain line (``orders: 1,234 rec, 0:00:05, 3 shards done``) at most every
-``every_s`` seconds and one when the read ends: rich is optional, never needed.
+rich's live display with the ``rich`` extra, else a plain line (docs/cli.md, "The rich extra").
 """
+
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Value types for what a read returns: records, pages of records, child shards.
 
-A ``RecordPage`` is columnar (one list per field) because that is how the
-fast decoder produces it and how Arrow wants it; ``Record`` objects are
-built from it only for callers that iterate records one by one.
+A ``RecordPage`` is columnar, as decoded and as Arrow wants it; ``Record`` objects come on demand.
 """
 
 from __future__ import annotations
@@ -44,18 +42,11 @@ class ChildShard:
 
 @dataclass(frozen=True)
 class RecordPage:
-    """The decoded body of one GetRecords response.
+    """The decoded body of one GetRecords response, one *user* record a row.
 
-    ``arrival_epoch`` holds ApproximateArrivalTimestamp exactly as the wire
-    carries it (epoch seconds, float); converting to datetime is deferred
-    because most pages go straight to Arrow, which wants integers.
-    ``next_iterator`` is None exactly when the shard is closed and fully read.
-
-    After KPL de-aggregation (:mod:`kinesis_src.retrieval.aggregation`) each
-    row is one *user* record: ``sub_sequence_numbers`` gives its index in its
-    aggregate and ``explicit_hash_keys`` its explicit hash key. Both stay
-    None on a page without aggregates (every sub-sequence number is 0), so
-    plain pages carry no extra columns. A page always holds whole aggregates.
+    ``arrival_epoch`` is epoch seconds; ``next_iterator`` is None once the shard is fully read.
+    A page holds whole KPL aggregates; without one, ``sub_sequence_numbers`` and
+    ``explicit_hash_keys`` are None.
     """
 
     partition_keys: list[str | None]
@@ -84,8 +75,7 @@ class RecordPage:
         return self.sub_sequence_numbers[index] if self.sub_sequence_numbers is not None else 0
 
     def records(self, shard_id: str, stream: str = "") -> list[Record]:
-        """One :class:`Record` per row, built column-wise (:func:`build_records`). At 10,000 records a
-        page this is the Consumer's cost per record after decoding (benchmarks/bench_consumer.py)."""
+        """One :class:`Record` per row, built column-wise (:func:`build_records`)."""
         n = len(self.sequence_numbers)
         keys = self.partition_keys
         if None in keys:
@@ -121,16 +111,9 @@ _SET_SLOT = tuple(Record.__dict__[name].__set__ for name in _RECORD_SLOTS)
 
 
 def build_records(n: int, columns: tuple[Iterable[Any], ...]) -> list[Record]:
-    """``n`` :class:`Record` objects from one column per field (in field order), with no Python frame per record.
+    """``n`` :class:`Record` objects from one column per field (field order), no frame per record.
 
-    ``Record(...)`` runs the dataclass' generated ``__init__``, a Python
-    frame that sets each field through ``object.__setattr__`` (it is
-    frozen), which costs as much as decoding the record. Here the objects are
-    allocated with ``object.__new__`` and each field is stored by its slot's
-    descriptor, column by column, all in C ``map`` loops. The
-    result is the same class with the same fields (equality, hash, repr,
-    pickling, ``dataclasses.replace``); ``Record`` has no ``__post_init__``
-    for this to skip (tests/unit/test_consumer_records.py checks both).
+    Equal to ``Record(...)``, which has no ``__post_init__`` to skip (docs/performance.md).
     """
     with gc_paused():
         records = list(map(_NEW, repeat(Record, n)))
@@ -146,16 +129,11 @@ _drain = deque(maxlen=0).extend
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for one bulk C-level build (a page's dicts or records).
+    """The cyclic collector off for one bulk C-level build: none of its objects is in a cycle.
 
-    A large page triggers many young and middle collections while decoding
-    and again while its records are built, for nothing: none of these objects
-    is in a cycle. With the collector paused the dicts die by reference count
-    unseen, and the records are scanned once, at the next collection
-    (benchmarks/bench_consumer.py prints ``gc_s``; docs/performance.md). Left
-    as it is when the application turned the collector off; the pause covers
-    C calls only, so other threads barely see it.
+    Left off if the application turned it off; covers C calls only (docs/performance.md).
     """
+
     if not gc.isenabled():
         yield
         return

@@ -1,8 +1,6 @@
 """The one retry helper: bounded exponential backoff with jitter (tenacity).
 
-Whether to retry is read from the error's ``retriable`` flag only
-(:mod:`kinesis_src.errors`), so the AWS boundary translates botocore's
-exceptions once and every call site shares the same policy.
+Whether to retry is the error's ``retriable`` flag only (:mod:`kinesis_src.errors`).
 """
 
 from __future__ import annotations
@@ -34,8 +32,7 @@ T = TypeVar("T")
 class RetryPolicy:
     """How long a transient failure is retried before it becomes the caller's.
 
-    Defaults sit near the AWS SDKs' standard mode: a first retry after ~0.1 s,
-    doubling to at most 5 s between attempts, at most 8 attempts or 60 s.
+    Defaults sit near the AWS SDKs' standard mode.
     """
 
     max_attempts: int = 8
@@ -57,12 +54,7 @@ NO_RETRY = RetryPolicy(max_attempts=1)
 
 
 class RetryCounts:
-    """Retries this process made, by the class of the error retried (``ThrottledError``: throttles).
-
-    Process-wide because every client shares the one retry helper; the
-    Prometheus exporter reads it (``kinesis_src_retries_total``), so an
-    operator sees throttling before it turns into lag.
-    """
+    """Retries this process made, by error class; the Prometheus exporter reads it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -93,10 +85,9 @@ def call_with_retry(
 ) -> T:
     """Call ``fn`` until it succeeds, a non-retriable error escapes, or the budget ends.
 
-    ``what`` names the operation and its target (e.g. "GetRecords on shard
-    shardId-000000000001 of stream orders") for the log line on each retry
-    and for the final error, so a user reading either knows what failed.
+    ``what`` names the operation and its target in each retry's log line and in the final error.
     """
+
     started = time.monotonic()
     try:
         return fn()  # most calls succeed at once: no retry machinery for them

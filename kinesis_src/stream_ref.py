@@ -1,14 +1,6 @@
 """How calls name a stream: by name, or by ARN (cross-account streams).
 
-Kinesis accepts either ``StreamName`` or ``StreamARN`` on every call. A name
-means "the stream of that name in the caller's account and region"; an ARN
-names a stream in any account the credentials may read (a cross-account
-resource policy, or an assumed role), so a stream given by ARN is always
-called by ARN. Keys in the lease table, offsets and the ``stream`` column
-use the stream's name either way.
-
-ARNs are parsed here and only here; everything downstream carries the
-:class:`StreamRef` value, never the ARN text to be split again.
+A stream given by ARN is called by ARN; keys, offsets and columns use its name either way.
 """
 
 from __future__ import annotations
@@ -27,10 +19,9 @@ ARN_EXAMPLE = "arn:aws:kinesis:us-east-1:111122223333:stream/orders"
 
 @dataclass(frozen=True)
 class StreamRef:
-    """A stream as Kinesis calls name it; ``arn`` set means "call it by ARN" (its account may be another).
+    """A stream as Kinesis calls name it; with ``arn``, called by ARN (maybe in another account).
 
-    ``repr`` is the quoted label (``'orders'``): messages throughout the package
-    format a stream as ``{stream!r}``, so a ref reads exactly like the name it replaces.
+    ``repr`` is the quoted label, so ``{stream!r}`` in messages reads like the name it replaces.
     """
 
     name: str
@@ -77,7 +68,8 @@ class StreamRef:
 
 
 def as_ref(stream: str | StreamRef) -> StreamRef:
-    """A plain string is a stream name (call sites that predate ARNs pass names)."""
+    """A plain string is a stream name."""
+
     return stream if isinstance(stream, StreamRef) else StreamRef(stream)
 
 

@@ -1,10 +1,8 @@
-"""Records back from rows in the source's schema: a ``read_table`` result, a Spark sink's Parquet files.
+"""Records back from rows in the source's schema: ``read_table``'s, a Spark sink's Parquet files.
 
-The CLI's ``read`` output, the workload checker's file-sink reader and the
-tests all turn such rows into :class:`~kinesis_src.records.Record` objects
-to compare them with what was put; this is the one place that knows which
-column feeds which field.
+The one place that knows which column feeds which :class:`~kinesis_src.records.Record` field.
 """
+
 
 from __future__ import annotations
 

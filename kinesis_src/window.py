@@ -1,20 +1,6 @@
 """Bounded reads: every record that arrived in a time window, as one ``pyarrow.Table``.
 
-The window is half-open in arrival time, ``start <= approximateArrivalTimestamp
-< end``, compared on the microsecond values the table holds, so adjacent
-windows (``[a, b)`` then ``[b, c)``) tile a stream with no record twice and
-none lost. Rows come in lineage order (parents before children, each shard in
-sequence order), which keeps every partition key's records in write order
-across splits and merges.
-
-``end="latest"`` is the moment the call starts, not a moving tip: records
-that arrive while the read runs fall after the cut, so a busy stream cannot
-keep the read going. The walk itself is :func:`kinesis_src.drain.drain_stream`
-with an arrival-time cut; this module adds parsing, the exact window filter,
-Arrow output and the progress bar.
-
-pyarrow and rich are imported on first use, so ``import kinesis_src`` stays
-light for callers that never build a table.
+Half-open ``[start, end)`` on the table's microseconds, so windows tile a stream (docs/batch.md).
 """
 
 from __future__ import annotations
@@ -68,11 +54,9 @@ class Window:
 
 
 def resolve_window(start: Bound = "trim_horizon", end: Bound = "latest", now: datetime | None = None) -> Window:
-    """Turn the user's ``start``/``end`` into instants; ``latest`` means ``now`` (default: the clock).
+    """The user's ``start``/``end`` as instants; ``latest`` is ``now`` (default: the clock).
 
-    Raises :class:`ConfigurationError` naming the argument for input it cannot
-    read, and naming both values when ``end`` is before ``start``. ``end ==
-    start`` is allowed: an empty window.
+    Raises :class:`ConfigurationError` naming the bad argument; ``end == start`` is empty.
     """
     now = now or datetime.now(timezone.utc)
     lo = _bound("start", start, now, START_ACCEPTS, allow_earliest=True)
@@ -130,23 +114,14 @@ def read_table(
 ) -> pa.Table:
     """Read the records that arrived in ``[start, end)`` from every shard of the lineage.
 
-    ``start``: ``"trim_horizon"``/``"earliest"`` (default), ``"latest"``
-    (the call time: only records arriving later), an ISO-8601 string or an
-    aware ``datetime``. ``end``: ``"latest"`` (default, the call time), an
-    ISO-8601 string or an aware ``datetime``; an ``end`` in the future is not
-    waited for, open shards stop once caught up. Rows have the Spark source's
-    columns (:data:`kinesis_src.arrow.ARROW_SCHEMA`) in lineage order;
-    ``max_records`` keeps only the first that many rows of that order.
-    ``progress``: a bar on stderr (None: only if stderr is a terminal).
-    Pass ``kinesis`` to reuse a client, else ``region``/``endpoint_url``
-    (default: the environment) build one. KPL aggregates come out as one
-    row per user record (``subSequenceNumber`` its index); a malformed
-    aggregate is one row with a warning, or, with ``strict_aggregation``,
-    a :class:`~kinesis_src.errors.MalformedAggregateError`.
-    ``workers``: shards whose parents are done are read at the same time, up
-    to this many (the rows' order does not change); a read with
-    ``max_records`` reads one shard at a time instead, since it keeps a
-    prefix and reading ahead would fetch rows only to drop them.
+    ``start``: ``"trim_horizon"``/``"earliest"`` (default), ``"latest"`` (the call time), an
+    ISO-8601 string or an aware ``datetime``; ``end``: ``"latest"`` (default), ISO-8601 or a
+    ``datetime`` (a future end is not waited for). Rows have :data:`kinesis_src.arrow.ARROW_SCHEMA`
+    in lineage order; ``max_records`` keeps the first that many (reading one shard at a time).
+    ``progress``: a bar on stderr (None: on a terminal). Pass ``kinesis``, or ``region`` /
+    ``endpoint_url`` (default: the environment). KPL aggregates give a row per user record;
+    ``strict_aggregation`` raises :class:`~kinesis_src.errors.MalformedAggregateError` on a
+    malformed one. ``workers``: shards read at once (the rows' order does not change).
     """
     window = resolve_window(start, end)
     _check_max_records(max_records)
@@ -194,11 +169,7 @@ def window_batches(
     strict_aggregation: bool = False,
     workers: int = DEFAULT_WORKERS,
 ) -> Iterator[pa.RecordBatch]:
-    """Non-empty Arrow batches of the window's records, in lineage order; lazy, so callers may stop early.
-
-    ``on_shard_done`` gets the number of shards finished so far (drained,
-    caught up, or stopped at the end cut) each time one finishes.
-    """
+    """Non-empty Arrow batches of the window, lazily, in lineage order; ``on_shard_done(n)``."""
     from .arrow import page_to_arrow
 
     def shard_done(_shard: str, state: DrainState) -> None:
@@ -217,12 +188,8 @@ def window_batches(
 
 
 def _in_window(batch: pa.RecordBatch, window: Window) -> pa.RecordBatch:
-    """The exact cut, on the microsecond timestamps the table will hold.
+    """The exact cut on the table's microseconds; a record without an arrival time is kept."""
 
-    The reader's own cut keeps records at exactly ``end`` and the start was
-    requested early, so both edges are decided here. A record without an
-    arrival time (no server omits it) is kept, as the reader keeps it.
-    """
     import pyarrow as pa
     import pyarrow.compute as pc
 

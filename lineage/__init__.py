@@ -1,7 +1,6 @@
 """Pure, deterministic shard-lineage tracking for Kinesis Data Streams.
 
-No I/O and no dependencies outside the standard library: the reader feeds
-ListShards pages in and asks which shards to read next.
+No I/O, stdlib only: a reader feeds ListShards pages in and asks which shards to read next.
 """
 
 from lineage.errors import (

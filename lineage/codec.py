@@ -1,10 +1,8 @@
 """JSON form of a shard graph, for checkpoints.
 
-Shards are stored in their ListShards shape so reading a checkpoint goes
-through exactly the same validation as reading a live listing.  Output is
-canonical (sorted keys, shards in id order, no whitespace) so equal graphs
-serialize to identical text and checkpoints can be compared byte for byte.
+Shards keep their ListShards shape (one validation path); equal graphs give identical text.
 """
+
 
 from __future__ import annotations
 

@@ -10,23 +10,17 @@ ParentsOf = Callable[[str], "tuple[str, ...] | None"]
 
 
 def is_backward_edge(child: str, parent: str) -> bool:
-    """True if a parent link does not point to an older (lower-numbered) shard.
-
-    Kinesis always gives children higher ids than their parents, so in real
-    listings no link is backward and the graph is acyclic by construction; the
-    graph only has to search for cycles when some backward link exists.
-    """
+    """True if a parent link does not point to an older shard (Kinesis children have higher ids)."""
     return shard_sort_key(parent) >= shard_sort_key(child)
 
 
 def find_cycle(starts: Iterable[str], parents_of: ParentsOf) -> tuple[str, ...] | None:
     """Return the shards of one cycle reachable upward from ``starts``, or None.
 
-    ``parents_of`` returns None for ids the graph does not know (trimmed
-    parents), which end a path.  Iterative DFS with the usual white/grey/black
-    colouring, so deep histories cannot hit the recursion limit; each shard is
-    expanded at most once across all starts.
+    Unknown (trimmed) parents end a path. Iterative, so deep histories cannot hit the recursion
+    limit; each shard is expanded once across all starts.
     """
+
     done: set[str] = set()
     for root in starts:
         if root in done or parents_of(root) is None:

@@ -1,10 +1,6 @@
-"""Exceptions raised by the lineage package.
+"""Exceptions raised by the lineage package, all under :class:`LineageError` (a ``ValueError``).
 
-Every error derives from :class:`LineageError`, itself a ``ValueError``, so a
-caller can catch "the lineage data is bad" with one clause.  Each error keeps
-the offending shard id / attribute / values as attributes as well as in the
-message, because the message is what ends up in a log line at 3 a.m. and the
-attributes are what tests and retry logic inspect.
+Each keeps the offending shard id and values as attributes as well as in its message.
 """
 
 from __future__ import annotations
@@ -29,12 +25,7 @@ class MalformedShardError(LineageError):
 
 
 class LineageConflictError(LineageError):
-    """A listing changed an immutable attribute of a shard the graph already knows.
-
-    Only ``EndingSequenceNumber`` may change (from absent to present); any other
-    difference means two listings disagree about history, which the graph must
-    not paper over.
-    """
+    """A listing changed an immutable attribute of a known shard (only EndingSequenceNumber may)."""
 
     def __init__(self, shard_id: str, attribute: str, old: Any, new: Any) -> None:
         self.shard_id = shard_id
@@ -66,8 +57,7 @@ class LineageCycleError(LineageError):
 class HashSpaceError(LineageError):
     """The open shards do not tile the hash key space exactly.
 
-    ``gaps`` holds uncovered ranges; ``overlaps`` holds
-    ``(shard_a, range_a, shard_b, range_b)`` for open shards whose ranges intersect.
+    ``gaps``: uncovered ranges; ``overlaps``: ``(shard_a, range_a, shard_b, range_b)``.
     """
 
     def __init__(self, gaps: tuple[Any, ...], overlaps: tuple[tuple[Any, ...], ...]) -> None:
@@ -93,10 +83,8 @@ class NoOwnerError(LineageError, LookupError):
 
 
 class UnknownShardError(LineageError, KeyError):
-    """A query named a shard id the graph has never seen.
+    """A query named a shard id the graph has never seen (also a ``KeyError``, for mappings)."""
 
-    Also a ``KeyError`` so mapping-style callers can keep their usual handling.
-    """
 
     def __init__(self, shard_id: str) -> None:
         self.shard_id = shard_id

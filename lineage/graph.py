@@ -1,26 +1,6 @@
 """ShardGraph: parent/child lineage of a Kinesis stream's shards.
 
-The graph is fed ListShards pages with :meth:`ShardGraph.update` and answers
-the questions a reader needs to consume shards parent-first: which shards are
-ready once some are drained, which are open, and which open shard owns a hash
-key.
-
-Design notes (the why):
-
-* ``update`` is a merge of facts, not a replacement: pages may arrive in any
-  order, repeat, or be stale (listing a shard open after another page listed it
-  closed).  Merging is commutative and idempotent, so any sequence of pages
-  with the same content yields an equal graph with identical JSON.
-* ``update`` never checks that open shards tile the hash space, because a
-  listing is read one page at a time and may be observed mid-reshard; the
-  caller calls :meth:`ShardGraph.validate` after a complete listing.
-* ``update`` is atomic: everything is parsed and checked (conflicts, cycles)
-  against staged copies before the first mutation, and the commit step cannot
-  fail.
-* Work per update is proportional to the page, not the history: indexes
-  (children, roots, open ranges) are maintained incrementally, and the cycle
-  search only runs when some parent link points "forward" in shard id order,
-  which real Kinesis listings never do.
+Fed ListShards pages, it answers a parent-first reader: which shards are ready, open, own a key.
 """
 
 from __future__ import annotations
@@ -65,14 +45,11 @@ class ShardGraph:
     # ------------------------------------------------------------------ update
 
     def update(self, shards: Iterable[Mapping[str, Any] | Shard]) -> tuple[str, ...]:
-        """Merge a page of ListShards ``Shards`` dicts (or Shard values) into the graph.
+        """Merge a page of ListShards ``Shards`` dicts (or Shard values) into the graph, atomically.
 
-        Returns the ids whose observable state changed, sorted: shards new to
-        the graph, shards that gained an EndingSequenceNumber, and known shards
-        that became closed because a child of theirs appeared.  Raises
-        MalformedShardError, LineageConflictError (ParentConflictError for
-        parents) or LineageCycleError and then leaves the graph unchanged.
-        Does not call validate(); see the module docstring.
+        Pages may come in any order, repeat or be stale. Returns the ids whose state changed (new,
+        ended, or closed by a new child), sorted. Raises MalformedShardError, LineageConflictError
+        or LineageCycleError; only :meth:`validate` checks tiling (a page may be mid-reshard).
         """
         staged = self._stage(self._parse_all(shards))
         new_ids = sorted((sid for sid in staged if sid not in self._shards), key=shard_sort_key)
@@ -106,13 +83,7 @@ class ShardGraph:
         return staged
 
     def _check_no_cycle(self, staged: dict[str, Shard], new_ids: list[str]) -> None:
-        """Search the ancestors of new shards for a cycle.
-
-        Only called when some parent link points forward in id order (else no
-        cycle is possible).  The existing graph is acyclic (it was checked on
-        the way in) and old shards' parents never change, so any new cycle
-        passes through a new shard.
-        """
+        """Search new shards' ancestors for a cycle; any new cycle passes through a new shard."""
 
         def parents_of(sid: str) -> tuple[str, ...] | None:
             shard = staged.get(sid) or self._shards.get(sid)
@@ -243,10 +214,8 @@ class ShardGraph:
     def ready(self, drained: Iterable[str]) -> list[str]:
         """Shards that may be read now: not drained, and :func:`~lineage.readiness.parents_done`.
 
-        Unknown parents count as drained because Kinesis trims old shards past
-        retention and a child may name a parent that will never be listed
-        again.  Never a history walk: the Python-level work is proportional to
-        the smaller of the drained and undrained sides (see _candidates).
+        Unknown (trimmed) parents count as drained. Never a history walk: the work is proportional
+        to the smaller of the drained and undrained sides.
         """
         if isinstance(drained, str):
             raise TypeError("ready() takes a collection of drained shard ids, not one id")
@@ -256,13 +225,7 @@ class ShardGraph:
         return sorted(result, key=shard_sort_key)
 
     def _candidates(self, done: AbstractSet[str]) -> set[str]:
-        """Undrained shards that might be ready.
-
-        Early in a stream's life few shards are drained: only roots and
-        children of drained shards can qualify.  In steady state almost
-        everything is drained: the undrained rest (a C-level set difference)
-        is the small side.  Both are O(shards) at worst.
-        """
+        """Undrained shards that might be ready: roots and children of the drained, or the rest."""
         if 2 * len(done) <= len(self._shards):
             child_sets = filter(None, map(self._children.get, done))
             candidates = set(chain(self._roots, chain.from_iterable(child_sets)))
@@ -271,11 +234,7 @@ class ShardGraph:
         return self._shards.keys() - done
 
     def owner(self, hash_key: int) -> str:
-        """The open shard whose range holds ``hash_key``; O(log n) by bisect.
-
-        Exact once validate() passes.  Raises NoOwnerError (a LookupError) when
-        no open shard holds the key, e.g. in a partial listing.
-        """
+        """The open shard whose range holds ``hash_key``; NoOwnerError (a LookupError) if none."""
         if isinstance(hash_key, bool) or not isinstance(hash_key, int):
             raise TypeError(f"hash key must be int, got {type(hash_key).__name__}")
         if not MIN_HASH_KEY <= hash_key <= MAX_HASH_KEY:
@@ -283,11 +242,8 @@ class ShardGraph:
         return self._open_index.owner(hash_key)
 
     def validate(self) -> None:
-        """Raise HashSpaceError unless open shards tile 0..2**128-1 exactly.
+        """Raise HashSpaceError unless open shards tile the space; call after a complete listing."""
 
-        Call after a complete listing; update() does not call it because
-        partial pages and mid-reshard snapshots legitimately leave gaps.
-        """
         check_tiling(self._open_index.ranges())
 
     # ------------------------------------------------------------ persistence

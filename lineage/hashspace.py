@@ -1,7 +1,6 @@
 """The Kinesis hash key space: 0 .. 2**128 - 1, inclusive on both ends.
 
-Kinesis routes a record by the MD5 of its partition key (or an explicit hash
-key) into this space; each open shard owns one contiguous, inclusive range.
+Records go by MD5(partition key) or an explicit hash key; each open shard owns one range.
 """
 
 from __future__ import annotations
@@ -55,12 +54,8 @@ class HashRange:
 
 
 def parse_hash_key(raw: object) -> int:
-    """Parse a HashKeyRange bound.
+    """A HashKeyRange bound (a decimal string, or an int) as an int; ValueError with the reason."""
 
-    Kinesis sends decimal strings because the values exceed 64 bits; ints are
-    accepted too because hand-written callers and JSON round trips produce them.
-    Raises ValueError with a reason; the caller adds the shard and field.
-    """
     if isinstance(raw, bool):
         raise ValueError("expected a decimal integer string, got a bool")
     if isinstance(raw, int):
@@ -82,11 +77,7 @@ Overlap = tuple[str, HashRange, str, HashRange]
 def tiling_problems(
     ordered: Iterable[tuple[str, HashRange]],
 ) -> tuple[tuple[HashRange, ...], tuple[Overlap, ...]]:
-    """Find gaps and overlaps in ranges sorted by start.
-
-    The widest range seen so far is tracked (not just the previous one) so that
-    a range nested inside an earlier wide range is reported as an overlap.
-    """
+    """Gaps and overlaps in ranges sorted by start; a range nested in an earlier one overlaps."""
     gaps: list[HashRange] = []
     overlaps: list[Overlap] = []
     next_free = MIN_HASH_KEY

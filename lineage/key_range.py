@@ -1,14 +1,6 @@
 """Sticky hash-key ranges: a reader's fixed slice of the 128-bit hash space.
 
-A shard's range moves when the stream is split or merged; a
-:class:`KeyRange` does not. A reader that owns a key range reads every shard
-overlapping it and keeps only the records whose hash key falls inside, so
-each partition key stays with the same reader through any reshard (the idea
-of Pulsar's sticky key-shared consumers, #4169).
-
-The hash key of a record is the MD5 of its partition key read as a
-big-endian 128-bit integer, which is how Kinesis routes it; a KPL user
-record given an explicit hash key is routed by that instead.
+Unlike a shard's, it survives reshards (docs/consumer.md, "Sticky key ranges").
 """
 
 from __future__ import annotations
@@ -44,11 +36,7 @@ class KeyRange:
 
     @classmethod
     def slice(cls, index: int, count: int) -> KeyRange:
-        """The ``index``-th of ``count`` contiguous, equal slices that together cover the space.
-
-        Slice sizes differ by at most one hash key (the remainder goes to the
-        first slices), and slice ``i`` ends where slice ``i + 1`` starts.
-        """
+        """Slice ``index`` of ``count`` contiguous slices of the space, sizes within one key."""
         if type(count) is not int or count < 1:
             raise KeyRangeError(f"slice count must be an integer >= 1, got {count!r}")
         if type(index) is not int or not 0 <= index < count:
@@ -101,12 +89,12 @@ def _boundary(index: int, count: int) -> int:
 
 
 def hash_key_of(partition_key: str, explicit_hash_key: str | int | None = None) -> int:
-    """The hash key Kinesis routes a record by: the explicit hash key if given, else MD5(partition key).
+    """The hash key a record is routed by: its explicit hash key if given, else MD5(partition key).
 
-    Plain records put with an ExplicitHashKey do not carry it in GetRecords;
-    for those this returns the MD5 of the partition key, which is not where
-    Kinesis placed them (docs/consumer.md, "Key ranges").
+    GetRecords omits a plain record's ExplicitHashKey, so for those the MD5 is not where Kinesis
+    placed them (docs/consumer.md, "Sticky key ranges").
     """
+
     if explicit_hash_key is not None and explicit_hash_key != "":
         return int(explicit_hash_key)
     return int.from_bytes(hashlib.md5(partition_key.encode("utf-8")).digest(), "big")

@@ -13,13 +13,7 @@ _Entry = tuple[int, int, tuple[int, int, str], str]
 
 
 class OpenRangeIndex:
-    """Open shards sorted by (start, end, shard id).
-
-    Two parallel lists are kept: the full entries (for ordered inserts and
-    removals) and the bare starts (so bisect compares ints, not tuples).
-    Inserts and removals are bisect + list splice: O(log n) comparisons plus a
-    memmove, which is far cheaper than re-sorting the open set per update.
-    """
+    """Open shards sorted by (start, end, shard id); bisect and splice, never a re-sort."""
 
     def __init__(self) -> None:
         self._entries: list[_Entry] = []
@@ -51,12 +45,9 @@ class OpenRangeIndex:
     def owner(self, hash_key: int) -> str:
         """The open shard with the greatest start <= key, if its range holds the key.
 
-        In a valid tiling that shard is the unique owner.  If open ranges
-        overlap (a partial or inconsistent listing) the candidate with the
-        widest range among those with that start is tried; a key covered only by
-        an earlier, wider range is reported as unowned rather than spending a
-        linear scan, because owner() is only meaningful after validate().
+        Exact in a valid tiling; with overlaps, a key only a wider, earlier range holds is unowned.
         """
+
         position = bisect_right(self._starts, hash_key) - 1
         if position < 0:
             detail = "no open shards" if not self._entries else "key is below every open range"

@@ -1,11 +1,8 @@
 """The one readiness rule of parent-first reading: a shard may be read once its parents are done.
 
-A parent is done when it is drained (read to its end), or unknown: Kinesis
-trims shards past retention, and a lease table cleans up finished leases, so a
-child may name a parent that will never be seen again. The shard graph and
-the lease assignment both ask this one function, each with its own notion of
-"known" (listed; has a lease) and "done" (drained; at SHARD_END).
+A parent is done when drained or unknown; the shard graph and the lease assignment share it.
 """
+
 
 from __future__ import annotations
 

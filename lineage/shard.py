@@ -18,12 +18,7 @@ _STANDARD_ID = re.compile(r"shardId-([0-9]+)")
 
 
 def shard_sort_key(shard_id: str) -> tuple[int, int, str]:
-    """Order shard ids by their numeric suffix.
-
-    Zero padding makes plain string order agree for real ids, but sorting on the
-    number keeps hand-made or unpadded ids ("shardId-10" vs "shardId-9") in
-    creation order too.  Ids of any other shape sort after standard ones.
-    """
+    """Order shard ids by their numeric suffix, unpadded ones too; other shapes sort after them."""
     match = _STANDARD_ID.fullmatch(shard_id)
     if match is None:
         return (1, 0, shard_id)
@@ -34,9 +29,7 @@ def shard_sort_key(shard_id: str) -> tuple[int, int, str]:
 class Shard:
     """What the graph remembers about one shard.
 
-    ``parents`` is ``(ParentShardId, AdjacentParentShardId)`` with absent
-    entries dropped, so it has 0 (original), 1 (split child) or 2 (merge child)
-    ids.  ``ending_sequence_number`` is None while the listing showed it open.
+    ``parents``: 0, 1 (split) or 2 (merge) ids; ``ending_sequence_number``: None while listed open.
     """
 
     shard_id: str
@@ -84,12 +77,8 @@ class Shard:
         return listing
 
     def merged_with(self, newer: Shard) -> Shard:
-        """Combine two listings of the same shard, in either order.
+        """Combine two listings of a shard; the closed view wins, so their order never matters."""
 
-        The only legal difference is that one listing saw the shard closed and
-        the other saw it open; the closed view wins, which makes merging
-        commutative and idempotent (listing order does not matter).
-        """
         if newer.parents != self.parents:
             raise ParentConflictError(self.shard_id, "parents", self.parents, newer.parents)
         if newer.hash_range != self.hash_range:

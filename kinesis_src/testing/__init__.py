@@ -1,15 +1,8 @@
-"""A testing kit for pipelines that read Kinesis: endpoints, streams, resharding, a keyed-counter workload and checker.
+"""A testing kit for Kinesis pipelines: endpoints, streams, resharding, a keyed-counter workload.
 
-Also a pytest plugin (``kinesis_src.testing.plugin``, registered through the
-``pytest11`` entry point), whose fixtures wrap everything here, and the
-embedded emulators (:mod:`kinesis_src.testing.emulators`, with its command
-line ``python -m kinesis_src.testing``); see ``docs/testing.md``.
-
-The names below are resolved on first use (PEP 562 ``__getattr__``): importing
-this package, the plugin or the emulators imports only the standard library;
-the first use of a client, stream or verifier name imports boto3 (through
-:mod:`kinesis_src`), never pyspark.
+With a pytest plugin, a checker and the embedded emulators (docs/testing.md); lazy imports.
 """
+
 
 from __future__ import annotations
 

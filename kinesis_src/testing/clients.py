@@ -1,15 +1,6 @@
-"""Kinesis clients for tests on emulators: timeouts for a loaded machine, create and delete that survive retries.
+"""Kinesis clients for tests on emulators: patient timeouts, and retry-safe create and delete.
 
-On a busy machine an emulator (LocalStack most of all, whose first Kinesis
-call also starts its engine) can carry a call out and answer after the
-client gave up. The retry then meets what the first attempt did: CreateStream
-gets ResourceInUseException ("already exists"), DeleteStream
-ResourceNotFoundException. After an attempt that may have landed unanswered,
-:func:`create_stream` and :func:`delete_stream` take those answers as the
-work done; without one they stay errors, so a name really taken is still
-reported. :class:`IdempotentKinesisClient` is a KinesisClient whose own
-``create_stream`` / ``delete_stream`` behave so: the kit's fixtures hand it
-out, so a test's ``kinesis.create_stream(...)`` is safe too.
+Landed but unanswered calls count as done (docs/testing.md, "Streams and resharding").
 """
 
 from __future__ import annotations
@@ -34,8 +25,7 @@ from ..retry import NO_RETRY, RetryPolicy, call_with_retry
 
 log = logging.getLogger(__name__)
 
-# LocalStack holds a Kinesis call behind the start of its engine for up to
-# 60 s (its KinesisServerManager's limit); a busy machine slows every answer.
+# Longer than LocalStack holds a Kinesis call while its engine starts; a busy machine is slow too.
 LOADED_READ_TIMEOUT_S = 90.0
 # Quick retries for quick failures, and a deadline long enough for two
 # attempts that each wait the whole read timeout.
@@ -73,10 +63,7 @@ def delete_stream(kinesis: Any, name: str) -> None:
 
 def _retried(kinesis: Any, what: str, call: Callable[[Any], None],
              landed: Callable[[KinesisSourceError], bool]) -> None:
-    """``call`` one attempt at a time under ``kinesis``'s retry policy, so each unanswered attempt is seen.
-
-    A client that is not a KinesisClient (an in-memory fake) is called once, as it is.
-    """
+    """``call`` an attempt at a time under ``kinesis``'s retry policy (a fake: once, as is)."""
     if not isinstance(kinesis, KinesisClient):
         call(kinesis)
         return
@@ -115,11 +102,8 @@ def _status(kinesis: KinesisClient, name: str) -> str | None:
 
 
 class IdempotentKinesisClient(KinesisClient):
-    """A KinesisClient whose ``create_stream`` and ``delete_stream`` survive their own landed retries.
+    """A KinesisClient whose ``create_stream`` and ``delete_stream`` survive landed retries."""
 
-    Everything else is KinesisClient's. For tests and demos: the kit's
-    fixtures return one, so tests creating streams directly are covered.
-    """
 
     def __init__(self, settings: AwsSettings, session: Any = None) -> None:
         super().__init__(settings, session)

@@ -1,12 +1,6 @@
 """One pass over what a sink received: the facts both keyed-counter reports are read from.
 
-:func:`scan` parses each delivered item into ``(key, n)`` (with its shard
-and sequence number when the item carries them) and notes, in delivery
-order, every fact a check needs: how often each ``(key, n)`` and each
-``(shard, sequence number)`` arrived, and two views of per-key order.
-:class:`~kinesis_src.testing.verify.DeliveryReport` and
-:class:`~kinesis_src.testing.verify.OrderReport` only count and print these
-facts, so the two reports cannot disagree about what was delivered.
+Both reports only count these facts, so they cannot disagree on what was delivered.
 """
 
 from __future__ import annotations
@@ -49,11 +43,10 @@ class OrderViolation:
 class Delivery:
     """What :func:`scan` saw, in delivery order.
 
-    ``late_firsts``: first deliveries of a counter below the highest counter
-    of its key delivered before (a replay is not one). ``step_downs``: every
-    delivery, replays included, whose counter is not above its key's previous
-    delivery.
+    ``late_firsts``: first deliveries below their key's highest counter so far; ``step_downs``:
+    every delivery, replays included, not above its key's previous one.
     """
+
 
     delivered: int
     wanted: frozenset[tuple[str, int]]

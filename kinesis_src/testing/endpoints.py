@@ -1,17 +1,6 @@
-"""Where the tests' Kinesis and DynamoDB are: the environment's endpoints, or the embedded emulators.
+"""Where the tests' Kinesis and DynamoDB are: the environment's, or the embedded emulators.
 
-Resolution order (:func:`endpoints_from_environ`):
-
-1. ``KINESIS_SRC_ENDPOINT_URL`` (and ``KINESIS_SRC_DYNAMODB_ENDPOINT_URL``):
-   ours, what ``python -m kinesis_src.testing run``/``start`` export;
-2. ``AWS_ENDPOINT_URL_KINESIS`` / ``AWS_ENDPOINT_URL_DYNAMODB``, then
-   ``AWS_ENDPOINT_URL``: botocore's names, LocalStack's single endpoint;
-3. none set: the embedded emulators (kinesis-mock and DynamoDB Local from
-   npm), started by :mod:`kinesis_src.testing.emulators`, part of the
-   installed package.
-
-Stdlib only: importing this module (the pytest plugin does, in every pytest
-run of an environment where kinesis-src is installed) costs nothing.
+The order: docs/testing.md, "Where the endpoints come from". Stdlib only (the plugin imports it).
 """
 
 from __future__ import annotations
@@ -41,11 +30,7 @@ class EndpointsUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Endpoints:
-    """The Kinesis and DynamoDB endpoints tests talk to, and how they were found.
-
-    ``source`` is ``"environment"`` (nothing was started) or ``"embedded"``
-    (emulators started for this session and stopped at its end).
-    """
+    """The endpoints tests use; ``source``: ``"environment"`` or ``"embedded"`` (started)."""
 
     kinesis: str
     dynamodb: str
@@ -54,11 +39,7 @@ class Endpoints:
     details: str = field(default="", compare=False)
 
     def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """Variables a pipeline under test needs: our endpoint names, a region, credentials if none are set.
-
-        Credentials already in ``base`` (default ``os.environ``) are kept;
-        otherwise dummy ones are added (emulators and LocalStack accept any).
-        """
+        """Variables for a pipeline under test: endpoints, region, dummy credentials if none."""
         base = os.environ if base is None else base
         out = {ENV_ENDPOINT_URL: self.kinesis, ENV_DYNAMODB_ENDPOINT_URL: self.dynamodb}
         if not (base.get("AWS_REGION") or base.get("AWS_DEFAULT_REGION")) or self.source == "embedded":
@@ -108,13 +89,10 @@ def unavailable_message(reason: str) -> str:
 def embedded_endpoints(*, require_isolation: bool = True, environ: Mapping[str, str] | None = None) -> Iterator[Endpoints]:
     """Start kinesis-mock and DynamoDB Local from the installed package; stop them on exit.
 
-    Both servers listen on every network interface (neither has a host
-    option), so by default they start only inside the private network
-    namespace that ``python -m kinesis_src.testing isolated`` creates
-    (``KINESIS_SRC_ISOLATED=1``), or where ``KINESIS_SRC_ALLOW_UNISOLATED=1``
-    accepts that exposure. Raises :class:`EndpointsUnavailable` with
-    instructions otherwise.
+    They bind every interface, so they start only in ``isolated`` or with
+    ``KINESIS_SRC_ALLOW_UNISOLATED=1``; else :class:`EndpointsUnavailable` says what to do.
     """
+
     env = os.environ if environ is None else environ
     if require_isolation and env.get(ENV_ISOLATED) != "1" and not unisolated_allowed(env):
         raise EndpointsUnavailable(unavailable_message(

@@ -1,8 +1,4 @@
-"""Reading back what a Spark file sink committed, batch by batch, as Records.
-
-The example Spark job and the Spark tests check their parquet sink with the
-order checker; this turns the sink back into the Records it holds.
-"""
+"""Reading back what a Spark file sink committed, batch by batch, as Records."""
 
 from __future__ import annotations
 
@@ -16,12 +12,9 @@ from ..table_rows import records_of_table
 def read_file_sink(path: str) -> list[list[Record]]:
     """Records a Spark file sink committed, one list per micro-batch in batch order.
 
-    Uses the sink's own log (``_spark_metadata``), which is what makes the
-    file sink exactly-once: files of a batch that was never committed are
-    ignored, as any Spark reader of the directory would. Needs the log not
-    compacted (``spark.sql.streaming.fileSink.log.compactInterval`` larger
-    than the number of batches) to keep batch boundaries.
+    From the sink's ``_spark_metadata`` log, which must stay uncompacted (docs/testing.md).
     """
+
     import pyarrow.parquet as pq
 
     log_dir = os.path.join(path, "_spark_metadata")

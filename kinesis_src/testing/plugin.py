@@ -1,18 +1,8 @@
-"""The pytest plugin (entry point ``pytest11``: ``kinesis_src``): fixtures for testing a pipeline on Kinesis.
+"""The pytest plugin (entry point ``pytest11``: ``kinesis_src``): fixtures for Kinesis pipelines.
 
-Loaded by pytest wherever kinesis-src is installed, so it imports nothing
-heavy at load time and every fixture name starts with ``kinesis_``.
-
-Fixtures: ``kinesis_test_endpoints`` (session; the environment's endpoints
-or the embedded emulators, else skip or fail with
-``--kinesis-require-endpoints``), ``kinesis_test_env``,
-``kinesis_test_settings`` / ``kinesis_test_client``,
-``kinesis_stream_factory`` (:class:`~kinesis_src.testing.StreamFactory`),
-``kinesis_resharder`` (:class:`~kinesis_src.testing.Resharder`) and
-``kinesis_keyed_producer``, whose record of what Kinesis acknowledged is
-what :func:`~kinesis_src.testing.verify_delivery` checks. Each fixture's
-docstring says what it gives; usage: docs/testing.md.
+Loaded wherever kinesis-src is installed, so it imports nothing heavy (docs/testing.md).
 """
+
 
 from __future__ import annotations
 

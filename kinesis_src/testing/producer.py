@@ -1,14 +1,8 @@
 """The keyed-counter workload: records whose counters rise per partition key, and who put them.
 
-Every record's data is ``b"<key>:<n>"``, n counting 1, 2, 3... per key, so a
-sink can be checked for loss, duplication and per-key order
-(:mod:`kinesis_src.testing.verify`), including across splits and merges,
-where a key moves from a parent shard to a child.
-
-The producer sends rounds of one record per key per PutRecords call, so a
-partially failed call that is retried never puts a key's records out of
-order: two records of one key are never in flight together.
+Data is ``b"<key>:<n>"``; one record per key per PutRecords call, so a retry never reorders a key.
 """
+
 
 from __future__ import annotations
 
@@ -71,11 +65,7 @@ class KeyedProducer:
 
 
 def split_then_merge(kinesis: KinesisClient, stream: str, producer: KeyedProducer, rounds: int) -> None:
-    """A 2-shard stream whose shard 0 is split and whose upper child is merged with shard 1.
-
-    ``rounds`` of records go in before the split, between split and merge,
-    and after the merge, so every key has records in a parent and a child.
-    """
+    """A 2-shard stream: shard 0 split, its upper child merged with shard 1; ``rounds`` at each."""
     kinesis.create_stream(stream, 2)
     kinesis.wait_active(stream)
     producer.put_rounds(rounds)

@@ -1,8 +1,6 @@
 """Uniquely named test streams, deleted at teardown, and resharding helpers that wait for ACTIVE.
 
-Every helper that changes the shard layout waits until the stream is ACTIVE
-again (polling with a deadline, never a bare sleep) and returns the shards it
-created, so a test can say "the records put now go to the children".
+Each reshard polls with a deadline (never a bare sleep) and returns the shards it created.
 """
 
 from __future__ import annotations
@@ -92,11 +90,7 @@ class StreamFactory:
         return self.create(shards, name)
 
     def create(self, shards: int = 1, name: str | None = None) -> str:
-        """Create a stream of ``shards`` shards and wait until it is ACTIVE; returns its name.
-
-        A retry that finds the stream its own unanswered attempt created
-        counts as created (:func:`.clients.create_stream`).
-        """
+        """Create a stream of ``shards`` shards (retry-safe), wait for ACTIVE; returns its name."""
         if shards < 1:
             raise ValueError(f"shards must be >= 1, got {shards}")
         name = name or unique_stream_name(self.hint, self.prefix)
@@ -153,10 +147,9 @@ class Resharder:
     # -- changing it ---------------------------------------------------------------
 
     def split(self, stream: str, shard_id: str | None = None, at: int | None = None) -> ReshardStep:
-        """Split ``shard_id`` (default: the widest open shard) at hash key ``at`` (default: its middle).
+        """Split ``shard_id`` (default: the widest) so that hash key ``at`` starts the upper child.
 
-        ``at`` becomes the upper child's starting hash key, so it must lie in
-        ``(start, end]`` of the shard. Returns the step, children lower first.
+        ``at`` defaults to the middle. Returns the step, children lower first.
         """
         shard = self._shard(stream, shard_id) if shard_id else max(self.open_shards(stream), key=lambda s: s.width)
         if shard.width < 2:
@@ -202,10 +195,8 @@ class Resharder:
     def scale_to(self, stream: str, count: int, *, method: str = "split_merge") -> list[ReshardStep]:
         """Reach ``count`` open shards.
 
-        ``method="split_merge"`` (default, works on every emulator): split the
-        widest open shard, or merge the narrowest neighbour pair, one step at a
-        time. ``method="update_shard_count"``: one UpdateShardCount with uniform
-        scaling (Kinesis allows at most double or half the current count).
+        ``"split_merge"`` (default, any emulator): split the widest or merge the narrowest pair,
+        a step at a time; ``"update_shard_count"``: one UpdateShardCount (double/half at most).
         """
         if count < 1:
             raise ValueError(f"count must be >= 1, got {count}")
@@ -241,13 +232,12 @@ class Resharder:
         max_shards: int = 8,
         between: Callable[[ReshardStep], None] | None = None,
     ) -> list[ReshardStep]:
-        """``steps`` random splits and merges chosen by ``random.Random(seed)``, within the shard bounds.
+        """``steps`` random splits and merges by ``random.Random(seed)``, within the shard bounds.
 
-        The same seed on the same starting layout does the same steps (shards
-        are chosen by hash-key order, split points inside the middle 80 % of a
-        shard). ``between(step)`` runs after each step, e.g. to put a round of
-        records. Returns the steps; print them to reproduce a failure.
+        The same seed on the same layout repeats them; ``between(step)`` runs after each. Returns
+        the steps: print them to reproduce a failure.
         """
+
         if not 1 <= min_shards <= max_shards:
             raise ValueError(f"need 1 <= min_shards <= max_shards, got {min_shards}, {max_shards}")
         rng = random.Random(seed)

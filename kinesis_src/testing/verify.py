@@ -1,18 +1,6 @@
 """Check what a user's pipeline delivered against what the keyed-counter producer put.
 
-The workload (:class:`kinesis_src.testing.producer.KeyedProducer`) puts
-``b"<key>:<n>"`` with n counting per partition key and remembers what
-Kinesis acknowledged. Whatever the pipeline wrote to its sink is compared
-with that: **missing**, **duplicated** (counted, not failed, in
-at-least-once mode), **out of order** (a key's *first* deliveries going
-down: what breaks when a reader emits a child before draining its parents;
-an at-least-once replay is duplicates, not disorder), **unexpected** and
-**malformed** items.
-
-:func:`verify_delivery` returns a :class:`DeliveryReport`, whose
-``raise_for_problems()`` raises :class:`DeliveryError` (an ``AssertionError``,
-so pytest shows the report); :func:`check_order` reads the same scan
-(:mod:`.delivery`) as an :class:`OrderReport`. The rules: docs/testing.md.
+The rules: docs/testing.md, "The workload and the verifier".
 """
 
 from __future__ import annotations
@@ -125,15 +113,10 @@ def verify_delivery(
 ) -> DeliveryReport:
     """Compare what the sink received, in the order received, with what the producer put.
 
-    ``delivered``: items in delivery order, each one of: the record data
-    (``bytes``/``str`` ``"<key>:<n>"``), a :class:`~kinesis_src.Record`, a
-    mapping or Spark ``Row`` with a ``data`` field (``shardId`` used in the
-    report when present), or a ``(key, n)`` pair; a ``pyarrow.Table`` (e.g.
-    from :func:`kinesis_src.read_table`) is taken row by row. ``expected``: the
-    :class:`~kinesis_src.testing.producer.KeyedProducer` (its acknowledged counters), a
-    mapping ``key -> last counter``, or a set of ``(key, n)``. ``mode``:
-    ``"exactly_once"`` or ``"at_least_once"``. Raises :class:`DeliveryError`
-    on a problem unless ``raise_on_failure=False``.
+    ``delivered``: record data (``"<key>:<n>"``), Records, mappings or Spark Rows with ``data``,
+    ``(key, n)`` pairs, or a ``pyarrow.Table``. ``expected``: the KeyedProducer, a mapping
+    ``key -> last counter``, or a set of ``(key, n)``. ``mode``: ``"exactly_once"`` or
+    ``"at_least_once"``. Raises :class:`DeliveryError` unless ``raise_on_failure=False``.
     """
     mode = _MODE_ALIASES.get(mode, mode)
     if mode not in MODES:
@@ -164,9 +147,8 @@ def _finish(report: DeliveryReport, raise_on_failure: bool) -> DeliveryReport:
 class OrderReport:
     """:func:`check_order`'s view: ``ok`` only if every count of a problem is zero.
 
-    ``out_of_order`` lists every delivery whose counter is not above its
-    key's previous delivery; ``duplicates`` counts extra deliveries of a
-    ``(key, n)`` plus extra deliveries of a ``(shard, sequence number)``.
+    ``out_of_order``: each delivery not above its key's previous one; ``duplicates``: extra
+    deliveries of a ``(key, n)`` plus those of a ``(shard, sequence number)``.
     """
 
     records: int
@@ -199,10 +181,9 @@ class OrderReport:
 def check_order(records: Iterable[Any], expected: Any) -> OrderReport:
     """Check per-key order and completeness of keyed-counter Records, counting records per shard.
 
-    The same scan as :func:`verify_delivery` (exactly once), reported per
-    shard; ``expected`` as there. Raises ``ValueError`` if an item is not a
-    keyed-counter record: use :func:`verify_delivery` to have those reported.
+    The same scan as :func:`verify_delivery`; ``ValueError`` on an item that is not a counter.
     """
+
     delivery = scan(records, expected)
     if delivery.malformed:
         raise ValueError(

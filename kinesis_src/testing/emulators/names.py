@@ -1,7 +1,6 @@
-"""Names shared by the emulator kit, the library's configuration and the tests: variables, dummy settings.
+"""Names shared by the emulator kit, the library's configuration and the tests.
 
-Stdlib only; every module of the kit takes them from here (``ENV_ISOLATED``
-lives in namespace.py, which must run as a plain script).
+``ENV_ISOLATED`` lives in namespace.py, which must run as a plain script.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Run a command in a private network namespace with only loopback up (Linux ``unshare``).
 
-kinesis-mock and DynamoDB Local listen on every interface (neither has a
-host option), so the kit runs them where nothing else can reach them: a new
-network namespace, where this module brings ``lo`` up, sets
-``KINESIS_SRC_ISOLATED=1`` and, as pid 1 of a pid namespace, reaps every
-process the command leaves behind.
-
-Stdlib only and free of package imports: :func:`run_isolated` re-runs this
-very file as a script (``python -P namespace.py _ns-init -- CMD``) to be the
-namespace's init, without importing kinesis_src there.
+The emulators bind every interface. Free of package imports: this file is the namespace's init.
 """
 
 from __future__ import annotations
@@ -67,10 +59,8 @@ def unshare_prefix() -> list[str] | None:
 def run_isolated(argv: Sequence[str], env: Mapping[str, str]) -> int:
     """Run ``argv`` with ``env`` in a new network namespace (loopback only); return its exit code.
 
-    Already inside one (``KINESIS_SRC_ISOLATED=1``): runs the command
-    directly. Without namespace support: warns and runs it directly, without
-    that variable, so the emulator kit still refuses to start servers that
-    would listen on the machine's network.
+    Already isolated, it runs directly; without namespace support too, with a warning and without
+    ``KINESIS_SRC_ISOLATED`` (so the kit refuses to start servers).
     """
     if os.environ.get(ENV_ISOLATED) == "1":
         LOG.debug("already isolated; running command directly")
@@ -98,11 +88,7 @@ def _only_child(pid: int) -> int:
 
 def run_forwarding(argv: list[str], env: dict[str, str],
                    find_target: Callable[[int], int] = lambda pid: pid) -> int:
-    """Run a child, relaying SIGTERM/SIGHUP to it; return its exit code (128+N if killed).
-
-    SIGINT is ignored here: a terminal Ctrl-C already reaches the child (same
-    process group), and relaying it would deliver it twice.
-    """
+    """Run a child, relaying SIGTERM/SIGHUP (Ctrl-C reaches it anyway); its code (128+N: killed)."""
     try:
         child = subprocess.Popen(argv, env=env)
     except OSError as exc:
@@ -150,12 +136,8 @@ def _remount_sysfs() -> None:
 
 
 def ns_init(argv: Sequence[str]) -> int:
-    """Inside the namespace: loopback up, then run the command as our child and reap orphans.
+    """Inside the namespace: loopback up, run the command, reap orphans; nothing outlives pid 1."""
 
-    As pid 1 of a pid namespace we must reap re-parented zombies; when we
-    return, the kernel SIGKILLs everything left in the namespace, so no
-    emulator can outlive the test run.
-    """
     try:
         loopback_up()
     except OSError as exc:
@@ -204,11 +186,7 @@ def _describe_pid(pid: int) -> str:
 
 
 def _terminate_leftovers(grace: float = 3.0, settle: float = 2.0) -> None:
-    """Politely SIGTERM processes the command leaked before the kernel SIGKILLs them.
-
-    Processes get ``settle`` seconds to exit on their own first: Spark's JVM,
-    for one, exits by itself once its Python parent is gone, a moment later.
-    """
+    """SIGTERM what the command leaked, after ``settle`` seconds to exit alone, before SIGKILL."""
     leftovers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and int(p.name) != 1]
     leftovers = _reap_until_gone(leftovers, settle)
     if not leftovers:

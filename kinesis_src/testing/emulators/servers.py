@@ -1,8 +1,6 @@
 """One emulator process: how to launch it, tell it is ready, read its log and stop it by PID.
 
-Every server runs in its own session (process group) with its log in a
-file, so a failure shows the command and the log's tail, and a stop reaches
-any helper the server forked. Stdlib only.
+Each runs in its own session with a log file: a failure shows its tail, a stop reaches helpers.
 """
 
 from __future__ import annotations
@@ -28,11 +26,7 @@ LOG = logging.getLogger("kinesis_src.launcher")
 
 
 def free_port() -> int:
-    """Ask the kernel for a currently free TCP port on loopback.
-
-    There is a small race (someone else may take it before the server binds);
-    a server that loses it exits early and the error shows its log.
-    """
+    """A free TCP port on loopback (a server that loses the race exits early, showing its log)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))
         return int(sock.getsockname()[1])
@@ -59,12 +53,8 @@ def port_is_open(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
 
 
 def probe_aws_json(port: int, target: str, content_type: str, timeout: float = 2.0) -> int | None:
-    """POST an empty AWS JSON-protocol request; return the HTTP status or None if unreachable.
+    """POST an empty AWS JSON-protocol request; the HTTP status (any proves it is up), or None."""
 
-    Any HTTP answer (even 400) proves the server's request loop is up. A
-    syntactically valid but unverifiable SigV4 header is sent because the
-    emulators only check that one is present, so a healthy server answers 200.
-    """
     headers = {
         "Content-Type": content_type,
         "X-Amz-Target": target,
@@ -180,11 +170,7 @@ def launch(spec: ServerSpec, log_dir: Path) -> RunningServer:
 
 def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 10.0, *,
                        name: str = "process", slow_stop_expected: bool = False) -> None:
-    """SIGTERM the process group, wait up to ``timeout``, then SIGKILL it.
-
-    Signalling the group (pgid == pid thanks to start_new_session) also reaps
-    helpers a server may have forked.
-    """
+    """SIGTERM the process group (forked helpers too), wait up to ``timeout``, then SIGKILL it."""
     if process.poll() is not None:
         return  # exited and reaped earlier: its pid may belong to someone else by now
     pgid = process.pid
@@ -202,11 +188,7 @@ def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 10.0, 
 
 
 def wait_until_ready(servers: Sequence[RunningServer], timeout: float, interval: float = 0.05) -> None:
-    """Poll every pending server round-robin until all answer or the deadline passes.
-
-    Round-robin (rather than one after another) keeps each measured startup
-    time honest when servers boot in parallel.
-    """
+    """Poll pending servers round-robin (fair startup times) until all answer or time is up."""
     deadline = time.monotonic() + timeout
     pending = list(servers)
     while pending:

