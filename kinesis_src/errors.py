@@ -189,7 +189,7 @@ class ConsumerStreamMismatchError(ConfigurationError):
 
 
 class SubscriptionBusyError(ThrottledError):
-    """SubscribeToShard refused for now; retriable (docs/efo.md, "Refusals and outages")."""
+    """SubscribeToShard refused for now; retriable (docs/efo.md, "Lifecycle", "Refusals and outages")."""
 
 
     retriable = True

@@ -45,12 +45,20 @@ Matched for every peer where the peer has the setting (benchmarks/peers/common_a
 | setting | value | kinesis-src | KCL 3 | kcl-rs | async-kinesis | native-aws-kcl-py |
 |---|---|---|---|---|---|---|
 | records per GetRecords | 10,000 | `max_records_per_fetch` | `maxRecords` | `max_records` | `record_limit` | `max_records` |
-| pause between GetRecords | 200 ms (Kinesis' 5 calls/s/shard) | `idle_interval_s=0.2` (and its 200 ms floor) | `idleTimeBetweenReadsInMillis` | `idle_time_between_reads_millis` | `sleep_time_no_records=0.2`, `shard_fetch_rate=5` | `idle_time_between_reads_millis` |
+| pause between GetRecords | 200 ms (Kinesis' 5 calls/s/shard) | `idle_interval_s=0.2` (and its 200 ms floor) | `idleTimeBetweenReadsInMillis` (default 1,500 ms; 200 ms is its floor) | `idle_time_between_reads_millis` | `sleep_time_no_records=0.2`, `shard_fetch_rate=5` | `idle_time_between_reads_millis` |
 | failover time | 10 s | `LeaseTiming(failover_s=10)` | `failoverTimeMillis` | not settable (KCL default, 10 s) | `session_timeout=10`, `heartbeat_frequency=3` | `lease_duration_millis` (+ KCL's derived renew/take intervals) |
 | checkpoint | every batch, after it is written | `await batch.checkpoint()` | `checkpointer.checkpoint(seq, subseq)` | `checkpointer.checkpoint()` | implicit, when the next item is asked for (its only mode) | `await checkpointer.checkpoint()` |
 | start position | TRIM_HORIZON | | | | | |
 | retrieval | polling | polling | `retrievalMode = POLLING` | `retrieval_mode="POLLING"` | polling (its only mode) | polling (its default) |
 | metrics | off | `metrics_interval_s` default (logs only) | `metricsLevel = NONE` | on, CloudWatch calls fail locally (no setting) | off | `NONE` (its default) |
+
+The 200 ms pause is set for these runs. KCL 3.1.3's
+`idleTimeBetweenReadsInMillis` defaults to 1,500 ms and is raised to 200 ms when set lower
+(`PollingConfig` and `SimpleRecordsFetcherFactory` in awslabs/amazon-kinesis-client, tag v3.1.3,
+`amazon-kinesis-client/src/main/java/software/amazon/kinesis/retrieval/polling/`;
+`MIN_IDLE_MILLIS_BETWEEN_READS`). KCL 1.x's default was 1,000 ms
+(`KinesisClientLibConfiguration.DEFAULT_IDLETIME_BETWEEN_READS_MILLIS`); kinesis-src's own
+`idle_interval_s` defaults to 1 s.
 
 Everything else is each peer's default. KCL's AWS SDK is told `-Daws.cborEnabled=false`, so it speaks
 the JSON protocol like every other peer. async-kinesis yields payloads only (no shard, sequence or key)

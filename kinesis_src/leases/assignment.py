@@ -112,7 +112,7 @@ def home_index(shard_id: str, workers: int) -> int:
 def _by_preference(me: str, workers: Collection[str], free: Sequence[Lease]) -> list[Lease]:
     """The order in which ``me`` tries free leases, so that workers seldom race for one: its own
     homed leases (:func:`home_index` over the ``workers`` that will take) in shard order, then the
-    others' from the tail, the next worker's first (docs/leases.md, "Staggered takes")."""
+    others' from the tail, the next worker's first (docs/leases.md, "Assignment", "Staggered takes")."""
     ranked = sorted(workers)
     mine, count = ranked.index(me), len(ranked)
     keyed = []

@@ -3,7 +3,7 @@
 Aggregates are built with aws_kinesis_agg's RecordAggregator (and, for what
 it never writes, with its protobuf classes or by hand); the hand-written
 decoder must read them as aws_kinesis_agg's deaggregator does. Known, chosen
-differences (each follows the KCL, see the module docstring):
+differences (docs/consumer.md, "KPL aggregates", compares each with the KCL):
 
 - a malformed aggregate is one raw row here; the reference prints an error
   and keeps the user records before a bad key index;
@@ -278,7 +278,7 @@ def test_damaged_protobuf_with_a_good_digest_is_read_as_aws_kinesis_agg_reads_it
                 del body[where]
     raw = page(framed(bytes(body)))
     result = deaggregate(raw)
-    if result.malformed:  # one raw row; the reference too, but for the differences in the module docstring
+    if result.malformed:  # one raw row; the reference too, but for the differences in docs/consumer.md, "KPL aggregates"
         assert rows(result.page) == [(raw.partition_keys[0], None, raw.data[0], raw.sequence_numbers[0], 0,
                                       raw.arrival_epoch[0], raw.encryption_types[0])]
         try:
