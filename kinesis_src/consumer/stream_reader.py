@@ -99,7 +99,7 @@ class StreamReader:
 
     def _coordinator(self, table: LeaseTable) -> LeaseCoordinator:
         c = self.config
-        calls = TableCalls(table, offload=True, dynamodb=lambda: self.handout.dynamodb)
+        calls = TableCalls(table, dynamodb=lambda: self.handout.dynamodb)
         sync = ShardSync(KinesisClient(c.settings), table, c.initial_position, calls=calls,
                          akinesis=lambda: self.handout.kinesis)
         return LeaseCoordinator(

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
+from ..in_place import run_sync
 from ..names import validate_worker_id
 from .model import HeartbeatStatus, WorkerHeartbeat
 from .schema.keys import HASH_KEY, TTL_ATTRIBUTE, claim_key, worker_key
@@ -25,7 +26,8 @@ from .schema.values import number_value, string_value, strings_value
 
 if TYPE_CHECKING:
     from ..aws.async_dynamodb import AsyncDynamoDB
-    from ..aws.dynamodb import DynamoDBClient, Item, WriteResult
+    from ..aws.botocore_dynamodb import BotocoreDynamoDB
+    from ..aws.dynamodb import DynamoDBClient, Item
 
 
 class HeartbeatItems:
@@ -38,41 +40,42 @@ class HeartbeatItems:
     partition: str
     codec: LeaseCodec
     now_ms: Callable[[], int]
+    _in_place: Callable[[], BotocoreDynamoDB]  # from LeaseTable
 
     def register_worker(self, worker_id: str) -> WorkerHeartbeat:
+        return run_sync(self.aregister_worker(self._in_place(), worker_id))
+
+    async def aregister_worker(self, dynamodb: AsyncDynamoDB, worker_id: str) -> WorkerHeartbeat:
         """Write this process's heartbeat item (a new session); a previous process with the id loses."""
-        return self._register(self._worker_key(worker_id), validate_worker_id(worker_id))
+        worker = self._new_session(validate_worker_id(worker_id))
+        await dynamodb.put_item(self.table_name, self.codec.heartbeat_item(self._worker_key(worker_id), worker,
+                                                                           self._ttl_s()))
+        return worker
 
     def heartbeat(self, worker: WorkerHeartbeat, changed: bool = False,
                   notify: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
-        """Renew; with ``changed``, also announce that this worker changed lease ownership (:mod:`.view`),
-        naming the workers the change concerns (``notify``: they read the leases at once)."""
-        return self._beat(self._worker_key(worker.worker_id), worker, changed, notify)
+        return run_sync(self.aheartbeat(self._in_place(), worker, changed, notify))
 
     async def aheartbeat(self, dynamodb: AsyncDynamoDB, worker: WorkerHeartbeat, changed: bool = False,
                          notify: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
-        """:meth:`heartbeat` sent by ``dynamodb`` on the caller's event loop."""
-        request, now = self._beat_request(self._worker_key(worker.worker_id), worker, changed, notify)
-        return self._beat_outcome(await dynamodb.update_item(**request), worker, now)
-
-    async def aregister_worker(self, dynamodb: AsyncDynamoDB, worker_id: str) -> WorkerHeartbeat:
-        """:meth:`register_worker` written by ``dynamodb`` on the caller's event loop."""
-        worker, item = self._registration(self._worker_key(worker_id), validate_worker_id(worker_id))
-        await dynamodb.put_item(self.table_name, item)
-        return worker
+        """Renew; with ``changed``, also announce that this worker changed lease ownership (:mod:`.view`),
+        naming the workers the change concerns (``notify``: they read the leases at once)."""
+        return await self._beat(dynamodb, self._worker_key(worker.worker_id), worker, changed, notify)
 
     def declare_worker_dead(self, worker: WorkerHeartbeat) -> bool:
-        """Delete a heartbeat observed unchanged for the failover time, if still unchanged."""
-        return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=True)
+        return run_sync(self.adeclare_worker_dead(self._in_place(), worker))
 
     async def adeclare_worker_dead(self, dynamodb: AsyncDynamoDB, worker: WorkerHeartbeat) -> bool:
-        return await self._adelete_heartbeat(dynamodb, worker, check_heartbeat=True)
+        """Delete a heartbeat observed unchanged for the failover time, if still unchanged."""
+        return await self._delete_heartbeat(dynamodb, self._worker_key(worker.worker_id), worker, True)
 
     def deregister_worker(self, worker: WorkerHeartbeat) -> bool:
-        return self._delete_heartbeat(self._worker_key(worker.worker_id), worker, check_heartbeat=False)
+        return run_sync(self.aderegister_worker(self._in_place(), worker))
 
     async def aderegister_worker(self, dynamodb: AsyncDynamoDB, worker: WorkerHeartbeat) -> bool:
-        return await self._adelete_heartbeat(dynamodb, worker, check_heartbeat=False)
+        return await self._delete_heartbeat(dynamodb, self._worker_key(worker.worker_id), worker, False)
+
+    # -- the Spark query claim (synchronous callers only) ------------------------------------------
 
     def read_claim(self) -> WorkerHeartbeat | None:
         """The Spark query claim on this application+stream, if any (see :mod:`.claim`)."""
@@ -90,36 +93,24 @@ class HeartbeatItems:
         return claim if result.ok or ours else None
 
     def renew_claim(self, claim: WorkerHeartbeat) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
-        return self._beat(self._claim_key(), claim)
+        return run_sync(self._beat(self._in_place(), self._claim_key(), claim))
 
     def take_over_claim(self, claim: WorkerHeartbeat) -> bool:
         """Delete a claim observed unchanged for the failover time, if still unchanged."""
-        return self._delete_heartbeat(self._claim_key(), claim, check_heartbeat=True)
+        return run_sync(self._delete_heartbeat(self._in_place(), self._claim_key(), claim, True))
 
     def release_claim(self, claim: WorkerHeartbeat) -> bool:
-        return self._delete_heartbeat(self._claim_key(), claim, check_heartbeat=False)
+        return run_sync(self._delete_heartbeat(self._in_place(), self._claim_key(), claim, False))
 
-    def _register(self, key: Item, worker_id: str) -> WorkerHeartbeat:
-        worker, item = self._registration(key, worker_id)
-        self.dynamodb.put_item(self.table_name, item)
-        return worker
-
-    def _registration(self, key: Item, worker_id: str) -> tuple[WorkerHeartbeat, Item]:
-        worker = self._new_session(worker_id)
-        return worker, self.codec.heartbeat_item(key, worker, self._ttl_s())
+    # -- the items ------------------------------------------------------------------------------
 
     def _new_session(self, worker_id: str) -> WorkerHeartbeat:
         return WorkerHeartbeat(worker_id, uuid.uuid4().hex[:12], 0, self.now_ms())
 
-    def _beat(self, key: Item, worker: WorkerHeartbeat, changed: bool = False,
-              notify: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+    async def _beat(self, dynamodb: AsyncDynamoDB, key: Item, worker: WorkerHeartbeat, changed: bool = False,
+                    notify: tuple[str, ...] = ()) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
         """Add one to the stored heartbeat, conditional on our session only; the new value is read
         from the answer (ALL_NEW). Every write moves what the others watch, a retry included."""
-        request, now = self._beat_request(key, worker, changed, notify)
-        return self._beat_outcome(self.dynamodb.update_item(**request), worker, now)
-
-    def _beat_request(self, key: Item, worker: WorkerHeartbeat, changed: bool, notify: tuple[str, ...],
-                      ) -> tuple[dict[str, Any], int]:
         now = self.now_ms()
         names = {"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION}
         values = {":one": number_value(1), ":now": number_value(now), ":ttl": number_value(self._ttl_s()),
@@ -133,12 +124,8 @@ class HeartbeatItems:
             else:
                 update += " REMOVE #notify"
         update += " ADD #hb :one" + (", #changes :one" if changed else "")
-        request = {"table": self.table_name, "key": key, "update": update, "condition": "#session = :session",
-                   "names": names, "values": values}
-        return request, now
-
-    def _beat_outcome(self, result: WriteResult, worker: WorkerHeartbeat, now: int,
-                      ) -> tuple[HeartbeatStatus, WorkerHeartbeat]:
+        result = await dynamodb.update_item(self.table_name, key, update, "#session = :session", names=names,
+                                            values=values)
         if result.ok and result.item:
             beat, changes = self.codec.heartbeat_value(result.item), self.codec.changes_value(result.item)
             return HeartbeatStatus.RENEWED, replace(worker, heartbeat=beat, last_updated_ms=now, changes=changes)
@@ -146,16 +133,17 @@ class HeartbeatItems:
             return HeartbeatStatus.REPLACED, worker
         return HeartbeatStatus.DECLARED_DEAD, worker
 
-    def _delete_heartbeat(self, key: Item, worker: WorkerHeartbeat, check_heartbeat: bool) -> bool:
-        condition, expr = _heartbeat_condition(worker, check_heartbeat)
-        return self.dynamodb.delete_item(self.table_name, key, condition, **expr).ok
-
-    async def _adelete_heartbeat(self, dynamodb: AsyncDynamoDB, worker: WorkerHeartbeat,
-                                 check_heartbeat: bool) -> bool:
-        """:meth:`_delete_heartbeat` of a worker's heartbeat, by ``dynamodb`` on the caller's event loop."""
-        condition, expr = _heartbeat_condition(worker, check_heartbeat)
-        return (await dynamodb.delete_item(self.table_name, self._worker_key(worker.worker_id), condition,
-                                           **expr)).ok
+    async def _delete_heartbeat(self, dynamodb: AsyncDynamoDB, key: Item, worker: WorkerHeartbeat,
+                                check_heartbeat: bool) -> bool:
+        """A heartbeat's delete: only of this session, and (declaring it dead) only if still unchanged."""
+        condition = "#session = :session"
+        names = {"#session": SESSION}
+        values = {":session": string_value(worker.session)}
+        if check_heartbeat:
+            condition += " AND #hb = :hb"
+            names["#hb"] = HEARTBEAT
+            values[":hb"] = number_value(worker.heartbeat)
+        return (await dynamodb.delete_item(self.table_name, key, condition, names=names, values=values)).ok
 
     def _ttl_s(self) -> int:
         """``ttl`` of a heartbeat or claim item: a day after now, and never before DynamoDB's own
@@ -171,14 +159,3 @@ class HeartbeatItems:
     def _claim_key(self) -> Item:
         return claim_key(self.application, self.stream)
 
-
-def _heartbeat_condition(worker: WorkerHeartbeat, check_heartbeat: bool) -> tuple[str, dict[str, Any]]:
-    """A heartbeat's delete: only of this session, and (declaring it dead) only if still unchanged."""
-    condition = "#session = :session"
-    names = {"#session": SESSION}
-    values = {":session": string_value(worker.session)}
-    if check_heartbeat:
-        condition += " AND #hb = :hb"
-        names["#hb"] = HEARTBEAT
-        values[":hb"] = number_value(worker.heartbeat)
-    return condition, {"names": names, "values": values}

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import KinesisSourceError
 from ..in_place import run_sync
+from .layout import LeaseLayout
 from .model import Checkpoint, CheckpointKind, Lease, ShardEndResult
 from .schema.keys import HASH_KEY
 from .schema.lease_items import LeaseCodec
@@ -29,33 +30,30 @@ class ShardEndWrites:
     codec: LeaseCodec
 
     now_ms: Callable[[], int]
-    # and, from LeaseTable: _held_request (the fenced update), ensure_layout, lost_error
+    # and, from LeaseTable: _held_request (the fenced update), aensure_layout, lost_error, _in_place
 
     def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
-        return run_sync(self.amark_shard_end(None, lease, children))
+        return run_sync(self.amark_shard_end(self._in_place(), lease, children))
 
-    async def amark_shard_end(self, dynamodb: AsyncDynamoDB | None, lease: Lease, children: Sequence[Lease],
+    async def amark_shard_end(self, dynamodb: AsyncDynamoDB, lease: Lease, children: Sequence[Lease],
                               ) -> ShardEndResult:
         """Mark the parent SHARD_END and unowned and create its child leases in one transaction,
         fenced on the parent's owner and counter; by ``dynamodb`` on the caller's loop, or in place.
         A child that exists is left out; a retry of our own write that landed is a success."""
         ids = tuple(c.shard_id for c in children) or lease.child_shard_ids
-        now = self.now_ms()
+        now, layout = self.now_ms(), await self.aensure_layout(dynamodb)
         parent = self._held_request(
             lease,
             "SET #cp = :end, #sub = :zero, #children = :children, #counter = :next, #switches = :zero, "
             "#updated = :now REMOVE #owner, #cpts, #req",
             {":end": string_value(CheckpointKind.SHARD_END.value), ":children": strings_value(ids)},
-            now,
+            now, layout,
         )
         parent["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         pending, existing = list(children), []
         while True:
-            actions = [{"Update": parent}, *({"Put": self._child_put(c, now)} for c in pending)]
-            if dynamodb is None:
-                outcome = self.dynamodb.transact_write(self.table_name, actions)
-            else:
-                outcome = await dynamodb.transact_write(self.table_name, actions)
+            actions = [{"Update": parent}, *({"Put": self._child_put(c, now, layout)} for c in pending)]
+            outcome = await dynamodb.transact_write(self.table_name, actions)
             if outcome.committed:
                 ended = self._ended(lease, ids, now)
                 return ShardEndResult(ended, tuple(c.shard_id for c in pending), tuple(existing))
@@ -66,11 +64,10 @@ class ShardEndWrites:
             existing.extend(exists)
             pending = [c for c in pending if c.shard_id not in exists]
 
-    def _child_put(self, child: Lease, now: int) -> dict[str, Any]:
+    def _child_put(self, child: Lease, now: int, layout: LeaseLayout) -> dict[str, Any]:
         return {
             "TableName": self.table_name,
-            "Item": self.codec.lease_item(self.ensure_layout().partition_of(child.shard_id),
-                                          replace(child, last_updated_ms=now)),
+            "Item": self.codec.lease_item(layout.partition_of(child.shard_id), replace(child, last_updated_ms=now)),
             "ConditionExpression": "attribute_not_exists(#pk)",
             "ExpressionAttributeNames": {"#pk": HASH_KEY},
         }

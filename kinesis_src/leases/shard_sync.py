@@ -5,6 +5,7 @@ delete is conditional on the lease's counter (docs/leases.md, "Shard sync")."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -82,7 +83,9 @@ class ShardSync:
         kinesis = None if in_place() else self.akinesis()
         if kinesis is not None:
             return await kinesis.list_shards(self.table.stream)
-        return await self.calls.run(self.kinesis.list_shards, self.table.stream)
+        if in_place():
+            return self.kinesis.list_shards(self.table.stream)
+        return await asyncio.to_thread(self.kinesis.list_shards, self.table.stream)  # no async client given
 
     # -- 1. create ------------------------------------------------------------------
 

@@ -151,17 +151,13 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
     # -- reads ------------------------------------------------------------------------
 
     def scan(self) -> TableView:
-        """Leases and heartbeats of this application+stream: one consistent Query per partition key,
-        the heartbeats' last (so an owner is judged by a heartbeat read after its leases)."""
-        return self._view([item for partition in self._scan_partitions(self.layout())
-                           for item in self.dynamodb.query(self.table_name, HASH_KEY, partition)])
+        return run_sync(self.ascan(self._in_place()))
 
     async def ascan(self, dynamodb: AsyncDynamoDB) -> TableView:
-        """:meth:`scan` read by ``dynamodb`` on the caller's event loop, once the layout is known
-        (:meth:`~.layout_records.LayoutRecords.known_layout`)."""
-        layout = self.known_layout()
-        assert layout is not None, "ascan() reads a table whose layout is known"
-        return self._view([item for partition in self._scan_partitions(layout)
+        """Leases and heartbeats of this application+stream: one consistent Query per partition key,
+        the heartbeats' last (so an owner is judged by a heartbeat read after its leases)."""
+        partitions = self._scan_partitions(await self.alayout(dynamodb))
+        return self._view([item for partition in partitions
                            for item in await dynamodb.query(self.table_name, HASH_KEY, partition)])
 
     def _scan_partitions(self, layout: LeaseLayout) -> list[str]:
@@ -184,14 +180,11 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         return TableView(leases, workers)
 
     def list_workers(self) -> dict[str, WorkerHeartbeat]:
-        """The heartbeat items alone: one consistent Query over the ``worker#`` sort keys."""
-        return self._workers(self.dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, WORKER_PREFIX))
+        return run_sync(self.alist_workers(self._in_place()))
 
     async def alist_workers(self, dynamodb: AsyncDynamoDB) -> dict[str, WorkerHeartbeat]:
-        """:meth:`list_workers` read by ``dynamodb`` on the caller's event loop."""
-        return self._workers(await dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, WORKER_PREFIX))
-
-    def _workers(self, items: list[Item]) -> dict[str, WorkerHeartbeat]:
+        """The heartbeat items alone: one consistent Query over the ``worker#`` sort keys."""
+        items = await dynamodb.query(self.table_name, HASH_KEY, self.partition, RANGE_KEY, WORKER_PREFIX)
         workers = (self.codec.worker(item) for item in items)
         return {worker.worker_id: worker for worker in workers}
 
@@ -230,48 +223,45 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
                 "names": {"#pk": HASH_KEY}}
 
     def take_lease(self, lease: Lease, new_owner: str) -> Lease | None:
-        """Take an unowned or expired lease (or steal a live one): None if it changed meanwhile.
-        A steal request on it is for the previous holder: removed."""
-        return self._lease_or_none(self._update_held(lease, *_take(new_owner)))
+        return run_sync(self.atake_lease(self._in_place(), lease, new_owner))
 
     async def atake_lease(self, dynamodb: AsyncDynamoDB, lease: Lease, new_owner: str) -> Lease | None:
-        """:meth:`take_lease` written by ``dynamodb`` on the caller's event loop."""
-        return self._lease_or_none(await self._aupdate_held(dynamodb, lease, *_take(new_owner)))
+        """Take an unowned or expired lease (or steal a live one): None if it changed meanwhile.
+        A steal request on it is for the previous holder: removed."""
+        return self._lease_or_none(await self._update_held(dynamodb, lease, *_take(new_owner)))
 
     steal_lease = take_lease  # same conditional write; the caller logs it as a steal
 
     def request_steal(self, lease: Lease, thief: str) -> Lease | None:
+        return run_sync(self.arequest_steal(self._in_place(), lease, thief))
+
+    async def arequest_steal(self, dynamodb: AsyncDynamoDB, lease: Lease, thief: str) -> Lease | None:
         """Ask the holder to release ``lease`` (:mod:`.steal_requests`); None if it changed since.
         Conditional on the owner and counter read; the counter stays, so the holder's checkpoints
         still succeed."""
-        return self._lease_or_none(self._update_held(lease, *_steal_request(thief)))
-
-    async def arequest_steal(self, dynamodb: AsyncDynamoDB, lease: Lease, thief: str) -> Lease | None:
-        return self._lease_or_none(await self._aupdate_held(dynamodb, lease, *_steal_request(thief)))
+        return self._lease_or_none(await self._update_held(dynamodb, lease, *_steal_request(thief)))
 
     def renew_lease(self, lease: Lease) -> Lease | None:
         """KCL-style renewal (counter + 1 by the holder). kinesis-src renews by heartbeat instead;
         this exists for the cost comparison in benchmarks/bench_leases.py."""
-        return self._lease_or_none(self._update_held(lease, "SET #counter = :next, #updated = :now"))
+        update = "SET #counter = :next, #updated = :now"
+        return self._lease_or_none(run_sync(self._update_held(self._in_place(), lease, update)))
 
     def release_lease(self, lease: Lease) -> Lease | None:
-        """Give the lease up (graceful hand-off): unowned, counter + 1 so the old holder is fenced."""
-        return self._lease_or_none(self._update_held(lease, _RELEASE))
+        return run_sync(self.arelease_lease(self._in_place(), lease))
 
     async def arelease_lease(self, dynamodb: AsyncDynamoDB, lease: Lease) -> Lease | None:
-        return self._lease_or_none(await self._aupdate_held(dynamodb, lease, _RELEASE))
+        """Give the lease up (graceful hand-off): unowned, counter + 1 so the old holder is fenced."""
+        return self._lease_or_none(await self._update_held(dynamodb, lease, _RELEASE))
 
     def checkpoint(self, lease: Lease, checkpoint: Checkpoint, throughput: Throughput | None = None) -> Lease:
-        """Record progress (and the shard's throughput estimate, in the same write); only the holder
-        at the lease's counter may. Raises LeaseLostError."""
-        update, values = self._progress_update(checkpoint, throughput)
-        result = self._update_held(lease, update, values=values)
-        return self._lease_or_lost(lease, result, f"checkpoint {checkpoint}")
+        return run_sync(self.acheckpoint(self._in_place(), lease, checkpoint, throughput))
 
     async def acheckpoint(self, dynamodb: AsyncDynamoDB, lease: Lease, checkpoint: Checkpoint,
                           throughput: Throughput | None = None) -> Lease:
-        """:meth:`checkpoint`, the same request, written by an async client on the caller's loop."""
-        result = await self._aupdate_held(dynamodb, lease, *self._progress_update(checkpoint, throughput))
+        """Record progress (and the shard's throughput estimate, in the same write); only the holder
+        at the lease's counter may. Raises LeaseLostError."""
+        result = await self._update_held(dynamodb, lease, *self._progress_update(checkpoint, throughput))
         return self._lease_or_lost(lease, result, f"checkpoint {checkpoint}")
 
     def _progress_update(self, checkpoint: Checkpoint, throughput: Throughput | None) -> tuple[str, dict[str, Any]]:
@@ -285,40 +275,29 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         return update, values
 
     def delete_lease(self, lease: Lease, only_if_shard_end: bool) -> bool:
-        """Delete a drained (or trimmed) lease, unless it changed since ``lease`` was read."""
-        return self.dynamodb.delete_item(**self._deletion(lease, only_if_shard_end)).ok
+        return run_sync(self.adelete_lease(self._in_place(), lease, only_if_shard_end))
 
     async def adelete_lease(self, dynamodb: AsyncDynamoDB, lease: Lease, only_if_shard_end: bool) -> bool:
-        return (await dynamodb.delete_item(**self._deletion(lease, only_if_shard_end))).ok
-
-    def _deletion(self, lease: Lease, only_if_shard_end: bool) -> dict[str, Any]:
+        """Delete a drained (or trimmed) lease, unless it changed since ``lease`` was read."""
         condition, names = "#counter = :cur", {"#counter": LEASE_COUNTER}
         values = {":cur": number_value(lease.counter)}
         if only_if_shard_end:
             condition += " AND #cp = :end"
             names["#cp"] = CHECKPOINT
             values[":end"] = string_value(CheckpointKind.SHARD_END.value)
-        return {"table": self.table_name, "key": self._lease_key(lease.shard_id), "condition": condition,
-                "names": names, "values": values}
+        key = self._key_in(await self.alayout(dynamodb), lease.shard_id)
+        return (await dynamodb.delete_item(self.table_name, key, condition, names=names, values=values)).ok
 
-    def _update_held(self, lease: Lease, update: str, values: Mapping[str, Any] | None = None) -> WriteResult:
+    async def _update_held(self, dynamodb: AsyncDynamoDB, lease: Lease, update: str,
+                           values: Mapping[str, Any] | None = None) -> WriteResult:
         """A conditional update on the expected owner and counter (the fencing condition)."""
-        args, expr = self._held_update(lease, update, values or {})
-        return self.dynamodb.update_item(*args, **expr)
+        request = self._held_request(lease, update, values or {}, self.now_ms(), await self.alayout(dynamodb))
+        return await dynamodb.update_item(
+            self.table_name, request["Key"], update, request["ConditionExpression"],
+            names=request["ExpressionAttributeNames"], values=request["ExpressionAttributeValues"])
 
-    async def _aupdate_held(self, dynamodb: AsyncDynamoDB, lease: Lease, update: str,
-                            values: Mapping[str, Any] | None = None) -> WriteResult:
-        args, expr = self._held_update(lease, update, values or {})
-        return await dynamodb.update_item(*args, **expr)
-
-    def _held_update(self, lease: Lease, update: str, values: Mapping[str, Any],
-                     ) -> tuple[tuple[str, Item, str, str], dict[str, Any]]:
-        """:meth:`_held_request` as the arguments of a client's ``update_item`` (sync or async)."""
-        request = self._held_request(lease, update, values, self.now_ms())
-        args = (self.table_name, request["Key"], update, request["ConditionExpression"])
-        return args, {"names": request["ExpressionAttributeNames"], "values": request["ExpressionAttributeValues"]}
-
-    def _held_request(self, lease: Lease, update: str, values: Mapping[str, Any], now: int) -> dict[str, Any]:
+    def _held_request(self, lease: Lease, update: str, values: Mapping[str, Any], now: int,
+                      layout: LeaseLayout) -> dict[str, Any]:
         """UpdateItem arguments (also a TransactWriteItems Update) fenced on owner and counter."""
         names = {
             "#owner": LEASE_OWNER, "#counter": LEASE_COUNTER, "#switches": OWNER_SWITCHES,
@@ -339,7 +318,7 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         used = set(_TOKEN.findall(update + " " + condition))
         return {
             "TableName": self.table_name,
-            "Key": self._lease_key(lease.shard_id),
+            "Key": self._key_in(layout, lease.shard_id),
             "UpdateExpression": update,
             "ConditionExpression": condition,
             "ExpressionAttributeNames": {k: v for k, v in names.items() if k in used},
@@ -395,4 +374,8 @@ class LeaseTable(LayoutRecords, ShardEndWrites, HeartbeatItems):
         )
 
     def _lease_key(self, shard_id: str) -> Item:
-        return lease_key(self.layout().partition_of(shard_id), shard_id)
+        return self._key_in(self.layout(), shard_id)
+
+    @staticmethod
+    def _key_in(layout: LeaseLayout, shard_id: str) -> Item:
+        return lease_key(layout.partition_of(shard_id), shard_id)

@@ -1,13 +1,13 @@
 """The lease table's calls as the coordinator (and its shard sync) awaits them.
 
-On an event loop each call awaits the async client's twin; a synchronous caller runs the step in
-place (:func:`~kinesis_src.in_place.run_sync`). The coordinator's only thread hops are here."""
+On an event loop each call awaits the async client; a synchronous caller runs the step in place
+(:func:`~kinesis_src.in_place.run_sync`)."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from ..aws.botocore_dynamodb import BotocoreDynamoDB
 from ..in_place import in_place
 from .model import (
     Checkpoint,
@@ -24,50 +24,36 @@ if TYPE_CHECKING:
     from .listener import SyncsShards
     from .table import LeaseTable
 
-T = TypeVar("T")
-
 class TableCalls:
-    """The table operations a coordinator makes. On an event loop: with ``offload``, each runs on a
-    worker thread, except those ``dynamodb`` (the async client, once open) makes on the loop itself."""
+    """The table operations a coordinator makes, each written once on the table as a coroutine. It is
+    awaited with ``dynamodb`` (the consumer's open async client) on a loop; else with the table's own
+    client (:class:`~kinesis_src.aws.botocore_dynamodb.BotocoreDynamoDB`), in place under run_sync."""
 
-    def __init__(self, table: LeaseTable, offload: bool = False,
-                 dynamodb: Callable[[], AsyncDynamoDB | None] = lambda: None) -> None:
+    def __init__(self, table: LeaseTable, dynamodb: Callable[[], AsyncDynamoDB | None] = lambda: None) -> None:
         self.table = table
-        self.offload = offload
         self.dynamodb = dynamodb
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)``: in place, or on a worker thread with ``offload``."""
-        if self.offload and not in_place():
-            return await asyncio.to_thread(fn, *args)
-        return fn(*args)
-
-    async def _either(self, op: str, *args: Any, needs_layout: bool = False) -> Any:
-        """``table.a<op>(dynamodb, *args)`` with the open async client: not while a step runs in place,
-        and, for the reads of the whole table and SHARD_END (``needs_layout``), once the table's layout
-        is known. Else ``table.<op>(*args)``, on a worker thread with ``offload``."""
+    async def _either(self, op: str, *args: Any) -> Any:
         dynamodb = None if in_place() else self.dynamodb()
-        if dynamodb is not None and (not needs_layout or self.table.known_layout() is not None):
-            return await getattr(self.table, f"a{op}")(dynamodb, *args)
-        return await self.run(getattr(self.table, op), *args)
+        return await getattr(self.table, f"a{op}")(dynamodb or BotocoreDynamoDB(self.table.dynamodb), *args)
 
     async def list_workers(self) -> dict[str, WorkerHeartbeat]:
         return await self._either("list_workers")
 
     async def scan(self) -> TableView:
-        return await self._either("scan", needs_layout=True)
+        return await self._either("scan")
 
     async def list_leases(self) -> list[Lease]:
-        return await self._either("list_leases", needs_layout=True)
+        return await self._either("list_leases")
 
     async def create_lease(self, lease: Lease) -> bool:
-        return await self._either("create_lease", lease, needs_layout=True)
+        return await self._either("create_lease", lease)
 
     async def delete_lease(self, lease: Lease, only_if_shard_end: bool) -> bool:
-        return await self._either("delete_lease", lease, only_if_shard_end, needs_layout=True)
+        return await self._either("delete_lease", lease, only_if_shard_end)
 
     async def ensure_layout(self, expected_leases: int) -> object:
-        return await self.run(self.table.ensure_layout, expected_leases)
+        return await self._either("ensure_layout", expected_leases)
 
     async def take_lease(self, lease: Lease, owner: str) -> Lease | None:
         return await self._either("take_lease", lease, owner)
@@ -82,7 +68,7 @@ class TableCalls:
         return await self._either("checkpoint", lease, checkpoint, estimate)
 
     async def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
-        return await self._either("mark_shard_end", lease, children, needs_layout=True)
+        return await self._either("mark_shard_end", lease, children)
 
     async def declare_worker_dead(self, beat: WorkerHeartbeat) -> bool:
         return await self._either("declare_worker_dead", beat)

@@ -30,6 +30,8 @@ from test_consumer import (  # worker processes
     split_then_merge_mid_read,
 )
 
+from kinesis_src.aws.botocore_dynamodb import BotocoreDynamoDB
+from kinesis_src.in_place import run_sync
 from kinesis_src import Consumer, KeyRange
 from kinesis_src.aws.dynamodb import DynamoDBClient
 from kinesis_src.config import AwsSettings
@@ -132,7 +134,8 @@ def test_two_claims_made_at_once_are_serialized_the_later_fails_naming_the_earli
     lower, straddling = KeyRange.slice(0, 2), KeyRange(KeyRange.slice(0, 2).end - 5, KeyRange.slice(1, 2).end)
     first = early.claim("early", lower)
     assert first.order == version + 1
-    assert not late._register(RangeClaim("late", straddling, "s", 0, version + 1), version, UnitMap())  # the race lost
+    put = {"Put": {"TableName": late.table_name, "Item": late._item(RangeClaim("late", straddling, "s", 0, version + 1))}}
+    assert not run_sync(late.arecord_units(BotocoreDynamoDB(dynamodb), version, UnitMap(), put))  # the race lost
     stop = asyncio.Event()
 
     async def renew_and_claim() -> None:

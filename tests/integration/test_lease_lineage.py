@@ -20,6 +20,7 @@ from lease_fixtures import FAILOVER, dynamodb_fixture, make_stream, table_name_f
 from waiting import wait_for  # tests/waiting.py
 
 from kinesis_src.aws import KinesisClient
+from kinesis_src.aws.async_dynamodb import AsyncDynamoDB
 from kinesis_src.errors import LeaseLostError
 from kinesis_src.leases.assignment import plan_assignment
 from kinesis_src.leases.coordinator import LeaseCoordinator
@@ -44,14 +45,15 @@ class CountingTable(LeaseTable):
 
     created: list[str]
 
-    def create_lease(self, lease: Lease) -> bool:
-        ok = super().create_lease(lease)
+    async def acreate_lease(self, dynamodb: AsyncDynamoDB, lease: Lease) -> bool:
+        ok = await super().acreate_lease(dynamodb, lease)
         if ok:
             self.created.append(lease.shard_id)
         return ok
 
-    def mark_shard_end(self, lease: Lease, children: Sequence[Lease]) -> ShardEndResult:
-        result = super().mark_shard_end(lease, children)
+    async def amark_shard_end(self, dynamodb: AsyncDynamoDB, lease: Lease, children: Sequence[Lease],
+                              ) -> ShardEndResult:
+        result = await super().amark_shard_end(dynamodb, lease, children)
         self.created.extend(result.created_children)
         return result
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pickle
 
+import aiobotocore.client
 import boto3
 import botocore.client
 import pytest
@@ -41,16 +42,23 @@ def read(url: str, source: CredentialSource) -> int:
 
 @pytest.fixture
 def assume_role_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
-    """Every AssumeRole request any botocore client makes (the refresh is botocore's own)."""
+    """Every AssumeRole request any botocore or aiobotocore client makes (the refresh is their own)."""
     calls: list[dict] = []
     original = botocore.client.BaseClient._make_api_call
+    aoriginal = aiobotocore.client.AioBaseClient._make_api_call
 
     def spy(self, operation, params):
         if operation == "AssumeRole":
             calls.append(params)
         return original(self, operation, params)
 
+    async def aspy(self, operation, params):
+        if operation == "AssumeRole":
+            calls.append(params)
+        return await aoriginal(self, operation, params)
+
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", spy)
+    monkeypatch.setattr(aiobotocore.client.AioBaseClient, "_make_api_call", aspy)
     return calls
 
 
@@ -154,4 +162,4 @@ def test_the_consumer_assumes_the_role_for_kinesis_and_its_lease_table(
         return seen
 
     assert asyncio.run(asyncio.wait_for(consume(), 60)) == 10
-    assert assume_role_calls  # the sync clients (lease table, registration) assumed it through botocore
+    assert assume_role_calls  # the Consumer's clients (Kinesis, the lease table) assumed it

@@ -31,12 +31,13 @@ from tests.unit.test_leases_coordinator import (  # noqa: F401
 
 
 def _retaken_during(coordinator: LeaseCoordinator, clock: Clock, write: Callable) -> Callable:
-    """``write``, run after this worker released sid(0) and took it again (a newer holding)."""
-    def retaken_first(lease: Lease, *args: object) -> object:
+    """``write`` (a table's coroutine), run after this worker released sid(0) and took it again (a
+    newer holding)."""
+    async def retaken_first(dynamodb: object, lease: Lease, *args: object) -> object:
         coordinator.release(sid(0))
         clock.advance(TIMING.scan_s)
         assert coordinator.run_once().acquired == [sid(0)]
-        return write(lease, *args)
+        return await write(dynamodb, lease, *args)
     return retaken_first
 
 
@@ -49,11 +50,11 @@ def test_a_rejected_write_keeps_the_newer_holding_of_the_same_shard(dynamodb, wr
     first = a.lease(sid(0))
     table = a.table
     if write == "shard_ended":
-        table.mark_shard_end = _retaken_during(a, clock, table.mark_shard_end)  # type: ignore[method-assign]
+        table.amark_shard_end = _retaken_during(a, clock, table.amark_shard_end)  # type: ignore[method-assign]
         with pytest.raises(LeaseLostError):
             a.shard_ended(sid(0), [ChildShard(sid(1), (sid(0),), 0, FULL.end)])
     else:
-        table.checkpoint = _retaken_during(a, clock, table.checkpoint)  # type: ignore[method-assign]
+        table.acheckpoint = _retaken_during(a, clock, table.acheckpoint)  # type: ignore[method-assign]
         with pytest.raises(LeaseLostError):
             a.checkpoint(sid(0), Checkpoint.sequence("7"))
     newer = table_for(dynamodb).get_lease(sid(0))

@@ -84,19 +84,19 @@ def test_a_take_in_flight_when_the_worker_learns_it_was_declared_dead_is_not_hel
     seed(dynamodb, 1)
     a = _own_schedule(worker(dynamodb, "a", clock))
     table = a.table
-    take = table.take_lease
+    take = table.atake_lease
     statuses: list[HeartbeatStatus] = []
 
-    def declared_dead_meanwhile(lease: Lease, new_owner: str) -> Lease | None:
+    async def declared_dead_meanwhile(dynamodb: object, lease: Lease, new_owner: str) -> Lease | None:
         table.declare_worker_dead(table.list_workers()["a"])  # another worker, on an older observation
         statuses.append(a.renewal.renew())  # the renewal thread finds out and registers again
-        return take(lease, new_owner)
+        return await take(dynamodb, lease, new_owner)
 
-    table.take_lease = declared_dead_meanwhile  # type: ignore[method-assign]
+    table.atake_lease = declared_dead_meanwhile  # type: ignore[method-assign]
     report = a.run_once()
     assert statuses == [HeartbeatStatus.DECLARED_DEAD] and a.is_live()
     assert a.held() == {} and report.acquired == []
-    table.take_lease = take  # type: ignore[method-assign]
+    table.atake_lease = take  # type: ignore[method-assign]
     taken = table.get_lease(sid(0))
     assert taken.owner == "a"
     assert a.run_once().acquired == [sid(0)]  # adopted with a fenced take

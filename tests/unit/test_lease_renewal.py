@@ -38,13 +38,13 @@ class StuckReads(LeaseTable):
             self.waiting.set()
             self.released.wait(30)
 
-    def list_workers(self):
+    async def alist_workers(self, dynamodb):
         self._hang()
-        return super().list_workers()
+        return await super().alist_workers(dynamodb)
 
-    def scan(self):
+    async def ascan(self, dynamodb):
         self._hang()
-        return super().scan()
+        return await super().ascan(dynamodb)
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_run_once_without_a_thread_renews_in_the_cycle_and_reports_it(dynamodb: 
 class FailingScan(LeaseTable):
     """A lease table whose lease reads are refused, as a role without dynamodb:Query is."""
 
-    def scan(self):
+    async def ascan(self, dynamodb):
         raise AccessDeniedError("not allowed to call dynamodb:Query (test)")
 
 

@@ -310,12 +310,16 @@ def test_the_view_is_fresh_only_within_the_steal_patience_after_a_scan_that_answ
     assert a.view_is_fresh()
     clock.advance(0.2)  # 1.6 s > 1.5 renewals of 1 s
     assert not a.view_is_fresh()
-    failing = a.table.list_workers
-    a.table.list_workers = lambda: (_ for _ in ()).throw(ThrottledError("throttled"))  # type: ignore[method-assign]
+    failing = a.table.alist_workers
+
+    async def throttled(dynamodb: object) -> dict:
+        raise ThrottledError("throttled")
+
+    a.table.alist_workers = throttled  # type: ignore[method-assign]
     with pytest.raises(ThrottledError):
         a.run_once()
     assert not a.view_is_fresh()  # a scan that failed does not count
-    a.table.list_workers = failing  # type: ignore[method-assign]
+    a.table.alist_workers = failing  # type: ignore[method-assign]
     a.run_once()
     assert a.view_is_fresh()
 
@@ -461,17 +465,17 @@ def test_a_worker_that_registers_between_the_heartbeat_and_lease_reads_is_not_ta
     seed(dynamodb, 2)
     clock = Clock()
     a = worker(dynamodb, "a", clock)
-    read_heartbeats = a.table.list_workers
+    read_heartbeats = a.table.alist_workers
 
-    def late_worker_just_after() -> dict:
-        heartbeats = read_heartbeats()
+    async def late_worker_just_after(client: object) -> dict:
+        heartbeats = await read_heartbeats(client)
         other = table_for(dynamodb)
         other.register_worker("late")
         other.take_lease(other.get_lease(sid(1)), "late")
-        a.table.list_workers = read_heartbeats  # type: ignore[method-assign]
+        a.table.alist_workers = read_heartbeats  # type: ignore[method-assign]
         return heartbeats
 
-    a.table.list_workers = late_worker_just_after  # type: ignore[method-assign]
+    a.table.alist_workers = late_worker_just_after  # type: ignore[method-assign]
     report = a.run_once()
     assert "late" in report.live_workers and sid(1) not in report.acquired
     assert owners(dynamodb) == {sid(0): "a", sid(1): "late"}
