@@ -132,7 +132,7 @@ class UnitReaders:
         ordered = sorted(held, key=lambda h: (streams.index(h[0]), h[1]))
         return [shard if len(streams) == 1 else f"{stream}/{shard}" for stream, shard in ordered]
 
-    # -- at start (worker thread) --------------------------------------------------------------
+    # -- at start -------------------------------------------------------------------------------
 
     async def prepare(self, guard: KeyRangeGuard) -> None:
         """The table, the stream list, each stream checked (missing: fails naming it; recreated:
