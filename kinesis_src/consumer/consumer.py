@@ -9,7 +9,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self
 
 from ..aws.async_dynamodb import open_async_dynamodb
 from ..aws.async_kinesis import AsyncKinesisClient
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from .processing import ProcessingMetrics
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # the options, and retired option names: set on a built consumer, each is refused
 _OPTIONS = frozenset(f.name for f in fields(ConsumerConfig)) | {"timing", "limit", "streams"}

@@ -24,7 +24,7 @@ from ..leases.coordinator import LeaseCoordinator
 from ..leases.held_leases import HeldLeases
 from ..leases.model import Checkpoint, Lease
 from ..leases.shard_sync import ShardSync
-from ..leases.stream_binding import abind_stream, bind_stream
+from ..leases.stream_binding import abind_stream
 from ..leases.table import LeaseTable
 from ..leases.table_calls import TableCalls
 from ..records import RecordPage
@@ -83,15 +83,8 @@ class StreamReader:
         return LeaseTable(DynamoDBClient(c.settings), c.lease_table_name, c.application_name, self.stream,
                           scope=self.scope)
 
-    def new_coordinator(self, table: LeaseTable) -> LeaseCoordinator:
-        """Check the stream (missing: fails naming it; recreated: refused), then the coordinator."""
-        summary = KinesisClient(self.config.settings).describe_stream(self.stream)  # a missing stream fails here
-        if summary.identity is not None:  # a recreated stream fails here, before any lease is read
-            bind_stream(table, summary.identity)
-        return self._coordinator(table)
-
     async def anew_coordinator(self, table: LeaseTable) -> LeaseCoordinator:
-        """:meth:`new_coordinator` on the loop."""
+        """Check the stream (missing: fails naming it; recreated: refused), then the coordinator."""
         summary = await self.handout.kinesis.describe_stream(self.stream)  # type: ignore[union-attr]
         if summary.identity is not None:
             await abind_stream(table, summary.identity, self.handout.dynamodb)  # type: ignore[arg-type]

@@ -8,8 +8,6 @@ from __future__ import annotations
 import enum
 import hashlib
 import logging
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -101,34 +99,23 @@ def _deregistered(target: FanOutTarget, removed: bool) -> None:
 
 
 class Registrations:
-    """The stream consumers one worker registered (or found), by (stream, name); thread-safe. A unit
-    read again reuses its target without a call; :meth:`aderegister_all` reaches the consumers of
+    """The stream consumers one worker registered (or found), by (stream, name), on its event loop. A
+    unit read again reuses its target without a call; :meth:`aderegister_all` reaches the consumers of
     units this worker no longer reads too."""
 
     def __init__(self) -> None:
         self._targets: dict[tuple[str, str], FanOutTarget] = {}
-        self._lock = threading.Lock()
-
-    def register(self, kinesis: Callable[[], KinesisClient], stream: str, name: str) -> FanOutTarget:
-        """:func:`register`, once per (stream, name); ``kinesis`` makes the client only when needed."""
-        return self._known(stream, name) or self._keep(stream, name, register(kinesis(), stream, name))
 
     async def aregister(self, kinesis: AsyncKinesisClient, stream: str, name: str) -> FanOutTarget:
-        """:meth:`register` on the Consumer's event loop."""
-        return self._known(stream, name) or self._keep(stream, name, await aregister(kinesis, stream, name))
-
-    def _known(self, stream: str, name: str) -> FanOutTarget | None:
-        with self._lock:
-            return self._targets.get((stream, name))
-
-    def _keep(self, stream: str, name: str, target: FanOutTarget) -> FanOutTarget:
-        """The target registered first (two registrations of one unit may race): kept, and returned."""
-        with self._lock:
-            return self._targets.setdefault((stream, name), target)
+        """:func:`aregister`, once per (stream, name). Of two registrations of one unit that race, the
+        first kept is the one returned to both."""
+        if (stream, name) not in self._targets:
+            target = await aregister(kinesis, stream, name)
+            self._targets.setdefault((stream, name), target)
+        return self._targets[(stream, name)]
 
     def targets(self) -> list[FanOutTarget]:
-        with self._lock:
-            return list(self._targets.values())
+        return list(self._targets.values())
 
     async def aderegister_all(self, kinesis: AsyncKinesisClient) -> list[KinesisSourceError]:
         """Deregister every consumer registered here; each is tried, and the failures are returned."""
@@ -140,6 +127,5 @@ class Registrations:
                 log.warning("could not deregister enhanced fan-out consumer %r: %s", target.consumer_name, exc)
                 failures.append(exc)
                 continue
-            with self._lock:
-                self._targets = {k: t for k, t in self._targets.items() if t != target}
+            self._targets = {k: t for k, t in self._targets.items() if t != target}
         return failures
