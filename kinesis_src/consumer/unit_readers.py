@@ -164,8 +164,12 @@ class UnitReaders:
                     reader.coordinator = await reader.anew_coordinator(reader.lease_table())
                 self.readers[key] = reader
         if config.consumer_mode is ConsumerMode.EFO:
-            await while_beating(asyncio.gather(*map(self.aregister_fan_out, self.readers.values())), beat,
-                                config.lease_timing.renew_s)
+            await while_beating(self._register_fan_outs(), beat, config.lease_timing.renew_s)
+
+    async def _register_fan_outs(self) -> None:
+        """One reader's at a time, as at runtime: RegisterStreamConsumer allows 5 calls a second."""
+        for reader in self.readers.values():
+            await self.aregister_fan_out(reader)
 
     async def start_reader(self, reader: StreamReader) -> bool:
         """Start the reader's coordinator; False, leaving no heartbeat, if its unit is not free.
