@@ -34,6 +34,7 @@ from .dynamodb_results import (
     update_args,
     write_result,
 )
+from .server_clock import ServerClock
 
 CONNECTIONS = 16  # lease writes in flight at once: one per shard checkpointing now
 
@@ -53,6 +54,7 @@ class AsyncDynamoDBClient:
         url = settings.effective_dynamodb_endpoint_url
         self.endpoint = url or f"DynamoDB in {settings.region}"
         self.requests: Counter[str] = Counter()
+        self.server_clock = ServerClock()
         self._context: Any = None
         self._client: Any = None
 
@@ -132,6 +134,10 @@ class AsyncDynamoDBClient:
 
         return await self._call(operation, table, attempt)
 
+    def server_time_s(self) -> float | None:
+        """DynamoDB's time now, from its last answer (:class:`.server_clock.ServerClock`)."""
+        return self.server_clock.now_s()
+
     def _open(self) -> Any:
         if self._client is None:
             raise RuntimeError("AsyncDynamoDBClient is not open: use `async with AsyncDynamoDBClient(...)`")
@@ -143,7 +149,10 @@ class AsyncDynamoDBClient:
 
         async def counted() -> Any:
             self.requests[operation] += 1
-            return await fn()
+            answer = await fn()
+            if isinstance(answer, dict):  # a failed condition's answer is kept apart
+                self.server_clock.note(answer)
+            return answer
 
         try:
             return await acall(f"DynamoDB {operation} on table {table!r}", self.endpoint, self.settings.retry, counted)

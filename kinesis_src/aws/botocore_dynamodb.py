@@ -25,6 +25,9 @@ class BotocoreDynamoDB:
     def endpoint(self) -> str:
         return self.client.endpoint
 
+    def server_time_s(self) -> float | None:
+        return self.client.server_time_s()
+
     @property
     def requests(self) -> Any:
         """Requests by operation, the botocore client's count."""

@@ -9,14 +9,12 @@ import logging
 import threading
 import time
 from collections import Counter
-from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import botocore.session
 from botocore import xform_name
 from botocore.exceptions import ClientError
 
-from ..clock import since_boot
 from ..config import AwsSettings
 from ..errors import (
     AccessDeniedError,
@@ -44,6 +42,7 @@ from .dynamodb_results import (
     update_args,
     write_result,
 )
+from .server_clock import ServerClock
 
 __all__ = ["CapacityMeter", "DynamoDBClient", "Item", "TableDescription", "TransactOutcome", "WriteResult"]
 
@@ -72,7 +71,7 @@ class DynamoDBClient:
         )
         self._count_lock = threading.Lock()
         self.requests: Counter[str] = Counter()
-        self._server_time: tuple[float, float] | None = None  # (Date header, since_boot() on arrival)
+        self.server_clock = ServerClock()
         self._client.meta.events.register("before-call.dynamodb", self._count)
         self._client.meta.events.register("after-call.dynamodb", self._note_server_time)
         self.capacity = CapacityMeter()
@@ -85,20 +84,11 @@ class DynamoDBClient:
             self.requests[event_name.rsplit(".", 1)[-1]] += 1
 
     def _note_server_time(self, parsed: Mapping[str, Any] | None = None, **_: Any) -> None:
-        headers = ((parsed or {}).get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
-        try:
-            server_s = parsedate_to_datetime(headers["date"]).timestamp()
-        except (KeyError, TypeError, ValueError):  # no Date header (a stub), or an unreadable one
-            return
-        with self._count_lock:
-            self._server_time = (server_s, since_boot())
+        self.server_clock.note(parsed)
 
     def server_time_s(self) -> float | None:
-        """DynamoDB's time now (epoch seconds, +-1 s): the Date header of its last answer plus
-        the time elapsed here since. None before the first answer."""
-        with self._count_lock:
-            seen = self._server_time
-        return None if seen is None else seen[0] + (since_boot() - seen[1])
+        """DynamoDB's time now, from its last answer (:class:`.server_clock.ServerClock`)."""
+        return self.server_clock.now_s()
 
     def request_total(self) -> int:
         with self._count_lock:

@@ -16,6 +16,7 @@ from lineage import KeyRange
 from ..aws import DynamoDBClient
 from ..aws.botocore_dynamodb import BotocoreDynamoDB
 from ..aws.dynamodb import Item
+from ..aws.server_clock import ttl_after
 from ..clock import since_boot
 from ..errors import KeyRangeInUseError, KinesisSourceError
 from ..in_place import pause, run_sync
@@ -117,7 +118,7 @@ class RangeClaims:
                 await self._refuse_live(dynamodb, rivals, key_range)  # raises, or deleted them as dead: read again
                 continue
             mine = RangeClaim(worker_id, key_range, uuid.uuid4().hex[:12], 0, version + 1)
-            put = {"Put": {"TableName": self.table_name, "Item": self._item(mine)}}
+            put = {"Put": {"TableName": self.table_name, "Item": self._item(mine, dynamodb)}}
             if await self.arecord_units(dynamodb, version, units.with_claim(key_range, worker_id), put):
                 self.mine = mine
                 log.info("%s on stream %r (application %r)", mine.describe(), self.stream, self.application)
@@ -164,7 +165,7 @@ class RangeClaims:
         return (await dynamodb.update_item(
             self.table_name, self._claim_key(mine.worker_id), "SET #ttl = :ttl ADD #hb :one", "#session = :session",
             names={"#ttl": TTL, "#hb": HEARTBEAT, "#session": SESSION},
-            values={":ttl": {"N": str(self._ttl_s())}, ":one": {"N": "1"}, ":session": {"S": mine.session}})).ok
+            values={":ttl": {"N": str(self._ttl_s(dynamodb))}, ":one": {"N": "1"}, ":session": {"S": mine.session}})).ok
 
     def release(self) -> None:
         run_sync(self.arelease(self._in_place()))
@@ -199,13 +200,14 @@ class RangeClaims:
     def _version_key(self) -> Item:
         return range_version_key(self.application, self.stream)
 
-    def _item(self, claim: RangeClaim) -> Item:
+    def _item(self, claim: RangeClaim, writer: AsyncDynamoDB) -> Item:
         return range_claim_item(self.application, self.stream, claim.worker_id, claim.key_range.start,
-                                claim.key_range.end, claim.session, claim.heartbeat, claim.order, self._ttl_s())
+                                claim.key_range.end, claim.session, claim.heartbeat, claim.order,
+                                self._ttl_s(writer))
 
-    def _ttl_s(self) -> int:
-        server_s = self.dynamodb.server_time_s()
-        return max(int(time.time()), 0 if server_s is None else int(server_s)) + CLAIM_TTL_S
+    def _ttl_s(self, writer: AsyncDynamoDB) -> int:
+        """Garbage collection of dead workers' claims, on the writing client's clock of DynamoDB."""
+        return ttl_after(writer.server_time_s(), time.time(), CLAIM_TTL_S)
 
 
 def _registry_of(items: list[Item]) -> tuple[int, UnitMap, list[RangeClaim]]:

@@ -9,6 +9,7 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
+from ..aws.server_clock import ttl_after
 from ..in_place import run_sync
 from ..names import validate_worker_id
 from .model import HeartbeatStatus, WorkerHeartbeat
@@ -49,7 +50,7 @@ class HeartbeatItems:
         """Write this process's heartbeat item (a new session); a previous process with the id loses."""
         worker = self._new_session(validate_worker_id(worker_id))
         await dynamodb.put_item(self.table_name, self.codec.heartbeat_item(self._worker_key(worker_id), worker,
-                                                                           self._ttl_s()))
+                                                                           self._ttl_s(dynamodb)))
         return worker
 
     def heartbeat(self, worker: WorkerHeartbeat, changed: bool = False,
@@ -87,7 +88,7 @@ class HeartbeatItems:
         Put-if-absent, so of two queries that find the claim gone the second learns it at once; a
         retry of our own put that landed finds our session stored: registered."""
         claim = self._new_session(holder)
-        item = self.codec.heartbeat_item(self._claim_key(), claim, self._ttl_s())
+        item = self.codec.heartbeat_item(self._claim_key(), claim, self._ttl_s(self.dynamodb))
         result = self.dynamodb.put_item(self.table_name, item, "attribute_not_exists(#pk)", names={"#pk": HASH_KEY})
         ours = result.item is not None and self.codec.session(result.item) == claim.session
         return claim if result.ok or ours else None
@@ -113,7 +114,7 @@ class HeartbeatItems:
         from the answer (ALL_NEW). Every write moves what the others watch, a retry included."""
         now = self.now_ms()
         names = {"#hb": HEARTBEAT, "#updated": LAST_UPDATED, "#ttl": TTL_ATTRIBUTE, "#session": SESSION}
-        values = {":one": number_value(1), ":now": number_value(now), ":ttl": number_value(self._ttl_s()),
+        values = {":one": number_value(1), ":now": number_value(now), ":ttl": number_value(self._ttl_s(dynamodb)),
                   ":session": string_value(worker.session)}
         update = "SET #updated = :now, #ttl = :ttl"
         if changed:  # an announcement names whom it concerns, or nobody (an older announcement's are stale)
@@ -145,13 +146,10 @@ class HeartbeatItems:
             values[":hb"] = number_value(worker.heartbeat)
         return (await dynamodb.delete_item(self.table_name, key, condition, names=names, values=values)).ok
 
-    def _ttl_s(self) -> int:
-        """``ttl`` of a heartbeat or claim item: a day after now, and never before DynamoDB's own
-        time, so a host clock that is behind cannot get live items deleted (docs/leases.md,
-        "Attributes", "TTL on DynamoDB's clock")."""
-        server_s = self.dynamodb.server_time_s()
-        now_s = max(self.now_ms() // 1000, 0 if server_s is None else int(server_s))
-        return now_s + HEARTBEAT_TTL_S
+    def _ttl_s(self, writer: AsyncDynamoDB | DynamoDBClient) -> int:
+        """``ttl`` of a heartbeat or claim item: a day after now, on the clock of the client that
+        writes it (docs/leases.md, "TTL on DynamoDB's clock")."""
+        return ttl_after(writer.server_time_s(), self.now_ms() / 1000, HEARTBEAT_TTL_S)
 
     def _worker_key(self, worker_id: str) -> Item:
         return worker_key(self.partition, worker_id)

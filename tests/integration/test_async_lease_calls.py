@@ -11,6 +11,7 @@ renewals and deletes. DynamoDB Local.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -203,3 +204,14 @@ def test_the_async_key_range_claim_calls_are_the_sync_ones(dynamodb: DynamoDBCli
     assert not on_loop(dynamodb, lambda c: lower.adelete_dead(c, seen))
     assert on_loop(dynamodb, lambda c: lower.adelete_dead(c, claim_of("w2")))
     assert not on_loop(dynamodb, upper.arenew) and not upper.renew()  # w2's claim is gone
+
+
+def test_the_async_client_keeps_dynamodb_s_time_from_its_answers(dynamodb: DynamoDBClient, table: LeaseTable) -> None:
+    """What a heartbeat's ``ttl`` written on the loop is judged by (tests/unit/test_ttl_server_time.py)."""
+    async def heard(client: AsyncDynamoDBClient) -> float | None:
+        assert client.server_time_s() is None  # nothing heard yet
+        await table.alist_workers(client)
+        return client.server_time_s()
+
+    server_s = on_loop(dynamodb, heard)
+    assert server_s is not None and abs(server_s - time.time()) < 5

@@ -134,8 +134,10 @@ def test_two_claims_made_at_once_are_serialized_the_later_fails_naming_the_earli
     lower, straddling = KeyRange.slice(0, 2), KeyRange(KeyRange.slice(0, 2).end - 5, KeyRange.slice(1, 2).end)
     first = early.claim("early", lower)
     assert first.order == version + 1
-    put = {"Put": {"TableName": late.table_name, "Item": late._item(RangeClaim("late", straddling, "s", 0, version + 1))}}
-    assert not run_sync(late.arecord_units(BotocoreDynamoDB(dynamodb), version, UnitMap(), put))  # the race lost
+    writer = BotocoreDynamoDB(dynamodb)
+    put = {"Put": {"TableName": late.table_name,
+                   "Item": late._item(RangeClaim("late", straddling, "s", 0, version + 1), writer)}}
+    assert not run_sync(late.arecord_units(writer, version, UnitMap(), put))  # the race lost
     stop = asyncio.Event()
 
     async def renew_and_claim() -> None:

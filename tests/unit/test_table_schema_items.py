@@ -187,7 +187,7 @@ def test_an_ordering_claim_item() -> None:
 def test_a_range_claim_item() -> None:
     dynamodb = RecordingDynamoDB(now_s=4_000_000_000)
     claims = RangeClaims(dynamodb, TABLE, APP, STREAM, 10.0)  # type: ignore[arg-type]
-    item = claims._item(RangeClaim("w1", KeyRange(0, 99), "abc", 5, 2))
+    item = claims._item(RangeClaim("w1", KeyRange(0, 99), "abc", 5, 2), BotocoreDynamoDB(dynamodb))  # type: ignore[arg-type]
     assert item == {
         "pk": s("ranges#app#orders"), "sk": s("claim#w1"), "workerId": s("w1"), "rangeStart": s("0"),
         "rangeEnd": s("99"), "session": s("abc"), "heartbeat": n(5), "claimOrder": n(2), "ttl": n(4_000_000_000 + DAY_S),
