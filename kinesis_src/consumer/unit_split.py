@@ -74,7 +74,7 @@ async def split_unit(dynamodb: AsyncDynamoDB, claims: RangeClaims, split: Split,
     pieces = [unit_table(claims, scope_of(p)) for p in split.pieces]
     done = 0
     for lease in await table.alist_leases(dynamodb):
-        done += await _split_lease(dynamodb, table, pieces, lease, worker_id)
+        done += await _split_lease(dynamodb, table, await table.alayout(dynamodb), pieces, lease, worker_id)
         if beat is not None:
             await beat()
     log.info("stream %r (application %r): %s split into %s at %d shard checkpoint(s)", claims.stream,
@@ -82,8 +82,8 @@ async def split_unit(dynamodb: AsyncDynamoDB, claims: RangeClaims, split: Split,
     return done
 
 
-async def _split_lease(dynamodb: AsyncDynamoDB, table: LeaseTable, pieces: list[LeaseTable], lease: Lease | None,
-                       worker_id: str) -> int:
+async def _split_lease(dynamodb: AsyncDynamoDB, table: LeaseTable, layout: LeaseLayout, pieces: list[LeaseTable],
+                       lease: Lease | None, worker_id: str) -> int:
     """One shard's cut-over; 0 if it was split meanwhile by someone else."""
     for _ in range(MAX_ROUNDS):
         if lease is None:
@@ -92,7 +92,7 @@ async def _split_lease(dynamodb: AsyncDynamoDB, table: LeaseTable, pieces: list[
             lease = (await table.atake_lease(dynamodb, lease, worker_id)
                      or await table.aget_lease(dynamodb, lease.shard_id))
             continue
-        actions = [_delete_held(table, lease)] + [
+        actions = [_delete_held(table, layout, lease)] + [
             _put_new(piece, await piece.aensure_layout(dynamodb), lease) for piece in pieces
             if await piece.aget_lease(dynamodb, lease.shard_id) is None
         ]
@@ -105,11 +105,11 @@ async def _split_lease(dynamodb: AsyncDynamoDB, table: LeaseTable, pieces: list[
     )
 
 
-def _delete_held(table: LeaseTable, lease: Lease) -> dict:
+def _delete_held(table: LeaseTable, layout: LeaseLayout, lease: Lease) -> dict:
     return {
         "Delete": {
             "TableName": table.table_name,
-            "Key": lease_key(table.layout().partition_of(lease.shard_id), lease.shard_id),
+            "Key": lease_key(layout.partition_of(lease.shard_id), lease.shard_id),
             "ConditionExpression": "#counter = :cur AND #owner = :owner",
             "ExpressionAttributeNames": {"#counter": LEASE_COUNTER, "#owner": LEASE_OWNER},
             "ExpressionAttributeValues": {":cur": {"N": str(lease.counter)}, ":owner": {"S": lease.owner}},
